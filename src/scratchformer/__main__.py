@@ -1,0 +1,7 @@
+"""`python -m scratchformer ...` (and `torchrun -m scratchformer train ...`)."""
+
+import sys
+
+from scratchformer.cli import main
+
+sys.exit(main())

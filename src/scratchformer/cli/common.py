@@ -1,0 +1,56 @@
+"""Argument helpers shared by commands: presets with KEY=VALUE overrides."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import typing
+from typing import Any
+
+from scratchformer.config import PRESETS, ModelConfig
+from scratchformer.errors import ConfigError
+
+_TYPES = typing.get_type_hints(ModelConfig)
+
+
+def parse_value(key: str, text: str) -> Any:
+    """'d_model=256' -> 256, 'norm=pre' -> 'pre', 'd_k=none' -> None, using the field's declared type."""
+    if key not in _TYPES:
+        fields = ", ".join(f.name for f in dataclasses.fields(ModelConfig))
+        raise ConfigError(f"unknown config field {key!r}; fields: {fields}")
+    hint = _TYPES[key]
+    args = typing.get_args(hint)
+    if text.lower() in ("none", "null") and type(None) in args:
+        return None
+    base = next((a for a in args if a is not type(None)), hint) if args else hint
+    try:
+        if base is bool:
+            if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return text.lower() in ("true", "1", "yes")
+        if base in (int, float, str):
+            return base(text)
+        return json.loads(text)
+    except ValueError:
+        raise ConfigError(f"cannot read {key}={text!r} as {getattr(base, '__name__', base)}") from None
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not KEY=VALUE (for example d_model=256 or norm=pre)")
+        key, value = item.split("=", 1)
+        key = key.strip().replace("-", "_")
+        out[key] = parse_value(key, value.strip())
+    return out
+
+
+def add_model_args(p: argparse.ArgumentParser, default_preset: str = "paper-base") -> None:
+    p.add_argument("--preset", default=default_preset, help=f"one of: {', '.join(PRESETS)}")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. d_model=256 norm=pre")
+
+
+def config_from_args(args: argparse.Namespace) -> ModelConfig:
+    return ModelConfig.preset(args.preset, **parse_overrides(args.overrides))

@@ -1,0 +1,66 @@
+"""`scratchformer params | shapes | plot`: look inside a model before (or instead of) training it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from scratchformer.cli.common import add_model_args, config_from_args
+from scratchformer.config import PAPER_PARAMS_M
+from scratchformer.model import build_model
+
+
+def cmd_params(args: argparse.Namespace) -> int:
+    from scratchformer.inspect.params import format_table, parameter_rows, parameter_summary
+
+    config = config_from_args(args)
+    model = build_model(config)
+    paper = PAPER_PARAMS_M.get(args.preset) if not args.overrides else None
+    if args.json:
+        print(json.dumps({"preset": args.preset, **parameter_summary(model, paper)}))
+    else:
+        print(f"preset {args.preset}: d_model={config.d_model} h={config.n_heads} d_k={config.head_dim_k} "
+              f"d_v={config.head_dim_v} d_ff={config.d_ff} N={config.n_encoder_layers}+{config.n_decoder_layers} "
+              f"vocab={config.src_vocab_size}/{config.tgt_vocab_size} tied={config.tie_embeddings}\n")
+        print(format_table(parameter_rows(model), config, paper))
+    return 0
+
+
+def cmd_shapes(args: argparse.Namespace) -> int:
+    from scratchformer.inspect.shapes import shape_report
+
+    config = config_from_args(args).replace(dropout=0.0)
+    model = build_model(config)
+    print(shape_report(model, args.batch, args.src_len, args.tgt_len, args.all_layers))
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from scratchformer.inspect.plots import plot_positions
+
+    if args.what == "positions":
+        path = plot_positions(args.out, args.d_model, args.max_len)
+        print(f"wrote {path}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("params", help="parameter table per component, with the closed-form estimate")
+    add_model_args(p)
+    p.add_argument("--json", action="store_true", help='print {"total": N, ...} as JSON')
+    p.set_defaults(func=cmd_params)
+
+    p = sub.add_parser("shapes", help="one forward pass, every module's input/output shapes with named dims")
+    add_model_args(p)
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--src-len", type=int, default=10, help="source length (or sequence length)")
+    p.add_argument("--tgt-len", type=int, default=9)
+    p.add_argument("--all-layers", action="store_true", help="trace inside every layer, not only layer 0")
+    p.set_defaults(func=cmd_shapes)
+
+    p = sub.add_parser("plot", help="pictures: positional encodings")
+    p.add_argument("what", choices=["positions"])
+    p.add_argument("--d-model", type=int, default=128)
+    p.add_argument("--max-len", type=int, default=100)
+    p.add_argument("--out", required=True, help="output PNG file")
+    p.set_defaults(func=cmd_plot)

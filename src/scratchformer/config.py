@@ -1,0 +1,190 @@
+"""ModelConfig: every size of the architecture in one dataclass, with the paper's presets.
+
+    config = ModelConfig.preset("paper-base")              # Table 3, base model: 65M parameters
+    config = ModelConfig.preset("tiny", d_model=128)       # a preset with overrides
+    config.save("config.json"); ModelConfig.load("config.json")
+
+Names follow the paper: d_model, h (`n_heads`), d_k, d_v, d_ff, N (`n_encoder_layers`, `n_decoder_layers`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scratchformer.errors import ConfigError
+
+ARCHS = ("encoder-decoder", "encoder", "decoder")
+NORMS = ("post", "pre")
+POSITIONS = ("sinusoidal", "sinusoidal-concat", "learned")
+ACTIVATIONS = ("relu", "gelu", "gelu-tanh")
+
+
+@dataclass
+class ModelConfig:
+    """The architecture. Defaults are the paper's base model (Table 3, first row)."""
+
+    arch: str = "encoder-decoder"  # "encoder-decoder" (paper) | "encoder" (BERT-like) | "decoder" (GPT-like)
+    src_vocab_size: int = 37000  # encoder vocabulary (unused by single-stack models)
+    tgt_vocab_size: int = 37000  # decoder vocabulary; the one vocabulary of single-stack models
+    d_model: int = 512
+    n_heads: int = 8  # h
+    d_k: int | None = None  # per-head query/key width; None -> d_model // n_heads
+    d_v: int | None = None  # per-head value width; None -> d_k (the paper keeps d_v = d_k)
+    d_ff: int = 2048
+    n_encoder_layers: int = 6
+    n_decoder_layers: int = 6
+    dropout: float = 0.1  # P_drop: sublayer outputs and embedding + position sums
+    attention_dropout: float = 0.0  # on the attention weights (nn.Transformer and BERT use P_drop here)
+    activation_dropout: float = 0.0  # inside the FFN, after the activation
+    norm: str = "post"  # "post": LayerNorm(x + Sublayer(x)) (paper) | "pre": x + Sublayer(LayerNorm(x))
+    final_norm: bool | None = None  # LayerNorm after each stack; None -> True for pre-norm, False for post
+    positions: str = "sinusoidal"  # interleaved sin/cos (paper) | "sinusoidal-concat" (sin|cos halves) | "learned"
+    activation: str = "relu"  # "relu" (paper) | "gelu" (exact erf) | "gelu-tanh"
+    tie_embeddings: bool = True  # share target embedding and pre-softmax weights (and source, if same vocab)
+    scale_embeddings: bool = True  # multiply token embeddings by sqrt(d_model) (paper section 3.4)
+    max_len: int = 512  # longest sequence the positions cover
+    pad_id: int = 0
+    layer_norm_eps: float = 1e-5
+    bias: bool = True  # biases in attention projections and FFN
+    generator_bias: bool = True  # bias of the pre-softmax linear layer
+    type_vocab_size: int = 0  # BERT's token-type (segment) embeddings; 0 = none
+    embedding_norm: bool = False  # LayerNorm right after the input layer (BERT)
+    fused: bool = True  # use PyTorch's fused kernels (SDPA, F.layer_norm) for the same formulas
+    extra: dict[str, Any] = field(default_factory=dict)  # free-form notes (e.g. where weights came from)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # -- derived sizes ----------------------------------------------------------------------------
+    @property
+    def head_dim_k(self) -> int:
+        return self.d_k if self.d_k is not None else self.d_model // self.n_heads
+
+    @property
+    def head_dim_v(self) -> int:
+        return self.d_v if self.d_v is not None else self.head_dim_k
+
+    @property
+    def use_final_norm(self) -> bool:
+        return self.final_norm if self.final_norm is not None else self.norm == "pre"
+
+    @property
+    def shared_vocab(self) -> bool:
+        return self.arch != "encoder-decoder" or self.src_vocab_size == self.tgt_vocab_size
+
+    # -- checks -----------------------------------------------------------------------------------
+    def validate(self) -> None:
+        def need(cond: bool, msg: str) -> None:
+            if not cond:
+                raise ConfigError(msg)
+
+        need(self.arch in ARCHS, f"arch={self.arch!r} is not one of {', '.join(ARCHS)}")
+        need(self.norm in NORMS, f"norm={self.norm!r} is not one of {', '.join(NORMS)}")
+        need(self.positions in POSITIONS, f"positions={self.positions!r} is not one of {', '.join(POSITIONS)}")
+        need(self.activation in ACTIVATIONS, f"activation={self.activation!r} is not one of {ACTIVATIONS}")
+        for name in ("d_model", "n_heads", "d_ff", "max_len", "tgt_vocab_size"):
+            need(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
+        if self.arch == "encoder-decoder":
+            need(self.src_vocab_size > 0, f"src_vocab_size must be positive, got {self.src_vocab_size}")
+        need(
+            self.d_k is not None or self.d_model % self.n_heads == 0,
+            f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}: "
+            "choose sizes that divide, or set d_k (and d_v) explicitly",
+        )
+        need(self.head_dim_k > 0 and self.head_dim_v > 0, "d_k and d_v must be positive")
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            need(0.0 <= getattr(self, name) < 1.0, f"{name} must be in [0, 1), got {getattr(self, name)}")
+        need(0 <= self.pad_id < self.tgt_vocab_size, f"pad_id={self.pad_id} is outside the vocabulary")
+        need(self.positions != "sinusoidal" or self.d_model % 2 == 0, "sinusoidal positions need an even d_model")
+        n_layers = {"encoder-decoder": (self.n_encoder_layers, self.n_decoder_layers),
+                    "encoder": (self.n_encoder_layers,), "decoder": (self.n_decoder_layers,)}[self.arch]
+        need(all(n > 0 for n in n_layers), f"a {self.arch} model needs at least one layer per stack")
+
+    # -- presets and files ------------------------------------------------------------------------
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> ModelConfig:
+        if name not in PRESETS:
+            raise ConfigError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}")
+        fields = {**PRESETS[name], **overrides}
+        unknown = set(fields) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ConfigError(f"unknown config field(s) {sorted(unknown)} for preset {name!r}")
+        return cls(**fields)
+
+    def replace(self, **changes: Any) -> ModelConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ConfigError(f"unknown config field(s) {sorted(unknown)}; known fields: {', '.join(sorted(known))}")
+        return cls(**data)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> ModelConfig:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist") from None
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"config file {path} is not valid JSON: {e}") from None
+        return cls.from_dict(data)
+
+
+# Table 3 of the paper. Shared source/target vocabulary of 37000 (WMT14 En-De BPE), tied embeddings.
+_PAPER = dict(src_vocab_size=37000, tgt_vocab_size=37000, tie_embeddings=True)
+PRESETS: dict[str, dict[str, Any]] = {
+    "paper-base": dict(_PAPER),
+    "paper-big": dict(_PAPER, d_model=1024, n_heads=16, d_ff=4096, dropout=0.3),
+    # (A) heads vs width at constant computation
+    "paper-A-h1": dict(_PAPER, n_heads=1, d_k=512),
+    "paper-A-h4": dict(_PAPER, n_heads=4, d_k=128),
+    "paper-A-h16": dict(_PAPER, n_heads=16, d_k=32),
+    "paper-A-h32": dict(_PAPER, n_heads=32, d_k=16),
+    # (B) smaller key size d_k (d_v stays 64)
+    "paper-B-dk16": dict(_PAPER, d_k=16, d_v=64),
+    "paper-B-dk32": dict(_PAPER, d_k=32, d_v=64),
+    # (C) model size
+    "paper-C-N2": dict(_PAPER, n_encoder_layers=2, n_decoder_layers=2),
+    "paper-C-N4": dict(_PAPER, n_encoder_layers=4, n_decoder_layers=4),
+    "paper-C-N8": dict(_PAPER, n_encoder_layers=8, n_decoder_layers=8),
+    "paper-C-d256": dict(_PAPER, d_model=256, d_k=32, d_v=32),
+    "paper-C-d1024": dict(_PAPER, d_model=1024, d_k=128, d_v=128),
+    "paper-C-ff1024": dict(_PAPER, d_ff=1024),
+    "paper-C-ff4096": dict(_PAPER, d_ff=4096),
+    # (E) learned positional embedding instead of sinusoids
+    "paper-E-learned": dict(_PAPER, positions="learned"),
+    # Small models for a CPU. Vocabulary sizes are placeholders: training sets them from the tokenizers.
+    "tiny": dict(src_vocab_size=1000, tgt_vocab_size=1000, d_model=64, n_heads=4, d_ff=128,
+                 n_encoder_layers=2, n_decoder_layers=2, dropout=0.0, max_len=256),
+    "demo": dict(src_vocab_size=8000, tgt_vocab_size=8000, d_model=256, n_heads=4, d_ff=1024,
+                 n_encoder_layers=3, n_decoder_layers=3, dropout=0.1, max_len=256, tie_embeddings=False),
+    "small": dict(src_vocab_size=8000, tgt_vocab_size=8000, d_model=256, n_heads=4, d_ff=1024,
+                  n_encoder_layers=4, n_decoder_layers=4, dropout=0.1, max_len=256, tie_embeddings=False),
+    "gpt-tiny": dict(arch="decoder", tgt_vocab_size=1000, d_model=128, n_heads=4, d_ff=512,
+                     n_decoder_layers=4, norm="pre", activation="gelu", positions="learned",
+                     scale_embeddings=False, generator_bias=False, dropout=0.1, max_len=256),
+    "bert-tiny": dict(arch="encoder", tgt_vocab_size=1000, d_model=128, n_heads=4, d_ff=512,
+                      n_encoder_layers=4, activation="gelu", positions="learned", scale_embeddings=False,
+                      type_vocab_size=2, embedding_norm=True, layer_norm_eps=1e-12, dropout=0.1,
+                      attention_dropout=0.1, max_len=256),
+}
+
+# The paper's parameter column (x 10^6) for the rows that have a preset here.
+PAPER_PARAMS_M: dict[str, float] = {
+    "paper-base": 65, "paper-big": 213, "paper-B-dk16": 58, "paper-B-dk32": 60, "paper-C-N2": 36,
+    "paper-C-N4": 50, "paper-C-N8": 80, "paper-C-d256": 28, "paper-C-d1024": 168, "paper-C-ff1024": 53,
+    "paper-C-ff4096": 90,
+}

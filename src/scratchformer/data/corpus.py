@@ -1,0 +1,204 @@
+"""Corpora: read parallel sentence pairs (translation) or plain lines (language models) from disk.
+
+A `source` is one of
+- a bundled corpus name, a folder under ``data/corpora/`` (``en-zh``: ``{split}.tsv.gz``; ``toy``: a
+  single ``train.tsv`` that serves every split: a corpus that ships only ``train`` uses it for all);
+- a TSV file (``.tsv`` or ``.tsv.gz``), one ``source<TAB>target`` pair per line (``split`` ignored);
+- ``"SRC_FILE,TGT_FILE"``: two aligned text files, one sentence per line.
+
+Bad lines are reported as ``file:line: reason``; ``on_error="stop"`` raises `CorpusError`,
+``on_error="skip"`` drops them with one summary warning. Blank lines are ignored silently.
+"""
+
+from __future__ import annotations
+
+import gzip
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+CORPORA_DIR = Path(__file__).parent / "corpora"
+ON_ERROR = ("stop", "skip")
+SIDES = ("src", "tgt", "both")
+_SUFFIXES = (".tsv.gz", ".tsv")
+_HINT = "(use --on-error skip to skip bad lines)"
+
+
+class CorpusError(ValueError):
+    """A corpus that cannot be read: missing, unknown, misaligned or malformed."""
+
+
+class CorpusWarning(UserWarning):
+    """Bad lines were skipped."""
+
+
+def bundled_corpora() -> list[str]:
+    """Names of the corpora shipped with the package (folders holding at least one .tsv/.tsv.gz)."""
+    if not CORPORA_DIR.is_dir():
+        return []
+    return sorted(d.name for d in CORPORA_DIR.iterdir() if d.is_dir() and any(_split_files(d)))
+
+
+def _split_files(folder: Path) -> Iterator[Path]:
+    return (p for p in folder.iterdir() if p.is_file() and p.name.endswith(_SUFFIXES))
+
+
+def _split_name(path: Path) -> str:
+    return next(path.name[: -len(s)] for s in _SUFFIXES if path.name.endswith(s))
+
+
+def bundled_path(name: str, split: str = "train") -> Path:
+    """File of `split` in bundled corpus `name`."""
+    folder = CORPORA_DIR / name
+    if name not in bundled_corpora():
+        raise CorpusError(_not_found_message(name))
+    for suffix in _SUFFIXES:
+        if (folder / f"{split}{suffix}").is_file():
+            return folder / f"{split}{suffix}"
+    splits = sorted(_split_name(p) for p in _split_files(folder))
+    if splits == ["train"]:
+        return bundled_path(name, "train")
+    raise CorpusError(f"bundled corpus {name!r} has no split {split!r}; it has: {', '.join(splits)}")
+
+
+def _not_found_message(source: str) -> str:
+    names = ", ".join(bundled_corpora()) or "none installed"
+    return (
+        f"corpus {source!r} not found: not a file, not 'SRC_FILE,TGT_FILE', not a bundled corpus "
+        f"(bundled: {names})"
+    )
+
+
+def _open_text(path: Path):
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8", newline="\n")
+    return path.open("r", encoding="utf-8", newline="\n")
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        with _open_text(path) as f:
+            return [line.rstrip("\r\n") for line in f]
+    except FileNotFoundError:
+        raise CorpusError(f"{path}: no such file") from None
+    except (UnicodeDecodeError, OSError) as e:
+        raise CorpusError(f"{path}: cannot read: {e}") from None
+
+
+class _BadLines:
+    """Collects malformed lines; raises at the first one or warns once at the end."""
+
+    def __init__(self, name: str, on_error: str) -> None:
+        if on_error not in ON_ERROR:
+            raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
+        self.name, self.on_error, self.lines = name, on_error, []
+
+    def report(self, lineno: int, reason: str) -> None:
+        if self.on_error == "stop":
+            raise CorpusError(f"{self.name}:{lineno}: {reason} {_HINT}")
+        self.lines.append(lineno)
+
+    def summarize(self) -> None:
+        if self.lines:
+            first = ", ".join(map(str, self.lines[:5])) + (", ..." if len(self.lines) > 5 else "")
+            warnings.warn(
+                f"{self.name}: skipped {len(self.lines)} malformed line(s) (lines {first})",
+                CorpusWarning,
+                stacklevel=3,
+            )
+
+
+def _check_pair(src: str, tgt: str) -> str | None:
+    if not src:
+        return "empty source side"
+    if not tgt:
+        return "empty target side"
+    return None
+
+
+def read_tsv(path: str | Path, on_error: str = "stop", name: str | None = None) -> list[tuple[str, str]]:
+    """Pairs from a ``source<TAB>target`` file; `name` is how messages call the file."""
+    path = Path(path)
+    bad = _BadLines(name or str(path), on_error)
+    pairs: list[tuple[str, str]] = []
+    for lineno, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 2:
+            bad.report(lineno, f"expected 2 tab-separated fields, found {len(fields)}")
+            continue
+        src, tgt = fields[0].strip(), fields[1].strip()
+        reason = _check_pair(src, tgt)
+        if reason:
+            bad.report(lineno, reason)
+            continue
+        pairs.append((src, tgt))
+    bad.summarize()
+    return pairs
+
+
+def read_parallel(
+    src_path: str | Path, tgt_path: str | Path, on_error: str = "stop"
+) -> list[tuple[str, str]]:
+    """Pairs from two aligned files, line i of one translating line i of the other."""
+    src_path, tgt_path = Path(src_path), Path(tgt_path)
+    src_lines, tgt_lines = _read_lines(src_path), _read_lines(tgt_path)
+    if len(src_lines) != len(tgt_lines):
+        raise CorpusError(
+            f"{src_path} has {len(src_lines)} lines but {tgt_path} has {len(tgt_lines)}; "
+            "the two files must be aligned line by line"
+        )
+    bad = _BadLines(f"{src_path},{tgt_path}", on_error)
+    pairs: list[tuple[str, str]] = []
+    for lineno, (s, t) in enumerate(zip(src_lines, tgt_lines, strict=True), start=1):
+        src, tgt = s.strip(), t.strip()
+        if not src and not tgt:
+            continue
+        reason = _check_pair(src, tgt)
+        if reason:
+            bad.report(lineno, reason)
+            continue
+        pairs.append((src, tgt))
+    bad.summarize()
+    return pairs
+
+
+def _is_tsv(path: Path) -> bool:
+    return path.name.endswith(_SUFFIXES)
+
+
+def load_pairs(source: str | Path, split: str = "train", on_error: str = "stop") -> list[tuple[str, str]]:
+    """(source, target) sentence pairs from a bundled name, a TSV file or ``"SRC_FILE,TGT_FILE"``."""
+    if on_error not in ON_ERROR:
+        raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
+    path = Path(source)
+    if path.is_file():
+        return read_tsv(path, on_error)
+    text = str(source)
+    if text in bundled_corpora():
+        file = bundled_path(text, split)
+        return read_tsv(file, on_error, name=f"{text}/{file.name}")
+    if "," in text:
+        src_file, tgt_file = (p.strip() for p in text.split(",", 1))
+        return read_parallel(src_file, tgt_file, on_error)
+    raise CorpusError(_not_found_message(text))
+
+
+def load_text(
+    source: str | Path, split: str = "train", side: str = "both", on_error: str = "stop"
+) -> list[str]:
+    """Sentences for language modelling: lines of a plain text file, or one side of a parallel corpus.
+
+    A bundled name, a ``.tsv``/``.tsv.gz`` file or ``"SRC,TGT"`` gives its `side` ("src", "tgt" or
+    "both": all sources then all targets); any other file gives its non-blank lines, stripped.
+    """
+    if side not in SIDES:
+        raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+    path = Path(source)
+    if path.is_file() and not _is_tsv(path):
+        return [line.strip() for line in _read_lines(path) if line.strip()]
+    pairs = load_pairs(source, split, on_error)
+    srcs = [s for s, _ in pairs] if side in ("src", "both") else []
+    tgts = [t for _, t in pairs] if side in ("tgt", "both") else []
+    return srcs + tgts

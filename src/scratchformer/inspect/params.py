@@ -1,0 +1,136 @@
+"""Parameter table: exact counts per component of Figure 1, beside the seeds' closed-form estimate.
+
+The seeds' estimate: each layer holds about 12 d^2 parameters (4 attention matrices of d^2, an FFN of
+2 * d * 4d), so N layers hold 12 N d^2, plus V d for the embedding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+from scratchformer.config import ModelConfig
+from scratchformer.model.transformer import TransformerBase
+
+
+@dataclass
+class Row:
+    component: str
+    per_layer: int | None
+    layers: int | None
+    total: int
+    note: str = ""
+
+
+def _count(module: nn.Module | None, seen: set[int]) -> int:
+    """Parameters of `module` not counted before (tied weights count once, where they first appear)."""
+    if module is None:
+        return 0
+    n = 0
+    for p in module.parameters():
+        if id(p) not in seen:
+            seen.add(id(p))
+            n += p.numel()
+    return n
+
+
+def _stack_rows(stack: nn.Module, side: str, seen: set[int]) -> list[Row]:
+    layers = list(stack.layers)
+    first = layers[0]
+    parts = [("self-attention", "self_attn"), ("cross-attention", "cross_attn"), ("feed-forward", "feed_forward")]
+    rows = []
+    for label, attr in parts:
+        if getattr(first, attr, None) is None:
+            continue
+        per = sum(_count(getattr(layer, attr), seen) for layer in layers)
+        rows.append(Row(f"{side}: {label}", per // len(layers), len(layers), per))
+    per = sum(_count(layer.sublayer, seen) for layer in layers)
+    rows.append(Row(f"{side}: layer norms (Add & Norm)", per // len(layers), len(layers), per))
+    if stack.norm is not None:
+        rows.append(Row(f"{side}: final layer norm", None, None, _count(stack.norm, seen)))
+    return rows
+
+
+def _embed_rows(embed: nn.Module, label: str, seen: set[int], note: str = "") -> list[Row]:
+    rows = [Row(f"input: {label} token embedding", None, None, _count(embed.token, seen), note)]
+    n_pos = _count(embed.position, seen)
+    rows.append(Row(f"input: {label} positions", None, None, n_pos, "" if n_pos else "sinusoidal: no parameters"))
+    if embed.token_type is not None:
+        rows.append(Row(f"input: {label} token types", None, None, _count(embed.token_type, seen)))
+    if embed.norm is not None:
+        rows.append(Row(f"input: {label} embedding layer norm", None, None, _count(embed.norm, seen)))
+    return rows
+
+
+def parameter_rows(model: TransformerBase) -> list[Row]:
+    c, seen, rows = model.config, set(), []
+    if c.arch == "encoder-decoder":
+        shared = model.src_embed.token.weight is model.tgt_embed.token.weight
+        rows += _embed_rows(model.src_embed, "source", seen, "shared with target" if shared else "")
+        rows += _embed_rows(model.tgt_embed, "target", seen, "tied: counted above" if shared else "")
+        rows += _stack_rows(model.encoder, "encoder", seen)
+        rows += _stack_rows(model.decoder, "decoder", seen)
+    else:
+        rows += _embed_rows(model.embed, "", seen)
+        rows += _stack_rows(model.encoder if c.arch == "encoder" else model.decoder,
+                            "encoder" if c.arch == "encoder" else "decoder", seen)
+    generator = getattr(model, "generator", None)
+    if generator is not None:
+        tied = c.tie_embeddings
+        rows.append(Row("output: generator (linear + log-softmax)", None, None, _count(generator, seen),
+                        "weight tied to target embedding: bias only" if tied else ""))
+    return rows
+
+
+def seeds_estimate(config: ModelConfig) -> int:
+    """12 * N * d^2 + V * d, the seeds' rule of thumb (N = all layers, V = vocabulary once if shared)."""
+    n_layers = {"encoder-decoder": config.n_encoder_layers + config.n_decoder_layers,
+                "encoder": config.n_encoder_layers, "decoder": config.n_decoder_layers}[config.arch]
+    vocab = config.tgt_vocab_size if config.shared_vocab and config.tie_embeddings else (
+        config.src_vocab_size + config.tgt_vocab_size if config.arch == "encoder-decoder" else config.tgt_vocab_size)
+    return 12 * n_layers * config.d_model**2 + vocab * config.d_model
+
+
+def closed_form(config: ModelConfig) -> int:
+    """The weight matrices exactly (biases and norms left out): what the paper's column counts in essence."""
+    d, h, dk, dv, dff = config.d_model, config.n_heads, config.head_dim_k, config.head_dim_v, config.d_ff
+    attn = d * h * (2 * dk + dv) + h * dv * d  # W^Q, W^K, W^V and W^O
+    ffn = 2 * d * dff
+    n_enc = config.n_encoder_layers if config.arch != "decoder" else 0
+    n_dec = config.n_decoder_layers if config.arch != "encoder" else 0
+    cross = attn if config.arch == "encoder-decoder" else 0
+    emb = config.tgt_vocab_size * d
+    if config.arch == "encoder-decoder" and not (config.tie_embeddings and config.shared_vocab):
+        emb += config.src_vocab_size * d
+    if not config.tie_embeddings and config.arch != "encoder":
+        emb += config.tgt_vocab_size * d
+    return n_enc * (attn + ffn) + n_dec * (attn + cross + ffn) + emb
+
+
+def format_table(rows: list[Row], config: ModelConfig, paper_m: float | None = None) -> str:
+    total = sum(r.total for r in rows)
+    lines = [f"{'component':44s} {'per layer':>12s} {'layers':>6s} {'total':>14s}  note", "-" * 92]
+    for r in rows:
+        per = f"{r.per_layer:,}" if r.per_layer is not None else ""
+        n = str(r.layers) if r.layers is not None else ""
+        lines.append(f"{r.component:44s} {per:>12s} {n:>6s} {r.total:>14,}  {r.note}")
+    lines.append("-" * 92)
+    lines.append(f"{'total (exact)':44s} {'':>12s} {'':>6s} {total:>14,}  = {total / 1e6:.2f}M")
+    lines.append(f"{'closed form: matrices only, no biases/norms':44s} {'':>12s} {'':>6s} "
+                 f"{closed_form(config):>14,}")
+    lines.append(f"{'seeds estimate: 12*N*d^2 + V*d':44s} {'':>12s} {'':>6s} {seeds_estimate(config):>14,}")
+    if paper_m is not None:
+        lines.append(f"{'paper, Table 3':44s} {'':>12s} {'':>6s} {f'{paper_m:g}M':>14s}")
+    return "\n".join(lines)
+
+
+def parameter_summary(model: TransformerBase, paper_m: float | None = None) -> dict:
+    rows = parameter_rows(model)
+    return {
+        "total": sum(r.total for r in rows),
+        "closed_form": closed_form(model.config),
+        "seeds_estimate": seeds_estimate(model.config),
+        "paper_millions": paper_m,
+        "components": {r.component: r.total for r in rows},
+    }

@@ -1,0 +1,163 @@
+"""Scaled dot-product attention and multi-head attention (Figure 2; sections 3.2.1 and 3.2.2).
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,  head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
+
+Shapes: B batch, L_q / L_k query / key length, D d_model, h heads, d_k / d_v per-head widths.
+The inner widths h*d_k and h*d_v may differ from D (the paper's Table 3, rows A and B).
+
+Two paths compute the same numbers: the formula written out by hand (`fused=False`, the reference,
+and the one that can return the attention weights for plots) and torch's fused kernel
+`F.scaled_dot_product_attention` (`fused=True`, the default for speed). Tests prove they agree.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+# torch < 2.5 returns NaN from the fused kernel for a query row whose keys are all masked; we zero those rows.
+_SDPA_ZEROES_EMPTY_ROWS = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5)
+
+
+def scaled_dot_product_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout: nn.Module | None = None
+) -> tuple[Tensor, Tensor]:
+    """The reference, by hand. q (B, h, L_q, d_k), k (B, h, L_k, d_k), v (B, h, L_k, d_v),
+    mask broadcastable to (B, h, L_q, L_k), True = may attend. Returns (output (B, h, L_q, d_v),
+    weights (B, h, L_q, L_k)). A query with no key to attend to gets zero weights and a zero output."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, h, L_q, L_k)
+    if mask is not None:
+        # A finite, dtype-aware minimum: -inf would give NaN for an all-masked row, -1e9 overflows fp16.
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = scores.softmax(dim=-1)  # (B, h, L_q, L_k), rows sum to 1
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)  # exact no-op except on all-masked rows, which become 0
+    if dropout is not None:
+        weights = dropout(weights)
+    return weights @ v, weights  # (B, h, L_q, d_v), (B, h, L_q, L_k)
+
+
+class ScaledDotProductAttention(nn.Module):
+    """The attention box itself (no parameters): a module so that shape traces and hooks see it."""
+
+    def __init__(self, dropout: float = 0.0, fused: bool = True) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.fused = fused
+        self.keep_weights = False  # set True to keep the last weights (B, h, L_q, L_k) for a heatmap
+        self.last_weights: Tensor | None = None
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
+        if self.fused and not self.keep_weights:
+            p = self.dropout.p if self.training else 0.0
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, h, L_q, d_v)
+            if mask is not None and not _SDPA_ZEROES_EMPTY_ROWS:
+                out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+            return out
+        out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
+        if self.keep_weights:
+            self.last_weights = weights.detach()
+        return out
+
+
+class KVCache:
+    """Keys and values of one attention layer, kept between decoding steps.
+
+    Self-attention appends the new step's keys/values into a preallocated buffer that grows
+    geometrically (no reallocation per step). Cross-attention (`static=True`) stores the keys and
+    values of the encoder output once per sentence.
+    """
+
+    def __init__(self, static: bool = False) -> None:
+        self.static = static
+        self.k: Tensor | None = None  # (B, h, capacity, d_k)
+        self.v: Tensor | None = None  # (B, h, capacity, d_v)
+        self.length = 0
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Add k (B, h, L_new, d_k), v (B, h, L_new, d_v); return all keys/values so far."""
+        n = k.size(2)
+        if self.k is None or self.length + n > self.k.size(2):
+            capacity = max(2 * (self.length + n), 16)
+            new_k = k.new_empty(k.size(0), k.size(1), capacity, k.size(3))
+            new_v = v.new_empty(v.size(0), v.size(1), capacity, v.size(3))
+            if self.k is not None:
+                new_k[:, :, : self.length] = self.k[:, :, : self.length]
+                new_v[:, :, : self.length] = self.v[:, :, : self.length]
+            self.k, self.v = new_k, new_v
+        self.k[:, :, self.length : self.length + n] = k
+        self.v[:, :, self.length : self.length + n] = v
+        self.length += n
+        return self.k[:, :, : self.length], self.v[:, :, : self.length]
+
+    def set(self, k: Tensor, v: Tensor) -> None:
+        self.k, self.v, self.length = k, v, k.size(2)
+
+    def get(self) -> tuple[Tensor, Tensor]:
+        return self.k[:, :, : self.length], self.v[:, :, : self.length]
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows `index` (B',): beam search reorders hypotheses, finished sentences drop out."""
+        if self.k is not None:
+            self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
+
+
+def split_heads(x: Tensor, h: int) -> Tensor:
+    """(B, L, h * d) -> (B, h, L, d)"""
+    b, l, _ = x.shape
+    return x.view(b, l, h, -1).transpose(1, 2)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """(B, h, L, d) -> (B, L, h * d)"""
+    b, h, l, d = x.shape
+    return x.transpose(1, 2).reshape(b, l, h * d)
+
+
+class MultiHeadAttention(nn.Module):
+    """h heads attending in parallel, then concatenated and projected back to D.
+
+    Self-attention (`cross=False`) projects Q, K, V from the same input with one stacked matrix
+    W_qkv = [W^Q; W^K; W^V] (one matmul instead of three). Cross-attention (`cross=True`) takes
+    queries from the decoder and keys/values from the encoder output ("memory"): W_q and W_kv.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, dropout: float = 0.0,
+                 bias: bool = True, cross: bool = False, fused: bool = True) -> None:
+        super().__init__()
+        self.h, self.d_k, self.d_v, self.cross = n_heads, d_k, d_v, cross
+        if cross:
+            self.w_q = nn.Linear(d_model, n_heads * d_k, bias=bias)  # D -> h*d_k
+            self.w_kv = nn.Linear(d_model, n_heads * (d_k + d_v), bias=bias)  # D -> h*(d_k + d_v)
+        else:
+            self.w_qkv = nn.Linear(d_model, n_heads * (2 * d_k + d_v), bias=bias)  # D -> h*(2 d_k + d_v)
+        self.attention = ScaledDotProductAttention(dropout, fused)
+        self.w_o = nn.Linear(n_heads * d_v, d_model, bias=bias)  # h*d_v -> D
+
+    def _project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        k, v = self.w_kv(memory).split([self.h * self.d_k, self.h * self.d_v], dim=-1)
+        return split_heads(k, self.h), split_heads(v, self.h)  # (B, h, L_k, d_k), (B, h, L_k, d_v)
+
+    def forward(self, x: Tensor, memory: Tensor | None = None, mask: Tensor | None = None,
+                cache: KVCache | None = None) -> Tensor:
+        # x: (B, L_q, D) queries; memory: (B, L_k, D) keys/values source for cross-attention
+        if self.cross:
+            q = split_heads(self.w_q(x), self.h)  # (B, h, L_q, d_k)
+            if cache is not None and cache.k is not None:
+                k, v = cache.get()  # computed once per sentence
+            else:
+                k, v = self._project_kv(memory)
+                if cache is not None:
+                    cache.set(k, v)
+        else:
+            hk, hv = self.h * self.d_k, self.h * self.d_v
+            q, k, v = self.w_qkv(x).split([hk, hk, hv], dim=-1)  # (B, L_q, h*d_k) x2, (B, L_q, h*d_v)
+            q, k, v = split_heads(q, self.h), split_heads(k, self.h), split_heads(v, self.h)
+            if cache is not None:
+                k, v = cache.append(k, v)  # (B, h, L_past + L_q, d)
+        out = self.attention(q, k, v, mask)  # (B, h, L_q, d_v)
+        return self.w_o(merge_heads(out))  # (B, L_q, h*d_v) -> (B, L_q, D)

@@ -1,0 +1,267 @@
+"""The assembled models (Figure 1, whole) and the output layer.
+
+    Generator       (B, L, D) -> (B, L, V): Linear, then log-softmax (the "Linear + Softmax" box)
+    EncoderDecoder  the paper: model(src, tgt) -> logits (B, L_tgt, V); encode() / decode() as in the seeds
+    EncoderOnly     BERT-like: bidirectional self-attention with a padding mask -> hidden (B, L, D)
+    DecoderOnly     GPT-like: causal self-attention, no cross-attention -> logits (B, L, V)
+    build_model     ModelConfig -> one of the above
+
+"BERT keeps only the encoder, GPT only the decoder; the difference is the mask and the loss."
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from scratchformer.config import ModelConfig
+from scratchformer.errors import InputError
+from scratchformer.model.attention import MultiHeadAttention, ScaledDotProductAttention
+from scratchformer.model.decoder import Decoder, DecoderCache, DecoderLayer
+from scratchformer.model.embedding import InputLayer
+from scratchformer.model.encoder import Encoder, EncoderLayer
+from scratchformer.model.feedforward import PositionwiseFeedForward
+from scratchformer.model.masks import causal_mask, check_mask, combine, padding_mask
+from scratchformer.model.norm import LayerNorm
+
+
+class Generator(nn.Module):
+    """The output layer: a linear map to the vocabulary; `forward` adds the log-softmax, `logits` does not."""
+
+    def __init__(self, d_model: int, vocab_size: int, bias: bool = True) -> None:
+        super().__init__()
+        self.proj = nn.Linear(d_model, vocab_size, bias=bias)
+
+    def logits(self, x: Tensor) -> Tensor:
+        return self.proj(x)  # (B, L, D) -> (B, L, V)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.log_softmax(self.proj(x), dim=-1)  # (B, L, V), log-probabilities
+
+
+def check_ids(ids: Tensor, vocab_size: int, max_len: int, name: str, offset: int = 0) -> None:
+    """One-line errors for the usual mistakes; skipped inside torch.compile."""
+    if torch.compiler.is_compiling():
+        return
+    if ids.dim() != 2 or ids.dtype not in (torch.long, torch.int, torch.int16, torch.uint8):
+        raise InputError(f"{name} must be a (batch, length) integer tensor of token ids, "
+                         f"got dtype {ids.dtype} and shape {tuple(ids.shape)}")
+    if offset + ids.size(1) > max_len:
+        raise InputError(f"{name} reaches position {offset + ids.size(1)}, longer than max_len={max_len}: "
+                         "truncate the input or build the model with a larger max_len")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+        bad = int(ids.max()) if int(ids.max()) >= vocab_size else int(ids.min())
+        raise InputError(f"{name} contains token id {bad}, outside the vocabulary [0, {vocab_size}): "
+                         "the tokenizer and the model's vocab size disagree")
+
+
+class TransformerBase(nn.Module):
+    """What every architecture shares: its config, the fused/reference switch, attention capture."""
+
+    config: ModelConfig
+
+    def set_fused(self, fused: bool) -> TransformerBase:
+        """True: torch's fused kernels (fast). False: the hand-written formulas (the reference)."""
+        for m in self.modules():
+            if isinstance(m, (ScaledDotProductAttention, LayerNorm)):
+                m.fused = fused
+        return self
+
+    def keep_attention_weights(self, keep: bool = True) -> TransformerBase:
+        """Keep each attention's last weights (B, h, L_q, L_k) in `.last_weights`, for heatmaps."""
+        for m in self.modules():
+            if isinstance(m, ScaledDotProductAttention):
+                m.keep_weights, m.last_weights = keep, None
+        return self
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())  # tied weights are counted once
+
+    def _init_weights(self) -> None:
+        # Xavier-uniform for every linear map (as torch.nn.Transformer and the Annotated Transformer);
+        # embeddings keep their N(0, 1/D) init from TokenEmbedding.
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.xavier_uniform_(m.weight)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+
+
+def _attention(c: ModelConfig, cross: bool = False) -> MultiHeadAttention:
+    return MultiHeadAttention(c.d_model, c.n_heads, c.head_dim_k, c.head_dim_v, c.attention_dropout, c.bias,
+                              cross=cross, fused=c.fused)
+
+
+def _ffn(c: ModelConfig) -> PositionwiseFeedForward:
+    return PositionwiseFeedForward(c.d_model, c.d_ff, c.activation, c.activation_dropout, c.bias)
+
+
+def _final_norm(c: ModelConfig) -> LayerNorm | None:
+    return LayerNorm(c.d_model, c.layer_norm_eps, c.fused) if c.use_final_norm else None
+
+
+def _input_layer(c: ModelConfig, vocab_size: int) -> InputLayer:
+    return InputLayer(vocab_size, c.d_model, c.max_len, c.positions, c.dropout, c.pad_id, c.scale_embeddings,
+                      c.type_vocab_size, c.embedding_norm, c.layer_norm_eps)
+
+
+def _encoder(c: ModelConfig) -> Encoder:
+    layers = [EncoderLayer(_attention(c), _ffn(c), c.d_model, c.dropout, c.norm, c.layer_norm_eps)
+              for _ in range(c.n_encoder_layers)]
+    return Encoder(layers, _final_norm(c))
+
+
+def _decoder(c: ModelConfig, cross: bool) -> Decoder:
+    layers = [DecoderLayer(_attention(c), _attention(c, cross=True) if cross else None, _ffn(c), c.d_model,
+                           c.dropout, c.norm, c.layer_norm_eps) for _ in range(c.n_decoder_layers)]
+    return Decoder(layers, _final_norm(c))
+
+
+def _set_fused_norms(model: TransformerBase) -> None:
+    model.set_fused(model.config.fused)
+
+
+def _decoder_self_mask(ids: Tensor, pad_id: int | None, past: int) -> Tensor:
+    """Causal (bottom-right aligned for a cache of `past` positions) and, without a cache, padding."""
+    causal = causal_mask(ids.size(1), past + ids.size(1), ids.device)  # (1, 1, L, past + L)
+    if past == 0 and pad_id is not None:
+        return combine(causal, padding_mask(ids, pad_id))  # (B, 1, L, L)
+    return causal
+
+
+class EncoderDecoder(TransformerBase):
+    """The paper's Transformer: model(src (B, L_src), tgt (B, L_tgt)) -> logits (B, L_tgt, V_tgt)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        c = self.config = config
+        self.src_embed = _input_layer(c, c.src_vocab_size)
+        self.tgt_embed = _input_layer(c, c.tgt_vocab_size)
+        self.encoder = _encoder(c)
+        self.decoder = _decoder(c, cross=True)
+        self.generator = Generator(c.d_model, c.tgt_vocab_size, c.generator_bias)
+        self._init_weights()
+        if c.tie_embeddings:  # section 3.4: one matrix for both embeddings and the pre-softmax linear map
+            self.generator.proj.weight = self.tgt_embed.token.weight
+            if c.src_vocab_size == c.tgt_vocab_size:
+                self.src_embed.token.weight = self.tgt_embed.token.weight
+        _set_fused_norms(self)
+
+    def src_mask(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
+        """(B, 1, 1, L_src) padding mask, derived from pad_id unless given."""
+        if src_mask is None:
+            return padding_mask(src, self.config.pad_id)
+        return check_mask(src_mask, src.size(0), 1, src.size(1), "src_mask")
+
+    def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
+        """src (B, L_src) -> memory (B, L_src, D)."""
+        check_ids(src, self.config.src_vocab_size, self.config.max_len, "src")
+        return self.encoder(self.src_embed(src), self.src_mask(src, src_mask))
+
+    def decode(self, memory: Tensor, src_mask: Tensor | None, tgt: Tensor, tgt_mask: Tensor | None = None,
+               cache: DecoderCache | None = None) -> Tensor:
+        """tgt (B, L_tgt) attends to itself (causally) and to memory (B, L_src, D) -> hidden (B, L_tgt, D).
+
+        With a cache, `tgt` holds only the new positions; earlier keys and values come from the cache.
+        """
+        past = cache.length if cache is not None else 0
+        check_ids(tgt, self.config.tgt_vocab_size, self.config.max_len, "tgt", past)
+        if tgt_mask is None:
+            tgt_mask = _decoder_self_mask(tgt, self.config.pad_id, past)
+        else:
+            tgt_mask = check_mask(tgt_mask, tgt.size(0), tgt.size(1), past + tgt.size(1), "tgt_mask")
+        if src_mask is not None:
+            src_mask = check_mask(src_mask, memory.size(0), 1, memory.size(1), "src_mask")
+        x = self.tgt_embed(tgt, offset=past)  # (B, L_tgt, D)
+        return self.decoder(x, memory, tgt_mask, src_mask, cache)
+
+    def new_cache(self) -> DecoderCache:
+        return DecoderCache(self.config.n_decoder_layers, cross=True)
+
+    def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None,
+                tgt_mask: Tensor | None = None) -> Tensor:
+        src_mask = self.src_mask(src, src_mask)  # (B, 1, 1, L_src)
+        memory = self.encode(src, src_mask)  # (B, L_src, D)
+        hidden = self.decode(memory, src_mask, tgt, tgt_mask)  # (B, L_tgt, D)
+        return self.generator.logits(hidden)  # (B, L_tgt, V)
+
+
+class EncoderOnly(TransformerBase):
+    """BERT-like: model(input_ids (B, L), attention_mask=None) -> hidden states (B, L, D).
+
+    attention_mask: (B, L) with 1 = real token (Hugging Face style) or a boolean mask of our convention;
+    None derives it from pad_id.
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        c = self.config = config
+        self.embed = _input_layer(c, c.tgt_vocab_size)
+        self.encoder = _encoder(c)
+        self._init_weights()
+        _set_fused_norms(self)
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                token_type_ids: Tensor | None = None, position_ids: Tensor | None = None) -> Tensor:
+        check_ids(input_ids, self.config.tgt_vocab_size, self.config.max_len, "input_ids")
+        if attention_mask is None:
+            mask = padding_mask(input_ids, self.config.pad_id)  # (B, 1, 1, L)
+        else:
+            mask = check_mask(attention_mask, input_ids.size(0), 1, input_ids.size(1), "attention_mask")
+        x = self.embed(input_ids, position_ids, token_type_ids)  # (B, L, D)
+        return self.encoder(x, mask)  # (B, L, D)
+
+
+class DecoderOnly(TransformerBase):
+    """GPT-like: model(input_ids (B, L)) -> logits (B, L, V), each position seeing only the past.
+
+    attention_mask (B, L_past + L), 1 = real token, is needed only with left padding (batched prompts of
+    different lengths); positions are then counted from each row's first real token.
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        c = self.config = config
+        self.embed = _input_layer(c, c.tgt_vocab_size)
+        self.decoder = _decoder(c, cross=False)
+        self.generator = Generator(c.d_model, c.tgt_vocab_size, c.generator_bias)
+        self._init_weights()
+        if c.tie_embeddings:
+            self.generator.proj.weight = self.embed.token.weight
+        _set_fused_norms(self)
+
+    def new_cache(self) -> DecoderCache:
+        return DecoderCache(self.config.n_decoder_layers, cross=False)
+
+    def hidden(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+               position_ids: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:
+        past = cache.length if cache is not None else 0
+        length = input_ids.size(1)
+        check_ids(input_ids, self.config.tgt_vocab_size, self.config.max_len, "input_ids", past)
+        mask = causal_mask(length, past + length, input_ids.device)  # (1, 1, L, past + L)
+        if attention_mask is not None:
+            if attention_mask.shape != (input_ids.size(0), past + length):
+                raise InputError(f"attention_mask has shape {tuple(attention_mask.shape)}, expected "
+                                 f"(B={input_ids.size(0)}, L_past + L={past + length})")
+            mask = mask & attention_mask.bool()[:, None, None, :]  # (B, 1, L, past + L)
+            if position_ids is None:
+                position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, past:]  # (B, L)
+        x = self.embed(input_ids, position_ids, offset=past)  # (B, L, D)
+        return self.decoder(x, None, mask, None, cache)  # (B, L, D)
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                position_ids: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:
+        return self.generator.logits(self.hidden(input_ids, attention_mask, position_ids, cache))
+
+
+ARCHITECTURES: dict[str, type[TransformerBase]] = {
+    "encoder-decoder": EncoderDecoder,
+    "encoder": EncoderOnly,
+    "decoder": DecoderOnly,
+}
+
+
+def build_model(config: ModelConfig) -> TransformerBase:
+    """ModelConfig -> EncoderDecoder | EncoderOnly | DecoderOnly, freshly initialised."""
+    config.validate()
+    return ARCHITECTURES[config.arch](config)

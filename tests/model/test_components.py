@@ -1,0 +1,142 @@
+"""Each box on its own: attention (by hand == fused), LayerNorm (by hand == torch), embeddings, FFN, shapes."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from scratchformer.model.attention import (
+    MultiHeadAttention,
+    ScaledDotProductAttention,
+    scaled_dot_product_attention,
+)
+from scratchformer.model.embedding import InputLayer, sinusoid_table
+from scratchformer.model.feedforward import PositionwiseFeedForward
+from scratchformer.model.masks import causal_mask, combine, padding_mask
+from scratchformer.model.norm import LayerNorm, SublayerConnection
+
+
+@pytest.mark.parametrize("l_q,l_k", [(1, 1), (5, 5), (3, 7), (7, 3)])
+def test_reference_attention_equals_fused(l_q, l_k):
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 4, l_q, 16), torch.randn(2, 4, l_k, 16), torch.randn(2, 4, l_k, 8)
+    mask = torch.rand(2, 1, l_q, l_k) > 0.3
+    ref = ScaledDotProductAttention(fused=False)(q, k, v, mask)
+    fused = ScaledDotProductAttention(fused=True)(q, k, v, mask)
+    assert ref.shape == (2, 4, l_q, 8)
+    torch.testing.assert_close(ref, fused, atol=1e-6, rtol=0)
+
+
+def test_attention_formula_by_hand():
+    """softmax(Q K^T / sqrt(d_k)) V on a 1-head example computed with plain loops."""
+    torch.manual_seed(1)
+    q, k, v = torch.randn(1, 1, 2, 3), torch.randn(1, 1, 4, 3), torch.randn(1, 1, 4, 5)
+    out, weights = scaled_dot_product_attention(q, k, v)
+    for i in range(2):
+        s = torch.tensor([float(q[0, 0, i] @ k[0, 0, j]) / math.sqrt(3) for j in range(4)])
+        w = s.exp() / s.exp().sum()
+        torch.testing.assert_close(weights[0, 0, i], w, atol=1e-6, rtol=0)
+        torch.testing.assert_close(out[0, 0, i], (w[:, None] * v[0, 0]).sum(0), atol=1e-6, rtol=0)
+
+
+def test_fully_masked_row_is_zero_and_has_finite_gradients():
+    q = torch.randn(1, 2, 3, 4, requires_grad=True)
+    k, v = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4)
+    mask = torch.tensor([[True, True, False], [False, False, False], [True, False, False]])[None, None]
+    for fused in (False, True):
+        out = ScaledDotProductAttention(fused=fused)(q, k, v, mask)
+        assert torch.all(out[:, :, 1] == 0)
+        out.sum().backward()
+        assert torch.isfinite(q.grad).all()
+        q.grad = None
+
+
+def test_layernorm_by_hand_equals_torch():
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 32) * 4 + 2
+    ours, theirs = LayerNorm(32, eps=1e-5, fused=False), nn.LayerNorm(32, eps=1e-5)
+    with torch.no_grad():
+        theirs.weight.normal_()
+        theirs.bias.normal_()
+        ours.weight.copy_(theirs.weight)
+        ours.bias.copy_(theirs.bias)
+    torch.testing.assert_close(ours(x), theirs(x), atol=1e-6, rtol=0)
+    ours.fused = True
+    torch.testing.assert_close(ours(x), theirs(x), atol=1e-6, rtol=0)
+
+
+def test_sublayer_post_and_pre_norm():
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8)
+    f = nn.Linear(8, 8)
+    post, pre = SublayerConnection(8, 0.0, "post"), SublayerConnection(8, 0.0, "pre")
+    torch.testing.assert_close(post(x, f), nn.functional.layer_norm(x + f(x), (8,)))
+    torch.testing.assert_close(pre(x, f), x + f(nn.functional.layer_norm(x, (8,))))
+
+
+def test_sinusoids_match_the_paper_formula():
+    table = sinusoid_table(50, 16)
+    for pos in (0, 7, 49):
+        for i in range(8):
+            angle = pos / 10000 ** (2 * i / 16)
+            assert table[pos, 2 * i] == pytest.approx(math.sin(angle), abs=1e-6)
+            assert table[pos, 2 * i + 1] == pytest.approx(math.cos(angle), abs=1e-6)
+    concat = sinusoid_table(50, 16, "concat")
+    torch.testing.assert_close(concat[:, :8], table[:, 0::2])
+    torch.testing.assert_close(concat[:, 8:], table[:, 1::2])
+
+
+def test_input_layer_scales_by_sqrt_d_model_and_adds_positions():
+    layer = InputLayer(10, 16, 20, dropout=0.0, pad_id=0).eval()
+    ids = torch.tensor([[3, 4, 5]])
+    expected = layer.token.weight[ids] * 4.0 + sinusoid_table(20, 16)[:3]
+    torch.testing.assert_close(layer(ids), expected)
+    assert torch.all(layer.token.weight[0] == 0)  # the padding row starts at zero
+
+
+@pytest.mark.parametrize("d_k,d_v", [(16, 16), (4, 16), (32, 8)])
+def test_multihead_shapes_with_separate_d_k(d_k, d_v):
+    mha = MultiHeadAttention(d_model=32, n_heads=4, d_k=d_k, d_v=d_v)
+    assert mha.w_qkv.weight.shape == (4 * (2 * d_k + d_v), 32)
+    assert mha.w_o.weight.shape == (32, 4 * d_v)
+    assert mha(torch.randn(2, 5, 32)).shape == (2, 5, 32)
+    cross = MultiHeadAttention(32, 4, d_k, d_v, cross=True)
+    assert cross(torch.randn(2, 5, 32), torch.randn(2, 7, 32)).shape == (2, 5, 32)
+
+
+def test_heads_are_independent():
+    """Changing the values of head 1 only changes the head-1 slice before W_o: no mixing between heads."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2, 4, 4, fused=False)
+    captured = {}
+    mha.attention.register_forward_hook(lambda m, i, o: captured.setdefault("out", o))
+    x = torch.randn(1, 3, 8)
+    mha(x)
+    before = captured.pop("out")
+    with torch.no_grad():
+        mha.w_qkv.weight[8 + 8 + 4 :] += 1.0  # rows of W^V that feed head 1
+    mha(x)
+    after = captured.pop("out")
+    torch.testing.assert_close(before[:, 0], after[:, 0])
+    assert not torch.allclose(before[:, 1], after[:, 1])
+
+
+def test_ffn_shapes_and_activation():
+    ffn = PositionwiseFeedForward(8, 32, "relu")
+    x = torch.randn(2, 3, 8)
+    torch.testing.assert_close(ffn(x), ffn.w_2(torch.relu(ffn.w_1(x))))
+    gelu = PositionwiseFeedForward(8, 32, "gelu-tanh")
+    torch.testing.assert_close(gelu(x), gelu.w_2(nn.functional.gelu(gelu.w_1(x), approximate="tanh")))
+
+
+def test_masks_convention():
+    ids = torch.tensor([[5, 6, 0], [7, 0, 0]])
+    pm = padding_mask(ids, 0)
+    assert pm.shape == (2, 1, 1, 3) and pm.dtype == torch.bool
+    assert pm[1, 0, 0].tolist() == [True, False, False]
+    cm = causal_mask(3)
+    assert cm[0, 0].tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+    assert causal_mask(1, 4)[0, 0].tolist() == [[True, True, True, True]]  # bottom-right aligned
+    assert combine(pm, cm).shape == (2, 1, 3, 3)
+    assert combine(None, cm) is cm and combine(None, None) is None
