@@ -20,7 +20,7 @@ from scratchformer.errors import ConfigError
 ARCHS = ("encoder-decoder", "encoder", "decoder")
 NORMS = ("post", "pre")
 POSITIONS = ("sinusoidal", "sinusoidal-concat", "learned")
-ACTIVATIONS = ("relu", "gelu", "gelu-tanh")
+ACTIVATIONS = ("relu", "gelu", "gelu-tanh", "silu")
 
 
 @dataclass
@@ -43,11 +43,14 @@ class ModelConfig:
     norm: str = "post"  # "post": LayerNorm(x + Sublayer(x)) (paper) | "pre": x + Sublayer(LayerNorm(x))
     final_norm: bool | None = None  # LayerNorm after each stack; None -> True for pre-norm, False for post
     positions: str = "sinusoidal"  # interleaved sin/cos (paper) | "sinusoidal-concat" (sin|cos halves) | "learned"
-    activation: str = "relu"  # "relu" (paper) | "gelu" (exact erf) | "gelu-tanh"
+    activation: str = "relu"  # "relu" (paper) | "gelu" (exact erf) | "gelu-tanh" | "silu" (swish: Marian)
     tie_embeddings: bool = True  # share target embedding and pre-softmax weights (and source, if same vocab)
     scale_embeddings: bool = True  # multiply token embeddings by sqrt(d_model) (paper section 3.4)
     max_len: int = 512  # longest sequence the positions cover
     pad_id: int = 0
+    # First target token; None -> the tokenizer's BOS. Where it equals pad_id (Marian, T5), target position 0
+    # is the start symbol and is never masked as padding.
+    decoder_start_id: int | None = None
     layer_norm_eps: float = 1e-5
     bias: bool = True  # biases in attention projections and FFN
     generator_bias: bool = True  # bias of the pre-softmax linear layer
@@ -99,6 +102,8 @@ class ModelConfig:
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             need(0.0 <= getattr(self, name) < 1.0, f"{name} must be in [0, 1), got {getattr(self, name)}")
         need(0 <= self.pad_id < self.tgt_vocab_size, f"pad_id={self.pad_id} is outside the vocabulary")
+        need(self.decoder_start_id is None or 0 <= self.decoder_start_id < self.tgt_vocab_size,
+             f"decoder_start_id={self.decoder_start_id} is outside the target vocabulary")
         need(self.positions != "sinusoidal" or self.d_model % 2 == 0, "sinusoidal positions need an even d_model")
         n_layers = {"encoder-decoder": (self.n_encoder_layers, self.n_decoder_layers),
                     "encoder": (self.n_encoder_layers,), "decoder": (self.n_decoder_layers,)}[self.arch]

@@ -12,7 +12,7 @@ import sys
 
 from scratchformer.errors import ScratchformerError
 
-COMMAND_MODULES = ["inspect_cmds", "train_cmd", "translate_cmd", "evaluate_cmd", "generate_cmd"]
+COMMAND_MODULES = ["inspect_cmds", "train_cmd", "translate_cmd", "evaluate_cmd", "generate_cmd", "distributed_cmd"]
 
 
 def build_parser() -> argparse.ArgumentParser:

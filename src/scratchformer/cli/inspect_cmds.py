@@ -10,9 +10,36 @@ from scratchformer.config import PAPER_PARAMS_M
 from scratchformer.model import build_model
 
 
+def table3() -> list[dict]:
+    """Every Table 3 row with a parameter count: ours, the paper's, and both differences from the base row."""
+    from scratchformer.config import ModelConfig
+    from scratchformer.inspect.params import closed_form
+
+    base_ours = build_model(ModelConfig.preset("paper-base")).num_parameters()
+    rows = []
+    for name, paper in PAPER_PARAMS_M.items():
+        config = ModelConfig.preset(name)
+        ours = base_ours if name == "paper-base" else build_model(config).num_parameters()
+        rows.append({"preset": name, "ours_M": round(ours / 1e6, 2), "paper_M": paper,
+                     "ours_minus_base_M": round((ours - base_ours) / 1e6, 2),
+                     "paper_minus_base_M": paper - PAPER_PARAMS_M["paper-base"],
+                     "closed_form_M": round(closed_form(config) / 1e6, 2)})
+    return rows
+
+
 def cmd_params(args: argparse.Namespace) -> int:
     from scratchformer.inspect.params import format_table, parameter_rows, parameter_summary
 
+    if args.table3:
+        rows = table3()
+        if args.json:
+            print(json.dumps(rows))
+            return 0
+        print(f"{'preset':16s} {'ours':>8s} {'paper':>6s} {'ours-base':>10s} {'paper-base':>11s}")
+        for r in rows:
+            print(f"{r['preset']:16s} {r['ours_M']:>7.2f}M {r['paper_M']:>5}M {r['ours_minus_base_M']:>+9.2f}M "
+                  f"{r['paper_minus_base_M']:>+10}M")
+        return 0
     config = config_from_args(args)
     model = build_model(config)
     paper = PAPER_PARAMS_M.get(args.preset) if not args.overrides else None
@@ -48,6 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("params", help="parameter table per component, with the closed-form estimate")
     add_model_args(p)
     p.add_argument("--json", action="store_true", help='print {"total": N, ...} as JSON')
+    p.add_argument("--table3", action="store_true", help="all Table 3 rows beside the paper's parameter column")
     p.set_defaults(func=cmd_params)
 
     p = sub.add_parser("shapes", help="one forward pass, every module's input/output shapes with named dims")

@@ -17,6 +17,8 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+from scratchformer.errors import ScratchformerError
+
 CORPORA_DIR = Path(__file__).parent / "corpora"
 ON_ERROR = ("stop", "skip")
 SIDES = ("src", "tgt", "both")
@@ -24,7 +26,7 @@ _SUFFIXES = (".tsv.gz", ".tsv")
 _HINT = "(use --on-error skip to skip bad lines)"
 
 
-class CorpusError(ValueError):
+class CorpusError(ScratchformerError):
     """A corpus that cannot be read: missing, unknown, misaligned or malformed."""
 
 

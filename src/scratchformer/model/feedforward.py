@@ -2,7 +2,8 @@
 
     FFN(x) = max(0, x W_1 + b_1) W_2 + b_2        (B, L, D) -> (B, L, d_ff) -> (B, L, D)
 
-The same two linear maps apply to every position separately. GELU replaces ReLU for BERT / GPT-2.
+The same two linear maps apply to every position separately. GELU replaces ReLU for BERT / GPT-2,
+SiLU (swish) for Marian.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ ACTIVATIONS = {
     "relu": nn.ReLU,
     "gelu": nn.GELU,
     "gelu-tanh": lambda: nn.GELU(approximate="tanh"),
+    "silu": nn.SiLU,  # x * sigmoid(x), "swish" (Marian / OPUS-MT)
 }
 
 

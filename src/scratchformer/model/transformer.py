@@ -121,11 +121,16 @@ def _set_fused_norms(model: TransformerBase) -> None:
     model.set_fused(model.config.fused)
 
 
-def _decoder_self_mask(ids: Tensor, pad_id: int | None, past: int) -> Tensor:
-    """Causal (bottom-right aligned for a cache of `past` positions) and, without a cache, padding."""
+def _decoder_self_mask(ids: Tensor, pad_id: int | None, past: int, start_is_pad: bool = False) -> Tensor:
+    """Causal (bottom-right aligned for a cache of `past` positions) and, without a cache, padding.
+
+    start_is_pad: the decoder starts from pad_id (Marian, T5), so position 0 is the start symbol, not padding."""
     causal = causal_mask(ids.size(1), past + ids.size(1), ids.device)  # (1, 1, L, past + L)
     if past == 0 and pad_id is not None:
-        return combine(causal, padding_mask(ids, pad_id))  # (B, 1, L, L)
+        pad = padding_mask(ids, pad_id)  # (B, 1, 1, L)
+        if start_is_pad:
+            pad[..., 0] = True
+        return combine(causal, pad)  # (B, 1, L, L)
     return causal
 
 
@@ -167,7 +172,8 @@ class EncoderDecoder(TransformerBase):
         past = cache.length if cache is not None else 0
         check_ids(tgt, self.config.tgt_vocab_size, self.config.max_len, "tgt", past)
         if tgt_mask is None:
-            tgt_mask = _decoder_self_mask(tgt, self.config.pad_id, past)
+            start_is_pad = self.config.decoder_start_id == self.config.pad_id
+            tgt_mask = _decoder_self_mask(tgt, self.config.pad_id, past, start_is_pad)
         else:
             tgt_mask = check_mask(tgt_mask, tgt.size(0), tgt.size(1), past + tgt.size(1), "tgt_mask")
         if src_mask is not None:

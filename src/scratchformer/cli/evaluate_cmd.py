@@ -1,0 +1,66 @@
+"""`scratchformer evaluate RUN_DIR`: sacreBLEU / chrF on a split (translation), perplexity (language model);
+`scratchformer average RUN_DIR`: average the last checkpoints' weights, as the paper does."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from scratchformer.runs import load_run
+
+    arch = load_run(args.run_dir, args.weights).model_config.arch
+    if arch == "decoder":
+        from scratchformer.evaluation.lm import evaluate_lm
+
+        result = evaluate_lm(args.run_dir, args.split, weights=args.weights, corpus=args.corpus)
+    else:
+        from scratchformer.evaluation.evaluate import evaluate_run
+
+        result = evaluate_run(args.run_dir, args.split, args.beam, args.alpha, args.limit, args.show, args.corpus,
+                              args.weights)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+        return 0
+    for sample in result.pop("samples", []):
+        print(f"  src: {sample['src']}\n  ref: {sample['ref']}\n  hyp: {sample['hyp']}\n")
+    for key, value in result.items():
+        print(f"{key:16s} {value}")
+    return 0
+
+
+def cmd_average(args: argparse.Namespace) -> int:
+    from safetensors.torch import save_file
+
+    from scratchformer.training import checkpoint as ckpt
+
+    paths = ckpt.list_checkpoints(Path(args.run_dir))[-args.last :]
+    if len(paths) < 2:
+        raise ckpt.CheckpointError(f"{args.run_dir}/checkpoints holds {len(paths)} checkpoint(s); averaging needs 2+")
+    out = Path(args.out or Path(args.run_dir) / "averaged.safetensors")
+    with ckpt.atomic_path(out) as tmp:
+        save_file(ckpt.average_checkpoints(paths), str(tmp), metadata={"format": "pt"})
+    print(f"averaged {', '.join(p.name for p in paths)} -> {out}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="BLEU/chrF (translation) or perplexity (language model) on a split")
+    p.add_argument("run_dir")
+    p.add_argument("--split", default="test")
+    p.add_argument("--beam", type=int, default=1)
+    p.add_argument("--alpha", type=float, default=0.6)
+    p.add_argument("--limit", type=int, help="only the first N sentences")
+    p.add_argument("--show", type=int, default=3, help="print N sample translations")
+    p.add_argument("--corpus", help="evaluate on another corpus than the one trained on")
+    p.add_argument("--weights", help="another safetensors file of the run (e.g. averaged.safetensors)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("average", help="average the weights of the last N checkpoints (the paper uses 5)")
+    p.add_argument("run_dir")
+    p.add_argument("--last", type=int, default=5)
+    p.add_argument("--out", help="output file (default RUN_DIR/averaged.safetensors)")
+    p.set_defaults(func=cmd_average)

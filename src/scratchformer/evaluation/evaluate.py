@@ -1,0 +1,47 @@
+"""Evaluate a run on a split of its corpus: sacreBLEU and chrF (with signatures), exact match, timing."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from scratchformer.data.corpus import load_pairs
+from scratchformer.errors import ConfigError
+from scratchformer.runs import Run, load_run
+
+
+def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha: float = 0.6,
+                   show: int = 0) -> dict[str, Any]:
+    from scratchformer.decoding import translate_texts
+    from scratchformer.evaluation.metrics import bleu, chrf, exact_match
+
+    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+    start = time.time()
+    hyps = translate_texts(run.model, run.src_tok, run.tgt_tok, sources, beam=beam, alpha=alpha)
+    seconds = time.time() - start
+    b, c = bleu(hyps, refs), chrf(hyps, refs)
+    result: dict[str, Any] = {
+        "sentences": len(pairs), "beam": beam, "bleu": round(b["score"], 2), "chrf": round(c["score"], 2),
+        "exact_match": round(exact_match(hyps, refs), 4), "seconds": round(seconds, 1),
+        "bleu_signature": b["signature"], "chrf_signature": c["signature"],
+    }
+    if show:
+        result["samples"] = [{"src": s, "ref": r, "hyp": h} for s, r, h in list(zip(sources, refs, hyps))[:show]]
+    return result
+
+
+def evaluate_run(run_dir: str | Path, split: str = "test", beam: int = 1, alpha: float = 0.6,
+                 limit: int | None = None, show: int = 0, corpus: str | None = None,
+                 weights: str | Path | None = None) -> dict[str, Any]:
+    run = load_run(run_dir, weights)
+    if run.model_config.arch != "encoder-decoder":
+        raise ConfigError(f"{run_dir} holds a {run.model_config.arch} model: translation metrics need an "
+                          "encoder-decoder (use `scratchformer evaluate --task lm` for perplexity)")
+    source = corpus or (run.train_config.corpus if run.train_config else None)
+    if source is None:
+        raise ConfigError(f"{run_dir} has no train_config.json naming its corpus: pass --corpus")
+    pairs = load_pairs(source, split, on_error="skip")
+    if limit:
+        pairs = pairs[:limit]
+    return {"run_dir": str(run_dir), "corpus": source, "split": split, **evaluate_pairs(run, pairs, beam, alpha, show)}

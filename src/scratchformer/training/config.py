@@ -1,0 +1,94 @@
+"""TrainConfig: how a model is trained (the model itself is a ModelConfig). Saved as train_config.json."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scratchformer.errors import ConfigError
+
+TASKS = ("translate", "lm", "mlm", "classify")
+
+
+@dataclass
+class TrainConfig:
+    task: str = "translate"
+    corpus: str = "en-zh"  # a bundled corpus name, a TSV file, or "SRC_FILE,TGT_FILE"
+    preset: str = "demo"
+    model: dict[str, Any] = field(default_factory=dict)  # ModelConfig overrides
+    src_tokenizer: str = "bpe"  # char | word | bpe | unigram
+    tgt_tokenizer: str = "char"  # the seeds split Chinese into characters
+    src_vocab_size: int = 8000
+    tgt_vocab_size: int = 4000
+    shared_vocab: bool = False  # one tokenizer for both sides (then tie_embeddings shares all three matrices)
+    min_freq: int = 1
+    max_len: int = 128  # longest sentence in tokens, specials included; longer pairs are dropped
+    max_tokens: int = 4096  # padded tokens per batch (per rank)
+    accum_steps: int = 1  # micro-batches per optimiser update
+    max_steps: int = 1000  # optimiser updates
+    max_epochs: int | None = None
+    time_limit: float | None = None  # minutes; training stops (and saves) when it is reached
+    warmup: int = 4000
+    lr_factor: float = 1.0
+    label_smoothing: float = 0.1
+    clip_norm: float | None = 1.0
+    seed: int = 1
+    log_every: int = 25
+    eval_every: int = 250
+    save_every: int = 250
+    keep_last: int = 5
+    bleu_samples: int = 200  # validation sentences translated (greedy) for BLEU at each evaluation
+    dtype: str = "fp32"  # fp32 | bf16 | fp16 (autocast; fp16 uses a gradient scaler, GPU only)
+    compile: bool = False
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    on_error: str = "stop"  # malformed corpus lines: stop | skip
+    fsdp: bool = False
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ConfigError(f"task={self.task!r} is not one of {', '.join(TASKS)}")
+        if self.dtype not in ("fp32", "bf16", "fp16"):
+            raise ConfigError(f"dtype={self.dtype!r} is not one of fp32, bf16, fp16")
+        for name in ("max_tokens", "accum_steps", "max_steps", "warmup", "max_len"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if not 0 <= self.label_smoothing < 1:
+            raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ConfigError(f"unknown training option(s) {sorted(unknown)}")
+        return cls(**data)
+
+    @classmethod
+    def load(cls, path: str | Path) -> TrainConfig:
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            raise ConfigError(f"training config {path} does not exist") from None
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"training config {path} is not valid JSON: {e}") from None
+
+
+# Named training recipes (`scratchformer train --recipe NAME`): settings measured on a 2-core CPU.
+RECIPES: dict[str, dict[str, Any]] = {
+    # a few minutes on a laptop: shows learning, not translation quality
+    "demo": dict(preset="demo", max_steps=400, warmup=200, lr_factor=2.0, max_tokens=3000, eval_every=200,
+                 save_every=200, bleu_samples=100),
+    # the shipped checkpoint: as long as the corpus rewards on a CPU
+    "long": dict(preset="demo", max_steps=8000, warmup=1000, lr_factor=1.0, max_tokens=4096, eval_every=500,
+                 save_every=250, bleu_samples=0, time_limit=75.0, model={"tie_embeddings": True}),
+    # the seeds' sanity check: overfit six toy pairs
+    "toy": dict(corpus="toy", preset="tiny", src_tokenizer="word", tgt_tokenizer="char", max_steps=200,
+                warmup=40, lr_factor=0.5, max_tokens=512, label_smoothing=0.0, eval_every=150, save_every=150,
+                bleu_samples=6, log_every=10, model={"dropout": 0.0}),
+}

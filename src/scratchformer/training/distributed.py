@@ -1,0 +1,105 @@
+"""PyTorch's own distributed engine, set up from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK).
+
+Backend: nccl on GPUs, gloo on CPUs, chosen automatically. With one process nothing is initialised.
+
+Every collective (gradient all-reduce, barrier, FSDP gather) waits at most `timeout_s` for the other ranks
+(default 120 s, or $SCRATCHFORMER_DIST_TIMEOUT seconds): a rank that died makes the others fail instead of
+hanging, and torchrun then stops the job with a non-zero status; `train --resume` continues it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import warnings
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from scratchformer.errors import ConfigError
+
+
+@dataclass
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+
+def pick_device(name: str, local_rank: int = 0) -> torch.device:
+    if name == "auto":
+        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device={name!r} asked for but no CUDA GPU is available; use --device cpu")
+    return device
+
+
+TIMEOUT_ENV = "SCRATCHFORMER_DIST_TIMEOUT"
+
+
+def default_timeout_s() -> float:
+    value = os.environ.get(TIMEOUT_ENV, "120")
+    try:
+        timeout = float(value)
+    except ValueError:
+        raise ConfigError(f"${TIMEOUT_ENV}={value!r} is not a number of seconds") from None
+    if timeout <= 0:
+        raise ConfigError(f"${TIMEOUT_ENV} must be positive, got {value}")
+    return timeout
+
+
+def setup(device_name: str = "auto", timeout_s: float | None = None) -> DistInfo:
+    """Initialise the process group when launched by torchrun; otherwise a single-process DistInfo."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return DistInfo(device=pick_device(device_name))
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    if device_name.startswith("cuda:") and local_world > 1:
+        raise ConfigError(f"--device {device_name} would put all {local_world} ranks of this machine on one GPU; use "
+                          "--device cuda (local rank r takes cuda:r)")
+    device = pick_device(device_name, local_rank)
+    if device.type == "cuda":
+        n_gpus = torch.cuda.device_count()
+        if local_world > n_gpus:
+            raise ConfigError(f"--nproc-per-node {local_world} is larger than the {n_gpus} GPU(s) on this machine; "
+                              f"use --nproc-per-node {n_gpus} (or --device cpu for gloo on CPUs)")
+        torch.cuda.set_device(device)
+    elif local_rank == 0 and local_world > (os.cpu_count() or 1):
+        # gloo has no per-device limit: more CPU ranks than cores run, but slower than fewer ranks would
+        warnings.warn(f"{local_world} CPU ranks on {os.cpu_count()} cores: ranks share cores and each step waits "
+                      "for the slowest; use --nproc-per-node <= the number of cores", stacklevel=2)
+    timeout_s = default_timeout_s() if timeout_s is None else timeout_s
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if not dist.is_initialized():
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
+    return DistInfo(rank, world, local_rank, device)
+
+
+def all_reduce_sum(value: float | int, info: DistInfo) -> float:
+    if not info.enabled:
+        return float(value)
+    t = torch.tensor([float(value)], dtype=torch.float64, device=info.device if info.device.type == "cuda" else "cpu")
+    dist.all_reduce(t)
+    return float(t.item())
+
+
+def barrier(info: DistInfo) -> None:
+    if info.enabled:
+        dist.barrier()
+
+
+def cleanup(info: DistInfo) -> None:
+    if info.enabled and dist.is_initialized():
+        dist.destroy_process_group()

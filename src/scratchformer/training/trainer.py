@@ -1,0 +1,390 @@
+"""The training loop: corpus -> tokenizers -> token-bucketed batches -> teacher forcing -> checkpoints.
+
+One optimiser update ("step") = `accum_steps` micro-batches on each of `world_size` ranks. The loss of an
+update is the label-smoothed loss summed over all its real target tokens divided by their number, so
+2 ranks x batch b, 1 process x batch 2b, and 1 process x batch b x 2 accumulation steps give the same
+gradients. The Noam schedule counts updates. Checkpoints hold everything needed to continue exactly:
+weights, optimiser, scheduler, RNG states and the position in the epoch's batch order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from scratchformer.config import ModelConfig
+from scratchformer.data.batching import collate_lm, collate_pairs, encode_pairs, token_batches
+from scratchformer.data.corpus import load_pairs, load_text
+from scratchformer.data.tokenizers import BOS_ID, EOS_ID, PAD_ID, Tokenizer, load_tokenizer, train_tokenizer
+from scratchformer.errors import ConfigError
+from scratchformer.model import build_model
+from scratchformer.training import checkpoint as ckpt
+from scratchformer.training import distributed as dist_utils
+from scratchformer.training.config import TrainConfig
+from scratchformer.training.loss import label_smoothed_loss
+from scratchformer.training.schedule import noam_scheduler, paper_optimizer
+
+DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def load_tokenizers(run_dir: Path) -> tuple[Tokenizer, Tokenizer]:
+    """(source, target) tokenizers of a run; a shared or single-stack tokenizer is returned twice."""
+    run_dir = Path(run_dir)
+    tgt_path, src_path = run_dir / "tokenizer_tgt.json", run_dir / "tokenizer_src.json"
+    if not tgt_path.exists():
+        raise ckpt.CheckpointError(f"{tgt_path} is missing: the run directory has no tokenizer")
+    tgt = load_tokenizer(tgt_path)
+    return (load_tokenizer(src_path) if src_path.exists() else tgt), tgt
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bool = False) -> None:
+        self.cfg, self.run_dir, self.resume, self.quiet = cfg, Path(run_dir), resume, quiet
+        self.dist = dist_utils.setup(cfg.device)
+        self.device = self.dist.device
+        self.stop_requested = False
+        self.history: list[dict[str, Any]] = []
+
+    # -- set-up ---------------------------------------------------------------------------------------------
+    def log(self, msg: str) -> None:
+        if self.dist.is_main and not self.quiet:
+            tqdm.write(msg)
+
+    def _tokenizers(self, src_texts: list[str], tgt_texts: list[str]) -> tuple[Tokenizer, Tokenizer]:
+        cfg, run = self.cfg, self.run_dir
+        if (run / "tokenizer_tgt.json").exists() and self.resume:
+            return load_tokenizers(run)
+        if self.dist.is_main:
+            if cfg.task != "translate" or cfg.shared_vocab:
+                tok = train_tokenizer(cfg.tgt_tokenizer, src_texts + tgt_texts, cfg.tgt_vocab_size, cfg.min_freq)
+                tok.save(run / "tokenizer_tgt.json")
+            else:
+                train_tokenizer(cfg.src_tokenizer, src_texts, cfg.src_vocab_size, cfg.min_freq).save(
+                    run / "tokenizer_src.json")
+                train_tokenizer(cfg.tgt_tokenizer, tgt_texts, cfg.tgt_vocab_size, cfg.min_freq).save(
+                    run / "tokenizer_tgt.json")
+        dist_utils.barrier(self.dist)
+        return load_tokenizers(run)
+
+    def _examples(self, split: str) -> list:
+        cfg = self.cfg
+        if cfg.task == "translate":
+            pairs = load_pairs(cfg.corpus, split, on_error=cfg.on_error)
+            return encode_pairs(pairs, self.src_tok, self.tgt_tok, cfg.max_len)
+        texts = load_text(cfg.corpus, split, side="both", on_error=cfg.on_error)
+        seqs = [[BOS_ID] + ids[: cfg.max_len - 2] + [EOS_ID] for ids in self.tgt_tok.encode_batch(texts)]
+        return [s for s in seqs if len(s) > 2]
+
+    def prepare(self) -> None:
+        cfg, run = self.cfg, self.run_dir
+        if cfg.dtype == "fp16" and self.device.type != "cuda":
+            raise ConfigError(f"--dtype fp16 (autocast + gradient scaler) needs a CUDA GPU, not {self.device}; "
+                              "on CPUs use --dtype bf16")
+        if cfg.dtype == "fp16" and cfg.fsdp and self.dist.enabled:
+            raise ConfigError("--fsdp with --dtype fp16 is not supported: the gradient scaler would check only this "
+                              "rank's shard for overflow; use --dtype bf16")
+        run.mkdir(parents=True, exist_ok=True)
+        torch.manual_seed(cfg.seed)
+        if cfg.task == "translate":
+            train_pairs = load_pairs(cfg.corpus, "train", on_error=cfg.on_error)
+            src_texts, tgt_texts = [s for s, _ in train_pairs], [t for _, t in train_pairs]
+        elif cfg.task == "lm":
+            src_texts, tgt_texts = [], load_text(cfg.corpus, "train", side="both", on_error=cfg.on_error)
+        else:
+            raise ConfigError(f"task {cfg.task!r} is trained by `scratchformer train --task {cfg.task}` "
+                              "through its own trainer (see scratchformer.training.tasks)")
+        self.src_tok, self.tgt_tok = self._tokenizers(src_texts, tgt_texts)
+        self.train_examples = self._examples("train")
+        self.valid_examples = self._examples("valid")
+        if not self.train_examples:
+            raise ConfigError(f"corpus {cfg.corpus!r} has no training examples shorter than max_len={cfg.max_len}")
+
+        overrides = dict(cfg.model)
+        overrides.setdefault("max_len", max(cfg.max_len, ModelConfig.preset(cfg.preset).max_len))
+        if cfg.task == "translate":
+            overrides.update(src_vocab_size=self.src_tok.vocab_size, tgt_vocab_size=self.tgt_tok.vocab_size)
+        else:
+            overrides.update(tgt_vocab_size=self.tgt_tok.vocab_size)
+        if (run / "config.json").exists() and self.resume:
+            self.model_config = ModelConfig.load(run / "config.json")
+        else:
+            self.model_config = ModelConfig.preset(cfg.preset, **overrides)
+        want_arch = "encoder-decoder" if cfg.task == "translate" else "decoder"
+        if self.model_config.arch != want_arch:
+            raise ConfigError(f"task {cfg.task!r} needs a {want_arch} model but preset {cfg.preset!r} is "
+                              f"{self.model_config.arch!r}; pick another --preset (e.g. "
+                              f"{'demo' if want_arch == 'encoder-decoder' else 'gpt-tiny'})")
+        self.model = build_model(self.model_config).to(self.device)
+        self.train_model: torch.nn.Module = self.model
+        if self.dist.enabled:
+            if cfg.fsdp:
+                from scratchformer.training.fsdp import shard_model
+
+                self.train_model = shard_model(self.model, self.dist)
+            else:
+                ids = [self.device.index] if self.device.type == "cuda" else None
+                self.train_model = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+        if cfg.compile:
+            self.train_model = torch.compile(self.train_model)
+        self.optimizer = paper_optimizer(self.train_model.parameters())
+        self.scheduler = noam_scheduler(self.optimizer, self.model_config.d_model, cfg.warmup, cfg.lr_factor)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.dtype == "fp16")
+        self.step, self.epoch, self.cursor, self.best_valid, self.elapsed = 0, 0, 0, math.inf, 0.0
+        if self.dist.is_main:
+            self.model_config.save(run / "config.json")
+            ckpt.write_json(run / "train_config.json", cfg.to_dict())
+        if self.resume:
+            self._restore()
+
+    def _restore(self) -> None:
+        found = ckpt.latest_checkpoint(self.run_dir)
+        if found is None:
+            self.log(f"no checkpoint in {self.run_dir}/checkpoints: starting from step 0")
+            return
+        state = ckpt.load_trainer_state(found)
+        if state.get("world_size", 1) != self.dist.world_size:
+            self.log(f"note: checkpoint written with world size {state.get('world_size', 1)}, resuming with "
+                     f"{self.dist.world_size}: weights and optimiser carry over, the batch order restarts the epoch")
+            state["cursor"] = 0
+        if state.get("sharded"):  # an FSDP checkpoint: weights and optimiser are in its shards (any world size)
+            from scratchformer.training.fsdp import load_sharded_state
+
+            load_sharded_state(self.train_model, self.optimizer, found)
+        else:
+            ckpt.load_weights(self.model, found / "model.safetensors")
+            self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if "scaler" in state:
+            self.scaler.load_state_dict(state["scaler"])
+        self.step, self.epoch, self.cursor = state["step"], state["epoch"], state["cursor"]
+        self.best_valid, self.elapsed = state["best_valid"], state["elapsed"]
+        torch.set_rng_state(state["rng_cpu"][self.dist.rank] if isinstance(state["rng_cpu"], list)
+                            else state["rng_cpu"])
+        if torch.cuda.is_available() and state.get("rng_cuda") is not None:
+            torch.cuda.set_rng_state(state["rng_cuda"])
+        metrics = self.run_dir / "metrics.jsonl"
+        if self.dist.is_main and metrics.exists():  # forget what the interrupted run logged after the checkpoint
+            kept = [line for line in metrics.read_text().splitlines()
+                    if line.strip() and json.loads(line).get("step", 0) <= self.step]
+            with ckpt.atomic_path(metrics) as tmp:
+                tmp.write_text("".join(k + "\n" for k in kept))
+        self.log(f"resumed from {found} (step {self.step}, epoch {self.epoch})")
+
+    # -- batches --------------------------------------------------------------------------------------------
+    def _lengths(self, examples: list) -> list:
+        if self.cfg.task == "translate":
+            return [(len(s), len(t)) for s, t in examples]
+        return [len(s) for s in examples]
+
+    def _collate(self, examples: list) -> dict[str, torch.Tensor]:
+        batch = collate_pairs(examples, PAD_ID) if self.cfg.task == "translate" else collate_lm(examples, PAD_ID)
+        return {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
+
+    def _epoch_batches(self, epoch: int) -> list[list[int]]:
+        if getattr(self, "_batches_epoch", None) != epoch:
+            self._batches = token_batches(self._lengths(self.train_examples), self.cfg.max_tokens, shuffle=True,
+                                          seed=self.cfg.seed, epoch=epoch, rank=self.dist.rank,
+                                          world_size=self.dist.world_size)
+            self._batches_epoch = epoch
+        return self._batches
+
+    def _next_update(self) -> list[list[int]]:
+        """The micro-batches (index lists) of the next optimiser update; advances epoch/cursor."""
+        acc = self.cfg.accum_steps
+        batches = self._epoch_batches(self.epoch)
+        if self.cursor + acc > len(batches):
+            if len(batches) < acc:
+                raise ConfigError(f"an epoch has only {len(batches)} batches per rank, fewer than accum_steps={acc}:"
+                                  " lower --max-tokens or --accum-steps")
+            self.epoch, self.cursor = self.epoch + 1, 0
+            batches = self._epoch_batches(self.epoch)
+        chosen = batches[self.cursor : self.cursor + acc]
+        self.cursor += acc
+        return chosen
+
+    # -- one update -----------------------------------------------------------------------------------------
+    def _forward_loss(self, batch: dict[str, torch.Tensor]):
+        dtype = DTYPES[self.cfg.dtype]
+        autocast = torch.autocast(self.device.type, dtype=dtype) if dtype else contextlib.nullcontext()
+        with autocast:
+            if self.cfg.task == "translate":
+                logits = self.train_model(batch["src"], batch["tgt_in"])  # (B, L_tgt, V), teacher forcing
+                target = batch["tgt_out"]
+            else:
+                logits = self.train_model(batch["input_ids"])  # (B, L, V)
+                target = batch["labels"]
+        return label_smoothed_loss(logits, target, self.cfg.label_smoothing, PAD_ID)
+
+    def train_step(self) -> dict[str, float]:
+        micro = [self._collate([self.train_examples[i] for i in idx]) for idx in self._next_update()]
+        local_tokens = sum(int(b["n_tokens"]) for b in micro)
+        total_tokens = dist_utils.all_reduce_sum(local_tokens, self.dist)
+        scale = self.dist.world_size / total_tokens  # DDP averages over ranks: x world makes it a global sum
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum = nll_sum = 0.0
+        for i, batch in enumerate(micro):
+            last = i == len(micro) - 1
+            sync = contextlib.nullcontext() if last or not hasattr(self.train_model, "no_sync") \
+                else self.train_model.no_sync()
+            with sync:
+                out = self._forward_loss(batch)
+                self.scaler.scale(out.loss_sum * scale).backward()
+            loss_sum += float(out.loss_sum.detach())
+            nll_sum += float(out.nll_sum)
+        self.scaler.unscale_(self.optimizer)
+        if self.cfg.clip_norm:
+            torch.nn.utils.clip_grad_norm_(self.train_model.parameters(), self.cfg.clip_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.scheduler.step()
+        self.step += 1
+        loss_sum = dist_utils.all_reduce_sum(loss_sum, self.dist)
+        nll_sum = dist_utils.all_reduce_sum(nll_sum, self.dist)
+        return {"loss": loss_sum / total_tokens, "nll": nll_sum / total_tokens, "lr": lr, "tokens": total_tokens}
+
+    # -- evaluation -----------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def validate(self) -> dict[str, Any]:
+        self.model.eval()
+        loss_sum = nll_sum = n = 0.0
+        lengths = self._lengths(self.valid_examples)
+        for idx in token_batches(lengths, self.cfg.max_tokens, shuffle=False, seed=0) if lengths else []:
+            out = self._forward_loss_eval(self._collate([self.valid_examples[i] for i in idx]))
+            loss_sum, nll_sum, n = loss_sum + float(out.loss_sum), nll_sum + float(out.nll_sum), n + out.n_tokens
+        result: dict[str, Any] = {"valid_loss": loss_sum / max(n, 1), "valid_nll": nll_sum / max(n, 1),
+                                  "valid_ppl": math.exp(min(nll_sum / max(n, 1), 50))}
+        if self.cfg.task == "translate" and self.cfg.bleu_samples > 0:
+            result.update(self._valid_bleu())
+        self.model.train()
+        return result
+
+    def _forward_loss_eval(self, batch):
+        model, self.train_model = self.train_model, self.model  # the unwrapped model: no DDP hooks in eval
+        try:
+            return self._forward_loss(batch)
+        finally:
+            self.train_model = model
+
+    def _valid_bleu(self) -> dict[str, Any]:
+        try:
+            from scratchformer.decoding import translate_texts
+            from scratchformer.evaluation.metrics import bleu
+        except ImportError:
+            return {}
+        pairs = load_pairs(self.cfg.corpus, "valid", on_error="skip")[: self.cfg.bleu_samples]
+        hyps = translate_texts(self.model, self.src_tok, self.tgt_tok, [s for s, _ in pairs], beam=1)
+        score = bleu(hyps, [t for _, t in pairs])
+        return {"bleu": round(score["score"], 2), "samples": list(zip([s for s, _ in pairs[:3]], hyps[:3]))}
+
+    # -- the loop -------------------------------------------------------------------------------------------
+    def _record(self, record: dict[str, Any]) -> None:
+        self.history.append(record)
+        if self.dist.is_main:
+            with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
+                f.write(json.dumps({k: v for k, v in record.items() if k != "samples"}, ensure_ascii=False) + "\n")
+
+    def _state(self) -> dict[str, Any]:
+        return {"step": self.step, "epoch": self.epoch, "cursor": self.cursor, "best_valid": self.best_valid,
+                "elapsed": self.elapsed, "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
+                "rng_cpu": torch.get_rng_state(), "world_size": self.dist.world_size,
+                "rng_cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None}
+
+    def save(self) -> None:
+        if self.cfg.fsdp and self.dist.enabled:
+            from scratchformer.training.fsdp import save_fsdp_checkpoint
+
+            save_fsdp_checkpoint(self)
+            return
+        if self.dist.is_main:
+            ckpt.save_checkpoint(self.run_dir, self.step, self.model, self._state(), self.cfg.keep_last)
+        dist_utils.barrier(self.dist)
+
+    def _evaluate_and_keep_best(self) -> dict[str, Any]:
+        result = {"kind": "valid", "step": self.step, **self.validate()}
+        self._record(result)
+        if result["valid_nll"] < self.best_valid:
+            self.best_valid = result["valid_nll"]
+            if self.cfg.fsdp and self.dist.enabled:  # gathering the shards is a collective: every rank joins
+                from scratchformer.training.fsdp import save_full_weights
+
+                save_full_weights(self.model, self.run_dir / "model.safetensors", self.dist)
+            elif self.dist.is_main:
+                ckpt.save_weights(self.model, self.run_dir / "model.safetensors")
+        bleu = f", BLEU {result['bleu']}" if "bleu" in result else ""
+        self.log(f"step {self.step}: valid loss {result['valid_loss']:.3f}, ppl {result['valid_ppl']:.1f}{bleu}")
+        for src, hyp in result.get("samples", []):
+            self.log(f"    {src}  ->  {hyp}")
+        return result
+
+    def _on_signal(self, signum, frame) -> None:
+        self.stop_requested = True
+
+    def train(self) -> dict[str, Any]:
+        cfg = self.cfg
+        self.prepare()
+        old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        self.model.train()
+        n_params = self.model.num_parameters()
+        self.log(f"{cfg.task}: {len(self.train_examples)} training examples, {n_params / 1e6:.2f}M parameters, "
+                 f"device {self.device}, world size {self.dist.world_size} -> {self.run_dir}")
+        bar = tqdm(total=cfg.max_steps, initial=self.step, disable=not self.dist.is_main or self.quiet,
+                   dynamic_ncols=True, desc="train")
+        start, window_tokens, window_start = time.time() - self.elapsed, 0.0, time.time()
+        last_valid: dict[str, Any] = {}
+        try:
+            while self.step < cfg.max_steps and not self.stop_requested:
+                if cfg.max_epochs is not None and self.epoch >= cfg.max_epochs:
+                    break
+                stats = self.train_step()
+                window_tokens += stats["tokens"]
+                self.elapsed = time.time() - start
+                bar.update(1)
+                if self.step % cfg.log_every == 0 or self.step == 1:
+                    tok_s = window_tokens / max(time.time() - window_start, 1e-9)
+                    window_tokens, window_start = 0.0, time.time()
+                    bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}", tok_s=f"{tok_s:.0f}")
+                    self._record({"kind": "train", "step": self.step, "epoch": self.epoch, "loss": stats["loss"],
+                                  "nll": stats["nll"], "lr": stats["lr"], "tokens_per_s": round(tok_s, 1),
+                                  "elapsed_s": round(self.elapsed, 1)})
+                if cfg.eval_every and self.step % cfg.eval_every == 0:
+                    last_valid = self._evaluate_and_keep_best()
+                if cfg.save_every and self.step % cfg.save_every == 0:
+                    self.save()
+                if cfg.time_limit is not None and self.elapsed >= cfg.time_limit * 60:
+                    self.log(f"time limit of {cfg.time_limit} min reached at step {self.step}")
+                    break
+        finally:
+            bar.close()
+            for s, h in old_handlers.items():
+                signal.signal(s, h)
+        if not last_valid or last_valid.get("step") != self.step:
+            last_valid = self._evaluate_and_keep_best()
+        self.save()
+        if self.dist.is_main:
+            self._plot()
+        return {"step": self.step, "epoch": self.epoch, "elapsed_s": round(self.elapsed, 1),
+                "interrupted": self.stop_requested, "is_main": self.dist.is_main, **{k: v for k, v in last_valid.items() if k != "samples"}}
+
+    def _plot(self) -> None:
+        from scratchformer.inspect.plots import plot_curves
+
+        records = [json.loads(x) for x in (self.run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+        plot_curves(self.run_dir / "curve.png", records, title=f"{self.cfg.task} on {self.cfg.corpus}")
+
+
+def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bool = False) -> dict[str, Any]:
+    trainer = Trainer(cfg, run_dir, resume, quiet)
+    try:
+        return trainer.train()
+    finally:
+        dist_utils.cleanup(trainer.dist)
