@@ -102,8 +102,17 @@ class KVCache:
 
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows `index` (B',): beam search reorders hypotheses, finished sentences drop out."""
-        if self.k is not None:
+        if self.k is None:
+            return
+        if self.static:  # written once, exactly filled
             self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
+            return
+        n = self.length  # copy only the filled part; keep the capacity so appends stay allocation-free
+        k = self.k.new_empty(index.numel(), *self.k.shape[1:])
+        v = self.v.new_empty(index.numel(), *self.v.shape[1:])
+        k[:, :, :n].copy_(self.k[:, :, :n].index_select(0, index))
+        v[:, :, :n].copy_(self.v[:, :, :n].index_select(0, index))
+        self.k, self.v = k, v
 
 
 def split_heads(x: Tensor, h: int) -> Tensor:

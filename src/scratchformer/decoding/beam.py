@@ -1,0 +1,186 @@
+"""Beam search (the paper, section 6.1: beam size 4, length penalty alpha = 0.6, max length src + 50).
+
+    beam_search(model, src) -> list[list[Hypothesis]]    n_best hypotheses per sentence, best first
+    beam_search_core(step_fn, ...)                        the algorithm alone, driven by any step function
+
+Length penalty (GNMT, Wu et al. 2016): score(Y) = log P(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6) ** alpha, where
+|Y| counts the emitted tokens *including* the final EOS. A hypothesis cut at the length budget has no EOS and
+|Y| is its token count. alpha = 0 ranks by plain log-probability.
+
+fairseq-style steps. The B sentences x K beams are flattened to B*K rows. At each step every live beam's
+scores are added to the next-token log-probs and the top 2K of the K*V candidates are taken per sentence:
+an EOS among the first K closes a hypothesis; the first K non-EOS candidates become the next beams (there
+are always K: at most K of the 2K are EOS). At step 0 only beam 0 is live (the others score -inf), so the
+K beams do not start as copies. A sentence is done when it has K finished hypotheses and its best live
+beam can no longer beat the K-th of them, judged as Hugging Face's `early_stopping=False` does: by the
+live beam's log-prob over lp of its current length (exact for alpha = 0, where log-probs only fall), or
+when it reaches its length budget. Done sentences leave the batch, and their rows leave the KV cache.
+With K = 1 this is exactly greedy decoding (tested).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from scratchformer.data.tokenizers import BOS_ID, EOS_ID, PAD_ID
+from scratchformer.decoding.common import (
+    Seq2SeqSteps,
+    as_src_tensor,
+    eval_mode,
+    length_limits,
+    length_penalty,
+    model_device,
+)
+from scratchformer.model.transformer import EncoderDecoder
+
+NEG_INF = float("-inf")
+
+# step_fn(tokens (N, t) with BOS first, index (N,) | None) -> log-probs (N, V) of the next token.
+# Row i of `tokens` continues row index[i] of the previous call (None on the first call).
+StepFn = Callable[[Tensor, Tensor | None], Tensor]
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # without BOS and EOS
+    score: float  # logprob / lp(|Y|), what beams are ranked by
+    logprob: float  # sum of the token log-probs, EOS included when emitted
+
+
+@torch.inference_mode()
+def beam_search(
+    model: EncoderDecoder,
+    src: Tensor | Sequence[Sequence[int]],
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    max_len: int | None = None,
+    eos: int = EOS_ID,
+    bos: int = BOS_ID,
+    pad: int = PAD_ID,
+    n_best: int = 1,
+    use_cache: bool = True,
+    min_len: int = 0,
+) -> list[list[Hypothesis]]:
+    """Beam search over src (B, L_src) ids (or id lists), right-padded with `pad`; n_best hypotheses each.
+
+    max_len: most tokens per sentence, EOS not counted; None -> src_len + 50, capped at model.config.max_len.
+    PAD is never emitted; EOS is suppressed until `min_len` tokens were emitted.
+    """
+    with eval_mode(model):
+        src = as_src_tensor(src, pad, model_device(model))
+        if src.size(0) == 0:
+            return []
+        limits = length_limits(src, pad, max_len, model.config.max_len)  # (B,)
+        src_mask = model.src_mask(src)  # (B, 1, 1, L_src)
+        memory = model.encode(src, src_mask)  # (B, L_src, D)
+        # one row per (sentence, beam): (B*K, L_src, D), (B*K, 1, 1, L_src)
+        steps = Seq2SeqSteps(model, memory.repeat_interleave(beam_size, 0), src_mask.repeat_interleave(beam_size, 0),
+                             use_cache)
+
+        def step_fn(tokens: Tensor, index: Tensor | None) -> Tensor:
+            logprobs = torch.log_softmax(steps(tokens, index).float(), dim=-1)  # (N, V)
+            if pad is not None:
+                logprobs[:, pad] = NEG_INF
+            return logprobs
+
+        return beam_search_core(step_fn, src.size(0), beam_size, limits, alpha, bos, eos, n_best, min_len)
+
+
+def beam_search_core(
+    step_fn: StepFn,
+    batch_size: int,
+    beam_size: int,
+    max_lens: Sequence[int] | Tensor,
+    alpha: float = 0.6,
+    bos: int = BOS_ID,
+    eos: int = EOS_ID,
+    n_best: int = 1,
+    min_len: int = 0,
+    device: torch.device | str | None = None,
+) -> list[list[Hypothesis]]:
+    """The search itself; see the module docstring. max_lens: (B,) token budget per sentence, EOS not counted.
+
+    Scores are kept in the dtype of the first log-probs step_fn returns (float64 fakes give exact tests).
+    """
+    k = beam_size
+    if k < 1 or not 1 <= n_best <= k:
+        raise ValueError(f"need beam_size >= 1 and 1 <= n_best <= beam_size, got beam_size={k}, n_best={n_best}")
+    limits = torch.as_tensor(max_lens, dtype=torch.long, device=device)
+    device = limits.device
+    a = batch_size  # active sentences
+    t_max = int(limits.max()) if a else 0
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
+    sents = torch.arange(a, device=device)  # (A,) original sentence of each active sentence
+    tokens = torch.full((a * k, 1), bos, dtype=torch.long, device=device)  # (A*K, t): BOS, then outputs
+    scores: Tensor | None = None  # (A, K) log-prob of each live beam
+    kth_finished: Tensor | None = None  # (A, K) best K finished scores, -inf where fewer
+    index: Tensor | None = None
+    eos_index = torch.tensor([eos], device=device)
+    for t in range(t_max):
+        logprobs = step_fn(tokens, index)  # (A*K, V)
+        vocab = logprobs.size(-1)
+        if scores is None:
+            scores = torch.full((a, k), NEG_INF, dtype=logprobs.dtype, device=device)
+            scores[:, 0] = 0.0  # step 0: only beam 0 is live
+            kth_finished = torch.full((a, k), NEG_INF, dtype=logprobs.dtype, device=device)
+        if t < min_len:
+            logprobs = logprobs.index_fill(1, eos_index, NEG_INF)  # a copy: step_fn's tensor may be shared
+        cand = (scores.view(-1, 1) + logprobs).view(a, k * vocab)  # (A, K*V)
+        top_val, top_idx = cand.topk(2 * k, dim=1)  # (A, 2K), best first
+        top_beam, top_tok = top_idx // vocab, top_idx % vocab  # (A, 2K)
+        is_eos = top_tok == eos
+        lp = length_penalty(t + 1, alpha)  # |Y| = t + 1: t tokens + EOS, or t + 1 tokens for a live beam
+        closed = is_eos[:, :k] & (top_val[:, :k] > NEG_INF)  # (A, K) EOS among the first K closes a hypothesis
+        closed_scores = torch.where(closed, top_val[:, :k] / lp, NEG_INF)
+        kth_finished = torch.cat([kth_finished, closed_scores], dim=1).topk(k, dim=1).values  # (A, K)
+        # first K non-EOS candidates: sort key puts EOS after every non-EOS, order kept otherwise
+        order = is_eos.long() * (2 * k) + torch.arange(2 * k, device=device)  # (A, 2K)
+        pos = order.topk(k, dim=1, largest=False).indices  # (A, K), ascending = best first
+        live_val, live_beam, live_tok = top_val.gather(1, pos), top_beam.gather(1, pos), top_tok.gather(1, pos)
+        at_limit = limits <= t + 1  # (A,)
+        done = (live_val[:, 0] / lp <= kth_finished[:, -1]) | at_limit  # (A,)
+        flags = torch.cat([closed.flatten(), done]).cpu()  # the one device sync per step
+        closed_cpu, done_cpu = flags[: a * k].view(a, k), flags[a * k:]
+        rows = torch.arange(a, device=device)[:, None] * k + live_beam  # (A, K) row each live beam continues
+        if bool(closed_cpu.any()):
+            _collect(finished, sents, tokens, closed_cpu, top_beam, top_val, lp, k)
+        if bool(done_cpu.any()):
+            ends = (done & at_limit).nonzero().squeeze(1)
+            if ends.numel():  # budget reached: the live beams are hypotheses too (no EOS, |Y| = t + 1)
+                _collect_live(finished, sents[ends], tokens, rows[ends], live_tok[ends], live_val[ends], lp)
+            keep = (~done).nonzero().squeeze(1)  # (A',)
+            if keep.numel() == 0:
+                break
+            sents, limits, kth_finished = sents[keep], limits[keep], kth_finished[keep]
+            rows, live_tok, live_val = rows[keep], live_tok[keep], live_val[keep]
+            a = keep.numel()
+        index = rows.flatten()  # (A*K,)
+        tokens = torch.cat([tokens.index_select(0, index), live_tok.reshape(-1, 1)], dim=1)  # (A*K, t + 1)
+        scores = live_val
+    return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in finished]
+
+
+def _collect(finished: list[list[Hypothesis]], sents: Tensor, tokens: Tensor, closed: Tensor, top_beam: Tensor,
+             top_val: Tensor, lp: float, k: int) -> None:
+    """Store the hypotheses closed by EOS this step; closed (A, K) bool on the CPU."""
+    where = closed.nonzero()  # (n, 2): (active sentence, candidate position)
+    a_idx, j_idx = where[:, 0].to(tokens.device), where[:, 1].to(tokens.device)
+    rows = a_idx * k + top_beam[a_idx, j_idx]  # (n,)
+    prefixes = tokens.index_select(0, rows)[:, 1:].tolist()  # without BOS
+    logprobs = top_val[a_idx, j_idx].tolist()
+    for s, toks, logprob in zip(sents[a_idx].tolist(), prefixes, logprobs):
+        finished[s].append(Hypothesis(toks, logprob / lp, logprob))
+
+
+def _collect_live(finished: list[list[Hypothesis]], sents: Tensor, tokens: Tensor, rows: Tensor, live_tok: Tensor,
+                  live_val: Tensor, lp: float) -> None:
+    """Store the live beams of sentences that reached their budget; rows, live_tok, live_val are (n, K)."""
+    prefixes = torch.cat([tokens[rows.flatten(), 1:], live_tok.reshape(-1, 1)], dim=1).view(*rows.shape, -1)
+    for s, beams, logprobs in zip(sents.tolist(), prefixes.tolist(), live_val.tolist()):
+        for toks, logprob in zip(beams, logprobs):
+            if logprob > NEG_INF:
+                finished[s].append(Hypothesis(toks, logprob / lp, logprob))

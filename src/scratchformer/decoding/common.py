@@ -1,0 +1,121 @@
+"""What every decoder shares: the length rule, padding of id lists, and the model seen as a step function.
+
+    Seq2SeqSteps   EncoderDecoder + KV cache as `step(tokens (N, t), index (N,) | None) -> logits (N, V)`
+    length_limits  per-sentence output budget: src_len + 50 (the paper), capped at model.config.max_len
+
+The step function is the one seam between the search algorithms and the model: greedy and beam search
+only call it, so a fake with fixed probabilities can drive them in tests.
+
+Contract of `index`: row i of `tokens` continues row `index[i]` of the previous call. Greedy passes it
+when finished sentences drop out; beam search passes it every step (beams reorder, finished sentences
+drop out). Rows only ever continue rows of the same sentence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor, nn
+
+from scratchformer.model.transformer import EncoderDecoder
+
+PAPER_EXTRA_LEN = 50  # section 6.1: "maximum output length to input length + 50"
+
+
+def model_device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+@contextmanager
+def eval_mode(model: nn.Module) -> Iterator[None]:
+    """Dropout off while decoding; the caller's train/eval mode is restored afterwards."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def pad_ids(seqs: Sequence[Sequence[int]], pad: int, device: torch.device, left: bool = False) -> Tensor:
+    """(B, L) long tensor padded with `pad` on the right (or on the left)."""
+    longest = max((len(s) for s in seqs), default=0)
+    out = torch.full((len(seqs), longest), pad, dtype=torch.long)  # (B, L)
+    for b, s in enumerate(seqs):
+        if len(s):
+            if left:
+                out[b, longest - len(s):] = torch.as_tensor(s, dtype=torch.long)
+            else:
+                out[b, : len(s)] = torch.as_tensor(s, dtype=torch.long)
+    return out.to(device)
+
+
+def as_src_tensor(src: Tensor | Sequence[Sequence[int]], pad: int, device: torch.device) -> Tensor:
+    """A (B, L_src) tensor right-padded with `pad`, on the model's device."""
+    if isinstance(src, Tensor):
+        return src.to(device=device, dtype=torch.long)
+    return pad_ids(src, pad, device)
+
+
+def length_limits(src: Tensor, pad: int, max_len: int | None, cap: int) -> Tensor:
+    """(B,) most tokens each sentence may emit, EOS not counted: src_len + 50 by default, never above `cap`."""
+    if max_len is None:
+        limits = (src != pad).sum(dim=1) + PAPER_EXTRA_LEN  # (B,)
+    else:
+        limits = torch.full((src.size(0),), max_len, dtype=torch.long, device=src.device)
+    return limits.clamp(max=cap)
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """GNMT (Wu et al., 2016): lp(Y) = ((5 + |Y|) / 6) ** alpha; alpha = 0 turns it off."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+class Seq2SeqSteps:
+    """An EncoderDecoder as a step function: (tokens (N, t) with BOS first, index) -> next-token logits (N, V).
+
+    memory (N, L_src, D) and src_mask (N, 1, 1, L_src) hold one row per decoding row. With `use_cache`, each
+    call feeds only the newest token and reads earlier keys/values from the DecoderCache; without, it re-runs
+    `model.decode` on the whole prefix (the seeds' loop, kept as the reference for tests and benchmarks).
+    """
+
+    def __init__(self, model: EncoderDecoder, memory: Tensor, src_mask: Tensor, use_cache: bool = True) -> None:
+        self.model, self.memory, self.src_mask = model, memory, src_mask
+        self.cache = model.new_cache() if use_cache else None
+        self.rows = memory.size(0)
+
+    def __call__(self, tokens: Tensor, index: Tensor | None = None) -> Tensor:
+        if index is not None:
+            self._select(index)
+        if self.cache is None:
+            hidden = self.model.decode(self.memory, self.src_mask, tokens)  # (N, t, D)
+            return self.model.generator.logits(hidden[:, -1])  # (N, V)
+        return self._cached_step(tokens[:, -1:])
+
+    def _cached_step(self, new: Tensor) -> Tensor:
+        # The lean path of model.decode for one new token: its causal mask row is all True (it may see the whole
+        # cache), so no self-attention mask is built; ids were validated by encode() and come from the model's own
+        # vocabulary, so check_ids' device syncs are skipped. Cached == uncached tests guard this path.
+        m, cache = self.model, self.cache
+        x = m.tgt_embed(new, offset=cache.length)  # (N, 1, D)
+        hidden = m.decoder(x, self.memory, None, self.src_mask, cache)  # (N, 1, D)
+        self.memory = None  # from now on cross-attention reads its keys/values from the cache
+        return m.generator.logits(hidden[:, -1])  # (N, V)
+
+    def _select(self, index: Tensor) -> None:
+        shrink = index.numel() < self.rows
+        self.rows = index.numel()
+        if self.cache is not None:
+            if shrink:
+                self.cache.reorder(index)
+            else:
+                # Rows stay within their sentence, whose cross-attention keys/values are the same for every
+                # beam: only the self-attention cache needs reordering (saves a copy of L_src keys per step).
+                for layer_cache in self.cache.self_attn:
+                    layer_cache.reorder(index)
+        if shrink:  # a same-sentence reorder leaves memory rows and mask rows unchanged
+            self.src_mask = self.src_mask.index_select(0, index)
+            if self.memory is not None:
+                self.memory = self.memory.index_select(0, index)

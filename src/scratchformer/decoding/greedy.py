@@ -1,0 +1,120 @@
+"""Greedy decoding for the encoder-decoder: at each step keep the single most likely next token.
+
+    greedy_decode(model, src) -> list[list[int]]   one token list per sentence, without BOS and EOS
+
+Batched: a sentence that emits EOS (or reaches its length budget) drops out of the active batch, and its
+rows leave the KV cache, so later steps only pay for sentences still running. The output equals decoding
+each sentence alone (tests prove it). PAD is never emitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from scratchformer.data.tokenizers import BOS_ID, EOS_ID, PAD_ID
+from scratchformer.decoding.common import Seq2SeqSteps, as_src_tensor, eval_mode, length_limits, model_device
+from scratchformer.model.transformer import EncoderDecoder
+
+NEG_INF = float("-inf")
+
+
+@dataclass
+class GreedyOutput:
+    """What `greedy_decode` returns when asked for more than the tokens."""
+
+    tokens: list[list[int]]  # per sentence, without BOS/EOS
+    scores: list[float] | None = None  # sum of log-probs of the emitted tokens, EOS included when emitted
+    logits: Tensor | None = None  # (B, T, V) raw next-token logits at each step; zero after a sentence ended
+
+
+@torch.inference_mode()
+def greedy_decode(
+    model: EncoderDecoder,
+    src: Tensor | Sequence[Sequence[int]],
+    max_len: int | None = None,
+    use_cache: bool = True,
+    bos: int = BOS_ID,
+    eos: int = EOS_ID,
+    pad: int = PAD_ID,
+    return_scores: bool = False,
+    min_len: int = 0,
+    force_len: int | None = None,
+    return_logits: bool = False,
+) -> list[list[int]] | GreedyOutput:
+    """Greedy translation of src (B, L_src) ids (or id lists), right-padded with `pad`.
+
+    max_len: most tokens per sentence, EOS not counted; None -> src_len + 50 (src_len = non-pad source ids).
+    Always capped at model.config.max_len. min_len: EOS is suppressed until that many tokens were emitted.
+    force_len=N: every sentence emits exactly N tokens (EOS suppressed, budget N), for benchmarks.
+    use_cache=False re-runs the decoder on the whole prefix each step (the reference loop).
+    Returns the token lists, or a GreedyOutput when return_scores / return_logits is set.
+    """
+    cap = model.config.max_len
+    if force_len is not None:
+        if not 0 < force_len <= cap:
+            raise ValueError(f"force_len={force_len} must be in [1, model max_len={cap}]")
+        max_len, min_len = force_len, force_len
+    with eval_mode(model):
+        src = as_src_tensor(src, pad, model_device(model))
+        if src.size(0) == 0:
+            return GreedyOutput([], [], None) if return_scores or return_logits else []
+        limits = length_limits(src, pad, max_len, cap)  # (B,)
+        src_mask = model.src_mask(src)  # (B, 1, 1, L_src)
+        memory = model.encode(src, src_mask)  # (B, L_src, D)
+        steps = Seq2SeqSteps(model, memory, src_mask, use_cache)
+        out = _greedy_loop(steps, limits, bos, eos, pad, min_len, return_scores, return_logits)
+    if return_scores or return_logits:
+        return out
+    return out.tokens
+
+
+def _greedy_loop(steps: Seq2SeqSteps, limits: Tensor, bos: int, eos: int, pad: int | None, min_len: int,
+                 want_scores: bool, want_logits: bool) -> GreedyOutput:
+    device, b = limits.device, limits.size(0)
+    t_max = int(limits.max()) if b else 0
+    prefix = torch.full((b, t_max + 1), bos, dtype=torch.long, device=device)  # (A, 1 + T): BOS, then outputs
+    out = torch.zeros((b, t_max), dtype=torch.long, device=device)  # (B, T) outputs by original row
+    lengths = torch.zeros(b, dtype=torch.long, device=device)  # (B,) emitted tokens, EOS not counted
+    scores = torch.zeros(b, dtype=torch.float32, device=device) if want_scores else None
+    rows = torch.arange(b, device=device)  # (A,) original row of each active row
+    limit = limits
+    saved: list[tuple[Tensor, Tensor]] = []
+    index: Tensor | None = None
+    for t in range(t_max):
+        logits = steps(prefix[:, : t + 1], index)  # (A, V)
+        index = None
+        if want_logits:
+            saved.append((rows, logits.float().clone()))
+        if scores is not None:  # the model's own distribution, before PAD/EOS suppression (as beam search)
+            logprobs = torch.log_softmax(logits.float(), dim=-1)  # (A, V)
+        if pad is not None:
+            logits[:, pad] = NEG_INF
+        if t < min_len:
+            logits[:, eos] = NEG_INF
+        tok = logits.argmax(dim=-1)  # (A,)
+        if scores is not None:
+            scores[rows] += logprobs.gather(1, tok[:, None]).squeeze(1)
+        prefix[:, t + 1] = tok
+        out[rows, t] = tok
+        ended = tok == eos  # (A,)
+        done = ended | (limit <= t + 1)
+        if not bool(done.any()):  # one device sync per step
+            continue
+        lengths[rows[done]] = t + 1 - ended[done].long()
+        keep = (~done).nonzero().squeeze(1)  # (A',)
+        if keep.numel() == 0:
+            break
+        rows, limit, prefix, index = rows[keep], limit[keep], prefix[keep], keep
+    lengths_list, out_list = lengths.tolist(), out.tolist()
+    tokens = [row[:n] for row, n in zip(out_list, lengths_list)]
+    logits_all = None
+    if want_logits:
+        vocab = saved[0][1].size(-1) if saved else 0
+        logits_all = torch.zeros(b, len(saved), vocab, device=device)
+        for t, (r, step_logits) in enumerate(saved):
+            logits_all[r, t] = step_logits
+    return GreedyOutput(tokens, scores.tolist() if scores is not None else None, logits_all)

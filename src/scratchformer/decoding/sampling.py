@@ -1,0 +1,172 @@
+"""Sampling from a decoder-only (GPT-like) model: temperature, top-k, top-p (nucleus), or greedy.
+
+    sample(model, [[ids...], [ids...]], max_new_tokens=20) -> list[list[int]]   the new tokens of each prompt
+
+Prompts of different lengths are left-padded into one batch; the attention mask hides the padding and
+positions count from each prompt's first real token, so a batched prompt gives what it gives alone.
+Rows that emit `eos` leave the batch (and the KV cache); the EOS itself is not returned nor streamed.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from scratchformer.decoding.common import eval_mode, model_device, pad_ids
+from scratchformer.model.transformer import DecoderOnly
+
+NEG_INF = float("-inf")
+
+
+def check_sampling_args(temperature: float, top_k: int | None, top_p: float | None) -> None:
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p={top_p} must be in (0, 1]; use 1.0 (or None) to turn nucleus sampling off")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k={top_k} must be >= 1; use None to turn top-k filtering off")
+    if temperature != temperature:  # NaN
+        raise ValueError("temperature must be a number; use 0 for greedy decoding")
+
+
+def pick_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+              generator: torch.Generator | None = None) -> Tensor:
+    """logits (N, V) -> next token (N,). temperature <= 0 means greedy (argmax); top_k / top_p filter first."""
+    if temperature <= 0:
+        return logits.argmax(dim=-1)
+    logits = logits.float() / temperature  # (N, V)
+    if top_k is not None and top_k < logits.size(-1):
+        kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (N, 1) the k-th largest
+        logits = logits.masked_fill(logits < kth, NEG_INF)
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)  # (N, V)
+        probs = sorted_logits.softmax(dim=-1)
+        # drop a token when the tokens before it already hold top_p of the mass (the first one always stays)
+        drop = probs.cumsum(dim=-1) - probs >= top_p
+        logits = logits.scatter(1, order, sorted_logits.masked_fill(drop, NEG_INF))
+    return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(1)  # (N,)
+
+
+@torch.inference_mode()
+def sample(
+    model: DecoderOnly,
+    input_ids: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    eos: int | None = None,
+    use_cache: bool = True,
+    on_token: Callable[[int, int], None] | None = None,
+    truncate: str = "left",
+) -> list[list[int]]:
+    """Continue each prompt by up to max_new_tokens tokens; return the new tokens only (EOS excluded).
+
+    temperature <= 0 is greedy decoding (top_k / top_p then do nothing). top_p must be in (0, 1].
+    seed: sampling from a private generator seeded with it (reproducible); None uses torch's global RNG.
+    on_token(row, token) is called for each new token as it is chosen (streaming).
+    A prompt that leaves no room for max_new_tokens within model.config.max_len is cut on the left, with a
+    warning (truncate="left"), or refused (truncate="error").
+    """
+    check_sampling_args(temperature, top_k, top_p)
+    if truncate not in ("left", "error"):
+        raise ValueError(f"truncate={truncate!r} must be 'left' or 'error'")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens={max_new_tokens} must be >= 0")
+    if any(len(p) == 0 for p in input_ids):
+        raise ValueError("every prompt needs at least one token (start it with BOS)")
+    if max_new_tokens == 0 or not input_ids:
+        return [[] for _ in input_ids]
+    prompts = _fit_prompts(input_ids, max_new_tokens, model.config.max_len, truncate)
+    device = model_device(model)
+    generator = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
+    with eval_mode(model):
+        steps = LMSteps(model, prompts, max_new_tokens, use_cache)
+        return _sample_loop(steps, len(prompts), max_new_tokens, eos, on_token,
+                            lambda logits: pick_next(logits, temperature, top_k, top_p, generator))
+
+
+def _fit_prompts(prompts: Sequence[Sequence[int]], max_new: int, max_len: int, truncate: str) -> list[list[int]]:
+    # prompt P tokens + max_new new ones use P + max_new - 1 positions (the last new token is never fed back)
+    room = max_len - max_new + 1
+    if room < 1:
+        raise ValueError(f"max_new_tokens={max_new} does not fit in the model's max_len={max_len}")
+    long = sum(len(p) > room for p in prompts)
+    if long and truncate == "error":
+        raise ValueError(f"{long} prompt(s) longer than {room} tokens: with max_new_tokens={max_new} they exceed "
+                         f"max_len={max_len}; shorten them or pass truncate='left'")
+    if long:
+        warnings.warn(f"cut {long} prompt(s) on the left to {room} tokens to fit max_len={max_len}", stacklevel=3)
+    return [list(p[-room:]) for p in prompts]
+
+
+def _sample_loop(steps: LMSteps, b: int, max_new: int, eos: int | None,
+                 on_token: Callable[[int, int], None] | None, pick: Callable[[Tensor], Tensor]) -> list[list[int]]:
+    device = steps.device
+    out = torch.zeros((b, max_new), dtype=torch.long, device=device)  # (B, T) new tokens by original row
+    lengths = torch.full((b,), max_new, dtype=torch.long, device=device)  # (B,)
+    rows = torch.arange(b, device=device)  # (A,) original row of each active row
+    logits = steps.first()  # (B, V)
+    for t in range(max_new):
+        tok = pick(logits)  # (A,)
+        out[rows, t] = tok
+        ended = tok == eos if eos is not None else None
+        if on_token is not None:
+            for r, k in zip(rows.tolist(), tok.tolist()):
+                if k != eos:
+                    on_token(r, k)
+        if t + 1 == max_new:
+            break
+        index = None
+        if ended is not None and bool(ended.any()):  # one device sync per step, only when eos is given
+            lengths[rows[ended]] = t
+            keep = (~ended).nonzero().squeeze(1)
+            if keep.numel() == 0:
+                break
+            rows, tok, index = rows[keep], tok[keep], keep
+        logits = steps(tok, index)
+    return [row[:n] for row, n in zip(out.tolist(), lengths.tolist())]
+
+
+class LMSteps:
+    """A DecoderOnly as a step function over left-padded prompts: first() -> logits (B, V), then
+    step(new tokens (A,), index (A,) | None) -> logits (A, V); index keeps rows (finished rows drop out)."""
+
+    def __init__(self, model: DecoderOnly, prompts: Sequence[Sequence[int]], max_new: int, use_cache: bool) -> None:
+        self.model, self.device = model, model_device(model)
+        self.ids = pad_ids(prompts, model.config.pad_id, self.device, left=True)  # (B, P)
+        b, p = self.ids.shape
+        lens = torch.tensor([len(q) for q in prompts], device=self.device)  # (B,)
+        # (B, P + max_new) 1 = real token; the left padding is 0, generated positions are 1
+        self.mask = torch.arange(p + max_new, device=self.device)[None, :] >= (p - lens)[:, None]
+        self.padded = any(len(q) < p for q in prompts)
+        self.positions = lens.clone()  # (B,) position of the next token: real tokens before it
+        self.length = p  # columns fed so far
+        self.cache = model.new_cache() if use_cache else None
+
+    def first(self) -> Tensor:
+        mask = self.mask[:, : self.length] if self.padded else None
+        return self.model(self.ids, attention_mask=mask, cache=self.cache)[:, -1]  # (B, V)
+
+    def __call__(self, tok: Tensor, index: Tensor | None = None) -> Tensor:
+        if index is not None:
+            self.mask, self.positions = self.mask[index], self.positions[index]
+            if self.cache is not None:
+                self.cache.reorder(index)
+            else:
+                self.ids = self.ids[index]
+        self.length += 1
+        if self.cache is None:
+            self.ids = torch.cat([self.ids, tok[:, None]], dim=1)  # (A, L)
+            mask = self.mask[:, : self.length] if self.padded else None
+            return self.model(self.ids, attention_mask=mask)[:, -1]  # (A, V)
+        # Lean path of DecoderOnly.hidden for one new token: positions tracked here, no causal mask (the new
+        # token may see the whole cache), only the padding mask; cached == uncached tests guard it.
+        m = self.model
+        x = m.embed(tok[:, None], self.positions[:, None])  # (A, 1, D)
+        mask = self.mask[:, None, None, : self.length] if self.padded else None  # (A, 1, 1, L)
+        hidden = m.decoder(x, None, mask, None, self.cache)  # (A, 1, D)
+        self.positions += 1
+        return m.generator.logits(hidden[:, -1])  # (A, V)

@@ -1,0 +1,25 @@
+"""All decoders in one import: greedy and beam search (encoder-decoder), sampling (decoder-only), text in/out.
+
+    greedy.py     greedy_decode                 argmax each step, finished sentences drop out of the batch
+    beam.py       beam_search, beam_search_core  fairseq-style beam with the GNMT length penalty
+    sampling.py   sample                         temperature / top-k / top-p for GPT-like models
+    translate.py  translate_texts                strings -> strings
+"""
+
+from scratchformer.decoding.beam import Hypothesis, beam_search, beam_search_core
+from scratchformer.decoding.common import length_penalty
+from scratchformer.decoding.greedy import GreedyOutput, greedy_decode
+from scratchformer.decoding.sampling import pick_next, sample
+from scratchformer.decoding.translate import translate_texts
+
+__all__ = [
+    "GreedyOutput",
+    "Hypothesis",
+    "beam_search",
+    "beam_search_core",
+    "greedy_decode",
+    "length_penalty",
+    "pick_next",
+    "sample",
+    "translate_texts",
+]
