@@ -34,7 +34,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # argparse cannot mix a `nargs="*"` positional with options (`translate RUN --beam 4 "a" "b"`): the
+    # sentences after the options arrive as extras, and belong to that positional.
+    lists = [n for n in ("text", "prompts", "prompt", "overrides") if isinstance(getattr(args, n, None), list)]
+    free = lists[0] if lists else None
+    if extra and free and not any(e.startswith("-") and len(e) > 1 for e in extra):
+        setattr(args, free, getattr(args, free) + extra)
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args.func(args) or 0)
     except (ScratchformerError, FileNotFoundError, PermissionError, IsADirectoryError) as e:

@@ -1,0 +1,110 @@
+"""The command line end to end: inspection commands, train -> translate -> evaluate, and one-line errors."""
+
+import json
+import shutil
+
+import pytest
+
+from scratchformer.cli import main
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_params_json_reproduces_paper_base(capsys):
+    code, out, _ = run(capsys, "params", "--preset", "paper-base", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["total"] == 63_119_496 and data["paper_millions"] == 65
+    assert data["components"]["decoder: cross-attention"] == 6 * (4 * 512 * 512 + 4 * 512)
+
+
+def test_params_table_and_overrides(capsys):
+    code, out, _ = run(capsys, "params", "--preset", "tiny", "d_model=32", "n_heads=2", "norm=pre")
+    assert code == 0 and "encoder: final layer norm" in out and "seeds estimate" in out
+
+
+def test_shapes_names_every_dimension(capsys):
+    code, out, _ = run(capsys, "shapes", "--preset", "paper-base", "--batch", "2", "--src-len", "10", "--tgt-len", "9")
+    assert code == 0
+    assert "self_attn.attention [ScaledDotProductAttention]  in: (B=2, h=8, L_src=10, d_k=64)" in out
+    assert "generator.proj [Linear]  in: (B=2, L_tgt=9, D=512)  -> (B=2, L_tgt=9, V=37000)" in out
+    assert "decoder.layers.0.cross_attn.w_kv [Linear]  in: (B=2, L_src=10, D=512)" in out
+
+
+def test_shapes_for_single_stack_models(capsys):
+    for preset in ("gpt-tiny", "bert-tiny"):
+        code, out, _ = run(capsys, "shapes", "--preset", preset, "--src-len", "7")
+        assert code == 0 and "(B=2, L=7, D=128)" in out
+
+
+def test_plot_positions_writes_a_png(capsys, tmp_path):
+    code, out, _ = run(capsys, "plot", "positions", "--d-model", "32", "--max-len", "40", "--out",
+                       str(tmp_path / "pe.png"))
+    assert code == 0 and (tmp_path / "pe.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["params", "--preset", "paper-huge"], "valid presets: "),
+    (["params", "--preset", "tiny", "d_model=30", "n_heads=4"], "not divisible by n_heads"),
+    (["params", "--preset", "tiny", "colour=blue"], "unknown config field 'colour'"),
+    (["params", "--preset", "tiny", "d_model=big"], "cannot read d_model='big' as int"),
+    (["translate", "/nonexistent/run", "hello"], "does not exist"),
+])
+def test_bad_input_is_one_line(capsys, args, message):
+    code, out, err = run(capsys, *args)
+    assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.fixture(scope="module")
+def toy_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "toy"
+    assert main(["train", "--recipe", "toy", "--out", str(out), "--quiet", "--no-test"]) == 0
+    return out
+
+
+def test_train_translate_evaluate(capsys, toy_run, tmp_path):
+    capsys.readouterr()
+    code, out, _ = run(capsys, "translate", str(toy_run), "--beam", "4", "hello", "", "good night")
+    assert code == 0 and out.split("\n")[:3] == ["你好", "", "晚安"]  # an empty line gives an empty line
+    code, out, _ = run(capsys, "translate", str(toy_run), "hello zzzunseen", "--beam", "1")
+    assert code == 0  # an unseen word becomes <unk>, never a crash
+    code, out, _ = run(capsys, "evaluate", str(toy_run), "--split", "test", "--json")
+    result = json.loads(out)
+    assert result["exact_match"] == 1.0 and result["bleu"] == 100.0 and "tok:zh" in result["bleu_signature"]
+    code, _, err = run(capsys, "translate", str(toy_run), "--show-attention", str(tmp_path / "a.png"), "i love you")
+    assert code == 0 and (tmp_path / "a.png").exists()
+
+
+def test_existing_run_is_not_overwritten_silently(capsys, toy_run):
+    code, _, err = run(capsys, "train", "--recipe", "toy", "--out", str(toy_run))
+    assert code == 2 and "--resume" in err and "--overwrite" in err
+
+
+def test_run_dir_with_missing_or_foreign_files(capsys, toy_run, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(toy_run, broken)
+    (broken / "tokenizer_tgt.json").unlink()
+    code, _, err = run(capsys, "translate", str(broken), "hello")
+    assert code == 2 and "tokenizer_tgt.json is missing" in err
+    foreign = tmp_path / "foreign"
+    shutil.copytree(toy_run, foreign)
+    config = json.loads((foreign / "config.json").read_text())
+    config["d_ff"] = 96
+    (foreign / "config.json").write_text(json.dumps(config))
+    code, _, err = run(capsys, "translate", str(foreign), "hello")
+    assert code == 2 and "another config" in err and "model.safetensors" in err
+
+
+def test_malformed_corpus_line_is_reported_with_its_number(capsys, tmp_path):
+    corpus = tmp_path / "bad.tsv"
+    corpus.write_text("hello\t你好\nno tab here\ngood night\t晚安\n")
+    code, _, err = run(capsys, "train", "--corpus", str(corpus), "--preset", "tiny", "--out", str(tmp_path / "r"),
+                       "--max-steps", "2", "--quiet", "--no-test")
+    assert code == 2 and "bad.tsv:2:" in err and "--on-error skip" in err
+    code, _, _ = run(capsys, "train", "--corpus", str(corpus), "--preset", "tiny", "--out", str(tmp_path / "r2"),
+                     "--max-steps", "2", "--quiet", "--no-test", "--on-error", "skip", "--bleu-samples", "0",
+                     "--src-tokenizer", "word", "--max-tokens", "64", "--warmup", "2")
+    assert code == 0
