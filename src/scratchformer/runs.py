@@ -31,7 +31,8 @@ class Run:
 
 
 def load_run(run_dir: str | Path, weights: str | Path | None = None, device: str = "cpu") -> Run:
-    """Model (eval mode) + tokenizers of a run; `weights` picks another safetensors file (e.g. an average)."""
+    """Model (eval mode, inference layout) + tokenizers of a run; `weights` picks another safetensors file (e.g. an
+    average)."""
     run_dir = Path(run_dir)
     config = ckpt.load_config(run_dir)
     src_tok, tgt_tok = load_tokenizers(run_dir)
@@ -51,4 +52,7 @@ def load_run(run_dir: str | Path, weights: str | Path | None = None, device: str
     ckpt.load_weights(model, path)
     train_cfg_path = run_dir / "train_config.json"
     train_config = TrainConfig.load(train_cfg_path) if train_cfg_path.exists() else None
-    return Run(run_dir, model.to(torch.device(device)).eval(), config, src_tok, tgt_tok, train_config)
+    model = model.to(torch.device(device)).eval()
+    if hasattr(model, "inference_layout"):  # column-major Linear weights: the same numbers, faster decoding
+        model.inference_layout()
+    return Run(run_dir, model, config, src_tok, tgt_tok, train_config)

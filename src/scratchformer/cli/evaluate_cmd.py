@@ -1,4 +1,5 @@
-"""`scratchformer evaluate RUN_DIR`: sacreBLEU / chrF on a split (translation), perplexity (language model);
+"""`scratchformer evaluate RUN_DIR`: sacreBLEU / chrF on a split (translation), perplexity (language model),
+accuracy vs the majority class (classifier) or masked-token accuracy (masked LM);
 `scratchformer average RUN_DIR`: average the last checkpoints' weights, as the paper does."""
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from scratchformer.evaluation.lm import evaluate_lm
 
         result = evaluate_lm(args.run_dir, args.split, weights=args.weights, corpus=args.corpus)
+    elif arch == "encoder":
+        from scratchformer.evaluation.encoder import evaluate_encoder
+
+        result = evaluate_encoder(args.run_dir, args.split, weights=args.weights, corpus=args.corpus)
     else:
         from scratchformer.evaluation.evaluate import evaluate_run
 
@@ -47,7 +52,8 @@ def cmd_average(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("evaluate", help="BLEU/chrF (translation) or perplexity (language model) on a split")
+    p = sub.add_parser("evaluate", help="BLEU/chrF (translation), perplexity (language model) or accuracy "
+                       "(encoder tasks) on a split")
     p.add_argument("run_dir")
     p.add_argument("--split", default="test")
     p.add_argument("--beam", type=int, default=1)

@@ -19,6 +19,8 @@ from scratchformer.errors import ConfigError
 from scratchformer.training.config import RECIPES, TrainConfig
 
 _HINTS = typing.get_type_hints(TrainConfig)
+DEFAULT_PRESETS = {"lm": "gpt-tiny", "mlm": "bert-tiny", "classify": "bert-tiny"}  # when no preset is given
+DEFAULT_RECIPES = {"lm": "lm-demo", "mlm": "mlm-demo", "classify": "classify-demo"}  # else "demo"
 _SKIP = {"model"}
 
 
@@ -47,8 +49,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             settings[f.name] = value
     if args.overrides:
         settings["model"] = {**settings.get("model", {}), **parse_overrides(args.overrides)}
-    if settings.get("task", "translate") == "lm" and "preset" not in settings:
-        settings["preset"] = "gpt-tiny"
+    if "preset" not in settings and settings.get("task", "translate") in DEFAULT_PRESETS:
+        settings["preset"] = DEFAULT_PRESETS[settings["task"]]
     out = Path(args.out or f"runs/{args.recipe or settings.get('task', 'translate')}")
     if out.exists() and (out / "config.json").exists() and not args.resume:
         if not args.overwrite:
@@ -58,13 +60,15 @@ def cmd_train(args: argparse.Namespace) -> int:
             shutil.rmtree(out)
     if args.resume and (out / "train_config.json").exists():
         saved = TrainConfig.load(out / "train_config.json").to_dict()
-        saved.update({k: v for k, v in settings.items() if k in ("max_steps", "time_limit", "max_epochs")})
+        # accum_steps may change with the world size, to keep the tokens per update (2 ranks -> 1 x accum 2)
+        saved.update({k: v for k, v in settings.items()
+                      if k in ("max_steps", "time_limit", "max_epochs", "accum_steps")})
         settings = saved
     cfg = TrainConfig.from_dict(settings)
     if cfg.task in ("mlm", "classify"):
         from scratchformer.training.tasks import train_encoder_task
 
-        summary = train_encoder_task(cfg, out, resume=args.resume)
+        summary = train_encoder_task(cfg, out, resume=args.resume, quiet=args.quiet)
     else:
         from scratchformer.training.trainer import train
 
@@ -89,7 +93,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a model (translation by default) into a run directory",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--recipe", choices=sorted(RECIPES), default=None,
-                   help="named settings (default: demo when no --config is given)")
+                   help="named settings (default when no --config is given: demo, or lm-demo / mlm-demo / "
+                        "classify-demo for --task lm / mlm / classify)")
     p.add_argument("--config", help="JSON file of training options (TrainConfig fields)")
     p.add_argument("--out", help="run directory (default runs/<recipe>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
@@ -108,7 +113,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _default_recipe(func):
     def wrapped(args: argparse.Namespace) -> int:
         if args.recipe is None and args.config is None and not args.resume:
-            args.recipe = "demo"
+            args.recipe = DEFAULT_RECIPES.get(args.task, "demo")  # `--task lm` alone: the lm-demo recipe
         return func(args)
 
     return wrapped

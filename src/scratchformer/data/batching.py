@@ -6,12 +6,18 @@ training batch contained a set of sentence pairs containing approximately 25000 
 ``batch_size * longest_in_batch <= max_tokens`` (the padded size, what the GPU pays for), then shuffle
 the order of the batches, deterministically for a (seed, epoch), and shard them over ranks.
 
+Pairs are bucketed by both lengths: buckets of the longer side ~10% wide (log scale), and inside each
+bucket a sort by the shorter side that runs up in one bucket and down in the next ("serpentine"), so
+a batch that straddles two buckets joins neighbours in both lengths. On the bundled en-zh corpus this
+lifts the real-token fraction at 4096 tokens per batch from 86% to 92% (benchmarks/bench_padding.py).
+
 `collate_pairs` builds teacher-forcing tensors: the decoder reads ``<s> y1 .. yn`` and must predict
 ``y1 .. yn </s>`` (``tgt_in`` is ``tgt[:, :-1]``, ``tgt_out`` is ``tgt[:, 1:]``). Padding is on the right.
 """
 
 from __future__ import annotations
 
+import bisect
 import random
 import warnings
 from collections.abc import Iterable, Sequence
@@ -58,6 +64,28 @@ def _sizes(lengths: Lengths) -> tuple[list[int], list[int]]:
     return [int(n) for n in lengths], [0] * len(lengths)  # type: ignore[arg-type]
 
 
+def _log_buckets(size: list[int]) -> list[int]:
+    """Bucket of each length: edges 1, 2, ..., 20, 22, 24, 26, 28, 30, 33, 36, ..., each ~10% above
+    the last (integer arithmetic, so every rank of a distributed job computes the same buckets)."""
+    edges = [1]
+    while edges[-1] <= max(size, default=1):
+        edges.append(max(edges[-1] + 1, edges[-1] * 11 // 10))
+    return [bisect.bisect_right(edges, n) for n in size]
+
+
+def _bucket_key(size: list[int], minor: list[int], tie: list[float], width: int | None):
+    """Sort key: (bucket of the longer side, shorter side serpentine: up in even buckets, down in odd ones,
+    longer side, tie-break). width=None: ~10%-wide buckets (see _log_buckets); width=w: fixed buckets of
+    w tokens on both sides and no exact-length key (more mixing)."""
+    buckets = _log_buckets(size) if width is None else [n // width for n in size]
+
+    def key(i: int) -> tuple:
+        inner, exact = (minor[i], size[i]) if width is None else (minor[i] // width, 0)
+        return buckets[i], inner if buckets[i] % 2 == 0 else -inner, exact, tie[i]
+
+    return key
+
+
 def token_batches(
     lengths: Lengths,
     max_tokens: int,
@@ -71,9 +99,10 @@ def token_batches(
     """Index batches with ``len(batch) * max(length in batch) <= max_tokens``; this rank's share.
 
     `lengths` are per-example ints, or (src, tgt) pairs, whose longer side is what counts.
-    With `shuffle`, equal lengths (or equal ``length // bucket_width`` buckets) are mixed by a seeded
-    tie-break and the batch order is shuffled by ``random.Random(seed + epoch)``; without, batches
-    come shortest first. An example longer than `max_tokens` is a batch by itself (one warning).
+    Examples are ordered by length buckets (see the module docstring; `bucket_width` switches to fixed
+    buckets of that many tokens). With `shuffle`, examples of equal keys are mixed by a seeded tie-break
+    and the batch order is shuffled by ``random.Random(seed + epoch)``; without, batches come shortest
+    first (by bucket). An example longer than `max_tokens` is a batch by itself (one warning).
     With ``world_size > 1`` the batch list is cut to a multiple of `world_size` (the tail is dropped,
     so every rank runs the same number of steps) and rank r takes batches ``r::world_size``.
     """
@@ -83,12 +112,8 @@ def token_batches(
         raise ValueError(f"rank must be in [0, world_size={world_size}), got {rank}")
     size, minor = _sizes(lengths)
     rng = random.Random(seed + epoch)
-    width = bucket_width or 1
-    if shuffle:
-        tie = [rng.random() for _ in size]
-        order = sorted(range(len(size)), key=lambda i: (size[i] // width, minor[i] // width, tie[i]))
-    else:
-        order = sorted(range(len(size)), key=lambda i: (size[i] // width, minor[i] // width))
+    tie = [rng.random() for _ in size] if shuffle else [0.0] * len(size)
+    order = sorted(range(len(size)), key=_bucket_key(size, minor, tie, bucket_width))
 
     batches: list[list[int]] = []
     batch: list[int] = []

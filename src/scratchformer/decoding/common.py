@@ -108,13 +108,9 @@ class Seq2SeqSteps:
         shrink = index.numel() < self.rows
         self.rows = index.numel()
         if self.cache is not None:
-            if shrink:
-                self.cache.reorder(index)
-            else:
-                # Rows stay within their sentence, whose cross-attention keys/values are the same for every
-                # beam: only the self-attention cache needs reordering (saves a copy of L_src keys per step).
-                for layer_cache in self.cache.self_attn:
-                    layer_cache.reorder(index)
+            # Rows stay within their sentence, whose cross-attention keys/values are the same for every beam:
+            # unless rows drop out, only the self-attention cache needs reordering (saves a copy of L_src keys).
+            self.cache.reorder(index, cross=shrink)
         if shrink:  # a same-sentence reorder leaves memory rows and mask rows unchanged
             self.src_mask = self.src_mask.index_select(0, index)
             if self.memory is not None:

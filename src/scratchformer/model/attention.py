@@ -100,19 +100,28 @@ class KVCache:
     def get(self) -> tuple[Tensor, Tensor]:
         return self.k[:, :, : self.length], self.v[:, :, : self.length]
 
-    def reorder(self, index: Tensor) -> None:
-        """Keep batch rows `index` (B',): beam search reorders hypotheses, finished sentences drop out."""
+    def reorder(self, index: Tensor, spare: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor] | None:
+        """Keep batch rows `index` (B',): beam search reorders hypotheses, finished sentences drop out.
+
+        The filled part is gathered straight into `spare` buffers (k, v) of the same shape when given: no
+        allocation (fresh multi-MB buffers cost page faults at every step of a beam search) and no temporary.
+        Returns the buffers this cache no longer needs, to serve as the next layer's spare (DecoderCache.reorder
+        passes them along, so one spare pair serves every layer)."""
         if self.k is None:
-            return
+            return spare
         if self.static:  # written once, exactly filled
             self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
-            return
-        n = self.length  # copy only the filled part; keep the capacity so appends stay allocation-free
-        k = self.k.new_empty(index.numel(), *self.k.shape[1:])
-        v = self.v.new_empty(index.numel(), *self.v.shape[1:])
-        k[:, :, :n].copy_(self.k[:, :, :n].index_select(0, index))
-        v[:, :, :n].copy_(self.v[:, :, :n].index_select(0, index))
-        self.k, self.v = k, v
+            return spare
+        n = self.length  # gather only the filled part; keep the capacity so appends stay allocation-free
+        k_shape = (index.numel(), *self.k.shape[1:])  # (B', h, capacity, d_k)
+        v_shape = (index.numel(), *self.v.shape[1:])  # (B', h, capacity, d_v)
+        if spare is None or spare[0].shape != k_shape or spare[1].shape != v_shape:
+            spare = (self.k.new_empty(k_shape), self.v.new_empty(v_shape))
+        k, v = spare
+        torch.index_select(self.k[:, :, :n], 0, index, out=k[:, :, :n])
+        torch.index_select(self.v[:, :, :n], 0, index, out=v[:, :, :n])
+        old, (self.k, self.v) = (self.k, self.v), (k, v)
+        return old if old[0].shape == k_shape else None  # same shape: the next layer's spare
 
 
 def split_heads(x: Tensor, h: int) -> Tensor:
@@ -163,9 +172,14 @@ class MultiHeadAttention(nn.Module):
                 if cache is not None:
                     cache.set(k, v)
         else:
-            hk, hv = self.h * self.d_k, self.h * self.d_v
-            q, k, v = self.w_qkv(x).split([hk, hk, hv], dim=-1)  # (B, L_q, h*d_k) x2, (B, L_q, h*d_v)
-            q, k, v = split_heads(q, self.h), split_heads(k, self.h), split_heads(v, self.h)
+            qkv = self.w_qkv(x)  # (B, L_q, h*(2 d_k + d_v))
+            if self.d_k == self.d_v:  # one view for all three: fewer ops per decoding step
+                b, l, _ = qkv.shape
+                q, k, v = qkv.view(b, l, 3, self.h, self.d_k).permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, h, L_q, d_k)
+            else:
+                hk, hv = self.h * self.d_k, self.h * self.d_v
+                q, k, v = qkv.split([hk, hk, hv], dim=-1)  # (B, L_q, h*d_k) x2, (B, L_q, h*d_v)
+                q, k, v = split_heads(q, self.h), split_heads(k, self.h), split_heads(v, self.h)
             if cache is not None:
                 k, v = cache.append(k, v)  # (B, h, L_past + L_q, d)
         out = self.attention(q, k, v, mask)  # (B, h, L_q, d_v)

@@ -44,13 +44,21 @@ class DecoderCache:
     def __init__(self, n_layers: int, cross: bool = True) -> None:
         self.self_attn = [KVCache() for _ in range(n_layers)]
         self.cross_attn = [KVCache(static=True) for _ in range(n_layers)] if cross else [None] * n_layers
+        self._spare: tuple[Tensor, Tensor] | None = None  # the buffer pair reorder() gathers into next
 
     @property
     def length(self) -> int:
         return self.self_attn[0].length
 
-    def reorder(self, index: Tensor) -> None:
-        for cache in self.self_attn + self.cross_attn:
+    def reorder(self, index: Tensor, cross: bool = True) -> None:
+        """Keep batch rows `index` in every cache; cross=False leaves the cross-attention caches alone (beams of
+        one sentence share its encoder keys/values). One spare buffer pair rotates through the layers and is kept
+        for the next call, so a beam search step allocates nothing."""
+        spare = self._spare
+        for cache in self.self_attn:
+            spare = cache.reorder(index, spare)
+        self._spare = spare
+        for cache in self.cross_attn if cross else []:
             if cache is not None:
                 cache.reorder(index)
 

@@ -118,4 +118,4 @@ class InputLayer(nn.Module):
             x = x + self.token_type(types)
         if self.norm is not None:
             x = self.norm(x)
-        return self.dropout(x)  # (B, L, D)
+        return self.dropout(x) if self.training and self.dropout.p > 0 else x  # (B, L, D)

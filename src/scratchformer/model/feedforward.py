@@ -28,5 +28,7 @@ class PositionwiseFeedForward(nn.Module):
         self.w_2 = nn.Linear(d_ff, d_model, bias=bias)  # contract: d_ff -> D
 
     def forward(self, x: Tensor) -> Tensor:
-        h = self.dropout(self.activation(self.w_1(x)))  # (B, L, d_ff)
+        h = self.activation(self.w_1(x))  # (B, L, d_ff)
+        if self.training and self.dropout.p > 0:  # no call at all when it would be the identity (decoding)
+            h = self.dropout(h)
         return self.w_2(h)  # (B, L, D)

@@ -77,6 +77,18 @@ class TransformerBase(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())  # tied weights are counted once
 
+    def inference_layout(self) -> TransformerBase:
+        """Store every Linear weight (out, in) column-major: the same values and shapes (state dicts, tying and
+        interop are unchanged), but `x @ W^T` then reaches MKL as a plain GEMM on an (in, out) matrix, which
+        runs 1.3-1.7x faster for the 4-128 rows of a decoding step on a CPU (benchmarks/bench_decode.py).
+        For decoding: training still works on this layout but gains nothing. Returns self."""
+        with torch.no_grad():
+            for m in self.modules():
+                w = m.weight if isinstance(m, nn.Linear) else None
+                if w is not None and w.dim() == 2 and w.is_contiguous() and w.size(1) > 1:
+                    w.data = w.data.t().contiguous().t()  # (out, in) view of an (in, out) contiguous buffer
+        return self
+
     def _init_weights(self) -> None:
         # Xavier-uniform for every linear map (as torch.nn.Transformer and the Annotated Transformer);
         # embeddings keep their N(0, 1/D) init from TokenEmbedding.
@@ -268,6 +280,13 @@ ARCHITECTURES: dict[str, type[TransformerBase]] = {
 
 
 def build_model(config: ModelConfig) -> TransformerBase:
-    """ModelConfig -> EncoderDecoder | EncoderOnly | DecoderOnly, freshly initialised."""
+    """ModelConfig -> EncoderDecoder | EncoderOnly | DecoderOnly, freshly initialised.
+
+    An encoder config whose extra["head"] names a task head ("mlm", "classification") gives that model
+    (model/heads.py), so a run directory rebuilds what it trained."""
     config.validate()
+    if config.extra.get("head") is not None:
+        from scratchformer.model.heads import build_with_head  # heads build on EncoderOnly: a late import
+
+        return build_with_head(config)
     return ARCHITECTURES[config.arch](config)

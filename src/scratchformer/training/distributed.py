@@ -83,8 +83,29 @@ def setup(device_name: str = "auto", timeout_s: float | None = None) -> DistInfo
     timeout_s = default_timeout_s() if timeout_s is None else timeout_s
     backend = "nccl" if device.type == "cuda" else "gloo"
     if not dist.is_initialized():
-        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
+        timeout = datetime.timedelta(seconds=timeout_s)
+        store = _attempt_store(rank, world, timeout)
+        if store is None:
+            dist.init_process_group(backend, timeout=timeout)
+        else:
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
     return DistInfo(rank, world, local_rank, device)
+
+
+def _attempt_store(rank: int, world: int, timeout: datetime.timedelta) -> dist.Store | None:
+    """torchrun's key-value store, seen through a prefix unique to this attempt (TORCHELASTIC_RESTART_COUNT).
+
+    After `torchrun --max-restarts N` restarts the workers, the store may still hold the previous attempt's
+    addresses: a new rank can read a dead rank's gloo address and fail with 'connection refused' (seen here with
+    torch 2.13; pytorch/pytorch#167288 reports it for NCCL). A prefix per attempt keeps attempts apart.
+    None outside torchrun: init_process_group's own env:// rendezvous then applies."""
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    if attempt is None or "MASTER_ADDR" not in os.environ:
+        return None
+    agent_hosts_it = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world,
+                          is_master=not agent_hosts_it and rank == 0, timeout=timeout)
+    return dist.PrefixStore(f"scratchformer/attempt-{attempt}", store)
 
 
 def all_reduce_sum(value: float | int, info: DistInfo) -> float:

@@ -60,7 +60,9 @@ class Trainer:
 
     def _tokenizers(self, src_texts: list[str], tgt_texts: list[str]) -> tuple[Tokenizer, Tokenizer]:
         cfg, run = self.cfg, self.run_dir
-        if (run / "tokenizer_tgt.json").exists() and self.resume:
+        reuse = (run / "tokenizer_tgt.json").exists() and self.resume
+        dist_utils.barrier(self.dist)  # every rank decides before rank 0 may write: all skip the barrier below or none
+        if reuse:
             return load_tokenizers(run)
         if self.dist.is_main:
             if cfg.task != "translate" or cfg.shared_vocab:
@@ -79,7 +81,7 @@ class Trainer:
         if cfg.task == "translate":
             pairs = load_pairs(cfg.corpus, split, on_error=cfg.on_error)
             return encode_pairs(pairs, self.src_tok, self.tgt_tok, cfg.max_len)
-        texts = load_text(cfg.corpus, split, side="both", on_error=cfg.on_error)
+        texts = load_text(cfg.corpus, split, side=cfg.text_side, on_error=cfg.on_error)
         seqs = [[BOS_ID] + ids[: cfg.max_len - 2] + [EOS_ID] for ids in self.tgt_tok.encode_batch(texts)]
         return [s for s in seqs if len(s) > 2]
 
@@ -93,11 +95,39 @@ class Trainer:
                               "rank's shard for overflow; use --dtype bf16")
         run.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(cfg.seed)
+        self._data_and_config()
+        self.model = build_model(self.model_config).to(self.device)
+        self.train_model: torch.nn.Module = self.model
+        if self.dist.enabled:
+            if cfg.fsdp:
+                from scratchformer.training.fsdp import shard_model
+
+                self.train_model = shard_model(self.model, self.dist)
+            else:
+                ids = [self.device.index] if self.device.type == "cuda" else None
+                self.train_model = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+        if cfg.compile:
+            self.train_model = torch.compile(self.train_model)
+        self.optimizer = paper_optimizer(self.train_model.parameters())
+        self.scheduler = noam_scheduler(self.optimizer, self.model_config.d_model, cfg.warmup, cfg.lr_factor)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.dtype == "fp16")
+        self.step, self.epoch, self.cursor, self.best_valid, self.elapsed = 0, 0, 0, math.inf, 0.0
+        if self.dist.is_main:
+            self.model_config.save(run / "config.json")
+            ckpt.write_json(run / "train_config.json", cfg.to_dict())
+        if self.resume:
+            self._restore()
+
+    def _data_and_config(self) -> None:
+        """Tokenizers, train/valid examples and the ModelConfig (the task-specific part of `prepare`).
+
+        Sets src_tok, tgt_tok, train_examples, valid_examples, model_config; the encoder tasks override it."""
+        cfg, run = self.cfg, self.run_dir
         if cfg.task == "translate":
             train_pairs = load_pairs(cfg.corpus, "train", on_error=cfg.on_error)
             src_texts, tgt_texts = [s for s, _ in train_pairs], [t for _, t in train_pairs]
         elif cfg.task == "lm":
-            src_texts, tgt_texts = [], load_text(cfg.corpus, "train", side="both", on_error=cfg.on_error)
+            src_texts, tgt_texts = [], load_text(cfg.corpus, "train", side=cfg.text_side, on_error=cfg.on_error)
         else:
             raise ConfigError(f"task {cfg.task!r} is trained by `scratchformer train --task {cfg.task}` "
                               "through its own trainer (see scratchformer.training.tasks)")
@@ -122,27 +152,6 @@ class Trainer:
             raise ConfigError(f"task {cfg.task!r} needs a {want_arch} model but preset {cfg.preset!r} is "
                               f"{self.model_config.arch!r}; pick another --preset (e.g. "
                               f"{'demo' if want_arch == 'encoder-decoder' else 'gpt-tiny'})")
-        self.model = build_model(self.model_config).to(self.device)
-        self.train_model: torch.nn.Module = self.model
-        if self.dist.enabled:
-            if cfg.fsdp:
-                from scratchformer.training.fsdp import shard_model
-
-                self.train_model = shard_model(self.model, self.dist)
-            else:
-                ids = [self.device.index] if self.device.type == "cuda" else None
-                self.train_model = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
-        if cfg.compile:
-            self.train_model = torch.compile(self.train_model)
-        self.optimizer = paper_optimizer(self.train_model.parameters())
-        self.scheduler = noam_scheduler(self.optimizer, self.model_config.d_model, cfg.warmup, cfg.lr_factor)
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.dtype == "fp16")
-        self.step, self.epoch, self.cursor, self.best_valid, self.elapsed = 0, 0, 0, math.inf, 0.0
-        if self.dist.is_main:
-            self.model_config.save(run / "config.json")
-            ckpt.write_json(run / "train_config.json", cfg.to_dict())
-        if self.resume:
-            self._restore()
 
     def _restore(self) -> None:
         found = ckpt.latest_checkpoint(self.run_dir)
@@ -281,7 +290,10 @@ class Trainer:
         except ImportError:
             return {}
         pairs = load_pairs(self.cfg.corpus, "valid", on_error="skip")[: self.cfg.bleu_samples]
-        hyps = translate_texts(self.model, self.src_tok, self.tgt_tok, [s for s, _ in pairs], beam=1)
+        from scratchformer.training.fsdp import root_unsharded  # decoding bypasses forward: FSDP gathers the root
+
+        with root_unsharded(self.model):  # a no-op unless the model is sharded
+            hyps = translate_texts(self.model, self.src_tok, self.tgt_tok, [s for s, _ in pairs], beam=1)
         score = bleu(hyps, [t for _, t in pairs])
         return {"bleu": round(score["score"], 2), "samples": list(zip([s for s, _ in pairs[:3]], hyps[:3]))}
 
@@ -373,7 +385,8 @@ class Trainer:
         if self.dist.is_main:
             self._plot()
         return {"step": self.step, "epoch": self.epoch, "elapsed_s": round(self.elapsed, 1),
-                "interrupted": self.stop_requested, "is_main": self.dist.is_main, **{k: v for k, v in last_valid.items() if k != "samples"}}
+                "interrupted": self.stop_requested, "is_main": self.dist.is_main,
+                **{k: v for k, v in last_valid.items() if k != "samples"}}
 
     def _plot(self) -> None:
         from scratchformer.inspect.plots import plot_curves

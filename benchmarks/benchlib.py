@@ -1,0 +1,141 @@
+"""What every benchmark shares: thread set-up, interleaved timing, machine facts, one JSON line per figure.
+
+A busy machine (other jobs, a 2-core CPU) makes single timings meaningless, so every comparison runs the
+candidates in the SAME process, interleaved (A B B A A B ...: the order alternates each round, so a load
+spike cannot favour one side), repeated, and reports medians and the ratio of medians. The load average is
+recorded with every figure.
+
+A figure is one JSON line:
+    {"figure": ..., "unit": ..., "ours": x, "peer": y, "peer_name": ..., "ratio": x / y,
+     "higher_is_better": true, "target": ">= 1.5x", "met": true, "note": ..., "load": [1, 5, 15 min]}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def add_common_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", default="auto",
+                   help="torch (and CTranslate2) threads: a number, or 'auto': all cores, or 1 when the 1-minute "
+                        "load average says the cores are already busy (spin-waiting threads then cost more)")
+    p.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run, not a measurement)")
+    p.add_argument("--repeats", type=int, default=None, help="interleaved rounds per comparison")
+
+
+def setup_threads(choice: str | int) -> int:
+    """Set torch's intra-op threads; return the number (CTranslate2 gets the same)."""
+    cores = os.cpu_count() or 1
+    if str(choice) == "auto":
+        n = 1 if os.getloadavg()[0] >= cores - 0.5 else cores
+    else:
+        n = max(1, int(choice))
+    torch.set_num_threads(n)
+    return n
+
+
+def cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        for line in out.splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine_info(threads: int) -> dict[str, Any]:
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "threads": threads, "torch": torch.__version__,
+            "python": platform.python_version(), "load": [round(x, 2) for x in os.getloadavg()]}
+
+
+def interleave(candidates: dict[str, Callable[[], Any]], repeats: int, warmup: int = 1) -> dict[str, list[float]]:
+    """Seconds per call of each candidate: `warmup` untimed calls each, then `repeats` rounds in alternating
+    order (A B, B A, A B, ...). Returns name -> list of times."""
+    names = list(candidates)
+    for _ in range(warmup):
+        for name in names:
+            candidates[name]()
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(repeats):
+        for name in names if r % 2 == 0 else names[::-1]:
+            start = time.perf_counter()
+            candidates[name]()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def emit(figure: str, unit: str, ours: float, peer: float | None = None, peer_name: str = "", *,
+         higher_is_better: bool = True, target_ratio: float | None = None, target_ours: float | None = None,
+         note: str = "", **extra: Any) -> dict[str, Any]:
+    """Print and return one figure. target_ratio: ours/peer must reach it (or stay under it when lower is
+    better); target_ours: ours alone must reach it."""
+    ratio = ours / peer if peer else None
+    target, met = None, None
+    if target_ratio is not None and ratio is not None:
+        target = f"{'>=' if higher_is_better else '<='} {target_ratio:g}x"
+        met = ratio >= target_ratio if higher_is_better else ratio <= target_ratio
+    elif target_ours is not None:
+        target = f"{'>=' if higher_is_better else '<='} {target_ours:g}"
+        met = ours >= target_ours if higher_is_better else ours <= target_ours
+    record = {"figure": figure, "unit": unit, "ours": _round(ours), "peer": _round(peer), "peer_name": peer_name,
+              "ratio": _round(ratio), "higher_is_better": higher_is_better, "target": target, "met": met,
+              "note": note, "load": [round(x, 2) for x in os.getloadavg()], **extra}
+    print(json.dumps(record, ensure_ascii=False), flush=True)
+    return record
+
+
+def _round(x: float | None) -> float | None:
+    if x is None:
+        return None
+    return float(f"{x:.4g}")
+
+
+def matmul_flops(threads: int, n: int = 2048, repeats: int = 5) -> float:
+    """This machine's float32 matmul rate (FLOP/s): the best of `repeats` (n x n) @ (n x n) products."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def transformer_flops(d_model: int, d_ff: int, n_enc: int, n_dec: int, vocab: int, batch: int, src_len: int,
+                      tgt_len: int, backward: bool = True) -> float:
+    """Matmul FLOPs of one encoder-decoder training step (forward + backward = 3x forward) on a padded batch
+    (B, L_src) -> (B, L_tgt): every Linear (2 FLOPs per multiply-add), Q K^T and A V of every attention, and
+    the output layer. Elementwise work, softmax and LayerNorm are not counted (the usual MFU convention).
+    Equals 6 x (matmul parameters) x tokens + attention."""
+    d, ts, tt = d_model, batch * src_len, batch * tgt_len
+    enc_layer = 2 * ts * (4 * d * d + 2 * d * d_ff) + 2 * 2 * batch * src_len * src_len * d
+    dec_layer = (2 * tt * (4 * d * d + 2 * d * d + 2 * d * d_ff)  # self q,k,v,o; cross q,o; FFN
+                 + 2 * ts * 2 * d * d  # cross-attention k, v of the memory
+                 + 2 * 2 * batch * tgt_len * tgt_len * d + 2 * 2 * batch * tgt_len * src_len * d)
+    forward = n_enc * enc_layer + n_dec * dec_layer + 2 * tt * d * vocab
+    return forward * (3 if backward else 1)

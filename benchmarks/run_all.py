@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Run every benchmark, collect their JSON lines, write benchmarks/RESULTS.md (and results.jsonl).
+
+    make bench                                    # installs .[bench] (transformers, ctranslate2, psutil), runs this
+    .venv/bin/python benchmarks/run_all.py [--threads auto|N] [--quick] [--only decode,padding] [--no-extras]
+
+Each script runs in its own process (a crash or a memory peak in one does not touch the others) and prints one
+JSON line per figure (see benchlib.emit). RESULTS.md holds one table: figure, ours, peer, ratio, target, met,
+with the date, the CPU model (lscpu), the thread count and the load average before and after; the README links
+it. A figure whose target is missed keeps its row: the reasons are in the "Why" section below the table, which
+this script carries over from the previous RESULTS.md (edit it there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from benchlib import cpu_model, log, setup_threads
+
+HERE = Path(__file__).resolve().parent
+SCRIPTS = {"padding": "bench_padding.py", "train": "bench_train.py", "decode": "bench_decode.py",
+           "memory": "bench_memory.py", "quality": "bench_quality.py"}
+EXTRAS = {"train": ["--bf16", "--compile"]}  # slow figures, skipped with --no-extras
+WHY_MARK = "## Why"
+
+
+def run_script(name: str, args: argparse.Namespace) -> list[dict]:
+    cmd = [sys.executable, str(HERE / SCRIPTS[name]), "--threads", str(args.threads)]
+    if args.quick:
+        cmd.append("--quick")
+    if not args.no_extras:
+        cmd += EXTRAS.get(name, [])
+    log(f"run_all: {' '.join(cmd[1:])}")
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, cwd=HERE)
+    records = []
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if "figure" in record:
+                records.append(record)
+    if proc.returncode != 0:
+        log(f"run_all: {SCRIPTS[name]} exited with {proc.returncode}")
+        records.append({"figure": f"{name}: the script failed (exit {proc.returncode})", "unit": "", "ours": None,
+                        "peer": None, "peer_name": "", "ratio": None, "target": None, "met": False, "note": ""})
+    return records
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
+    return str(x)
+
+
+def render(records: list[dict], meta: dict, why: str) -> str:
+    lines = ["# Benchmark results", "",
+             f"Written by `benchmarks/run_all.py` (`make bench`) on {meta['date']}: {meta['cpu']}, {meta['cores']} "
+             f"cores, {meta['threads']} torch thread(s), torch {meta['torch']}. Load average (1, 5, 15 min) "
+             f"{meta['load_before']} before, {meta['load_after']} after: this machine is shared, so every ratio "
+             "compares candidates timed in the same process, interleaved, and reports medians.", "",
+             "| figure | unit | ours | peer | ours / peer | target | met? | load (1 min) | note |",
+             "| --- | --- | ---: | --- | ---: | --- | --- | ---: | --- |"]
+    for r in records:
+        met = {True: "yes", False: "**no**", None: "-"}[r.get("met")]
+        peer = f"{_fmt(r.get('peer'))} ({r.get('peer_name')})" if r.get("peer_name") else _fmt(r.get("peer"))
+        ratio = f"{r['ratio']:.2f}x" if r.get("ratio") is not None else "-"
+        load = r.get("load", [None])[0]
+        lines.append(f"| {r['figure']} | {r.get('unit', '')} | {_fmt(r.get('ours'))} | {peer} | {ratio} | "
+                     f"{r.get('target') or '-'} | {met} | {_fmt(load)} | {r.get('note', '')} |")
+    missed = [r["figure"] for r in records if r.get("met") is False]
+    lines += ["", f"Targets met: {sum(r.get('met') is True for r in records)} of "
+                  f"{sum(r.get('met') is not None for r in records)}."
+              + (f" Missed: {'; '.join(missed)}." if missed else ""), ""]
+    return "\n".join(lines) + "\n" + why
+
+
+def previous_why(path: Path) -> str:
+    if path.exists():
+        text = path.read_text(encoding="utf-8")
+        if WHY_MARK in text:
+            return text[text.index(WHY_MARK):]
+    return f"{WHY_MARK} targets are missed\n\n(Explain each missed target here; run_all.py keeps this section.)\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--threads", default="auto")
+    p.add_argument("--quick", action="store_true", help="fewer repeats: a smoke run, not a measurement")
+    p.add_argument("--only", default=",".join(SCRIPTS), help=f"comma-separated subset of {', '.join(SCRIPTS)}")
+    p.add_argument("--no-extras", action="store_true", help="skip the slow extra figures (bf16, torch.compile)")
+    p.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
+    args = p.parse_args()
+    import torch
+
+    threads = setup_threads(args.threads)
+    args.threads = threads  # every script uses the same count
+    meta = {"date": datetime.date.today().isoformat(), "cpu": cpu_model(), "cores": os.cpu_count(),
+            "threads": threads, "torch": torch.__version__,
+            "load_before": tuple(round(x, 2) for x in os.getloadavg())}
+    records = []
+    for name in [n.strip() for n in args.only.split(",") if n.strip()]:
+        records += run_script(name, args)
+    meta["load_after"] = tuple(round(x, 2) for x in os.getloadavg())
+    why = previous_why(args.out)
+    args.out.write_text(render(records, meta, why), encoding="utf-8")
+    with open(args.out.with_name("results.jsonl"), "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps({**r, "date": meta["date"], "cpu": meta["cpu"]}, ensure_ascii=False) + "\n")
+    log(f"run_all: wrote {args.out} ({len(records)} figures)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""`scratchformer generate RUN_DIR "prompt" ...`: continue prompts with a language-model (decoder-only) run.
+
+One prompt is streamed: its text, then each new piece as soon as its token is chosen. Several prompts are
+sampled as one left-padded batch and printed one line each (prompt + continuation) when done. No prompt,
+or "-", reads prompts from stdin, one per line. An empty prompt ("") samples from <s> alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Callable
+
+REPLACEMENT = "\ufffd"  # what a byte-level tokenizer decodes half a UTF-8 character to
+DEFAULT_MAX_NEW = 60
+
+
+def _prompts(args: argparse.Namespace) -> list[str]:
+    if args.prompt and args.prompt != ["-"]:
+        return list(args.prompt)
+    return [line.rstrip("\n") for line in sys.stdin]
+
+
+class Streamer:
+    """on_token callback: decode the growing ids and print only the new suffix, flushing at once.
+
+    A trailing U+FFFD (a character split over byte tokens, still incomplete) is held back until its
+    bytes are complete; `finish` prints whatever is left and ends the line."""
+
+    def __init__(self, decode: Callable[[list[int]], str], prompt_ids: list[int], out=None) -> None:
+        self.decode, self.ids, self.out = decode, list(prompt_ids), out or sys.stdout
+        self.shown = decode(self.ids)
+        self.out.write(self.shown)
+        self.out.flush()
+
+    def __call__(self, row: int, token: int) -> None:
+        self.ids.append(token)
+        self._show(self.decode(self.ids).rstrip(REPLACEMENT))
+
+    def _show(self, text: str) -> None:
+        if text.startswith(self.shown) and len(text) > len(self.shown):
+            self.out.write(text[len(self.shown):])
+            self.out.flush()
+            self.shown = text
+
+    def finish(self) -> str:
+        text = self.decode(self.ids)
+        self._show(text)
+        self.out.write("\n")
+        self.out.flush()
+        return text
+
+
+def _warn_one_line(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"scratchformer generate: warning: {message}", file=sys.stderr, flush=True)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from scratchformer.data.tokenizers import BOS_ID, EOS_ID
+    from scratchformer.decoding.sampling import check_sampling_args, sample
+    from scratchformer.errors import ConfigError
+    from scratchformer.runs import load_run
+
+    check_sampling_args(args.temperature, args.top_k, args.top_p)  # before the (slow) model load
+    if args.max_new_tokens is not None and args.max_new_tokens < 1:
+        raise ConfigError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+    if args.batch_size < 1:
+        raise ConfigError(f"--batch-size must be >= 1, got {args.batch_size}")
+    run = load_run(args.run_dir, args.weights)
+    if run.model_config.arch != "decoder":
+        raise ConfigError(f"{args.run_dir} holds a {run.model_config.arch} model: generate needs a language-model "
+                          "(decoder-only) run, e.g. `scratchformer train --recipe lm-demo`")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    texts = _prompts(args)
+    if not texts:
+        raise ConfigError("no prompt: give one as an argument or on stdin")
+    tok = run.tgt_tok
+    prompts = [[BOS_ID, *tok.encode(t)] for t in texts]
+    max_len = run.model_config.max_len  # by default leave the prompts room (3/4 of max_len at least)
+    max_new = args.max_new_tokens or min(DEFAULT_MAX_NEW, max(max_len - max(map(len, prompts)), max_len // 4, 1))
+    room = max_len - max_new + 1  # prompt positions left: the last new token is never fed back
+    if room < 1:
+        raise ConfigError(f"--max-new-tokens {max_new} does not fit in the model's max_len={max_len}")
+    too_long = sum(len(p) > room for p in prompts)
+    if too_long and args.truncate == "error":  # refused before anything is printed
+        raise ConfigError(f"{too_long} prompt(s) longer than {room} tokens: with --max-new-tokens {max_new} they "
+                          f"exceed the model's max_len={max_len}; shorten them or pass --truncate left")
+    options = dict(max_new_tokens=max_new, temperature=args.temperature, top_k=args.top_k,
+                   top_p=args.top_p, seed=args.seed, eos=EOS_ID, truncate=args.truncate)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = _warn_one_line  # restored by catch_warnings
+        if len(prompts) == 1:
+            streamer = Streamer(tok.decode, prompts[0])
+            try:
+                sample(run.model, prompts, on_token=streamer, **options)
+            finally:
+                streamer.finish()
+            return 0
+        for start in range(0, len(prompts), args.batch_size):
+            chunk = prompts[start : start + args.batch_size]
+            for prompt, new in zip(chunk, sample(run.model, chunk, **options)):
+                print(tok.decode(prompt + new), flush=True)
+    return 0
+
+
+def _none_or(kind):
+    def parse(text: str):
+        return None if text.lower() in ("none", "off") else kind(text)
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("generate", help="continue text with a language-model run (sampling, streamed)",
+                       description=__doc__.split("\n\n")[1] if __doc__ else None)
+    p.add_argument("run_dir")
+    p.add_argument("prompt", nargs="*", help="prompts (none or '-' reads stdin, one per line)")
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help=f"most tokens added to each prompt, which stops earlier at </s> (default {DEFAULT_MAX_NEW}, "
+                        "fewer if the model's max_len leaves no room)")
+    p.add_argument("--temperature", type=float, default=0.8,
+                   help="divide the logits by T before sampling (default 0.8); T <= 0 means greedy decoding "
+                        "(argmax; --top-k and --top-p then have no effect)")
+    p.add_argument("--top-k", type=_none_or(int), default=None,
+                   help="sample among the K most likely tokens (default: off)")
+    p.add_argument("--top-p", type=_none_or(float), default=0.95,
+                   help="nucleus sampling: the smallest set of tokens holding probability P, P in (0, 1] "
+                        "(default 0.95; 1 = off)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the sampling RNG (same seed, same text; default: random)")
+    p.add_argument("--truncate", choices=("left", "error"), default="left",
+                   help="a prompt longer than the model's max_len minus --max-new-tokens: cut its start, with a "
+                        "warning (left, the default), or refuse (error)")
+    p.add_argument("--batch-size", type=int, default=32, help="prompts sampled together (default 32)")
+    p.add_argument("--weights", help="another safetensors file of the run (e.g. averaged.safetensors)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.set_defaults(func=cmd_generate)

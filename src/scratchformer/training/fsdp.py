@@ -1,0 +1,252 @@
+"""Fully sharded data parallel (FSDP2): each rank keeps 1/world_size of every weight, gradient and Adam moment,
+and all-gathers a layer's weights just before it runs (`--fsdp` under torchrun).
+
+    shard_model            fully_shard each encoder/decoder layer, then the root (embeddings, generator, norms)
+    save_fsdp_checkpoint   checkpoints/step-N/ = dcp/ (one shard file per rank, torch.distributed.checkpoint)
+                           + trainer_state.pt; written into a temporary folder that rank 0 renames after a barrier
+    load_sharded_state     weights + optimiser from such a checkpoint into a sharded, replicated (DDP) or plain
+                           model: DCP reshards on load, so the world size may change between runs
+    save_full_weights      gather the full weights (a collective) and write one model.safetensors on rank 0
+    root_unsharded         gather the root's weights while decoding (BLEU on validation) calls submodules directly
+    consolidate            one model.safetensors from a sharded checkpoint, in one process with no process group
+                           (`scratchformer consolidate RUN_DIR`)
+
+Tied weights. With `tie_embeddings` the target embedding, the generator (and the source embedding when the
+vocabularies match) are one Parameter. All of them live outside the encoder/decoder layers, so they belong
+to the root's parameter group: the shared matrix is sharded once and gathered once per forward, and the tie
+survives sharding. `shard_model` checks that no parameter is shared between a layer and anything outside it
+(that would give one Parameter two owners); untie such weights before sharding.
+
+Checkpoints are written to the run directory by every rank: with several machines it must be on a shared
+file system. Mixed precision is the trainer's autocast (`--dtype bf16`); weights stay fp32.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+from torch import nn
+
+from scratchformer.errors import ConfigError
+from scratchformer.training import checkpoint as ckpt
+from scratchformer.training import distributed as dist_utils
+from scratchformer.training.distributed import DistInfo
+
+SHARDS = "dcp"  # sub-folder of checkpoints/step-N/ holding the DCP shards and their .metadata
+
+
+def fully_shard_fn():
+    """torch's FSDP2 entry point, or a ConfigError naming the version that has it."""
+    try:
+        fsdp = importlib.import_module("torch.distributed.fsdp")
+    except ImportError:  # a torch built without torch.distributed
+        fsdp = None
+    if not hasattr(fsdp, "fully_shard"):
+        raise ConfigError(f"FSDP needs torch >= 2.6 (fully_shard); this is torch {torch.__version__}")
+    return fsdp.fully_shard
+
+
+def _layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """(name, module) of every encoder and decoder layer: the units that are sharded and gathered one by one."""
+    found = []
+    for stack in ("encoder", "decoder"):
+        layers = getattr(getattr(model, stack, None), "layers", None)
+        for i, layer in enumerate(layers if layers is not None else []):
+            found.append((f"{stack}.layers.{i}", layer))
+    return found
+
+
+def _check_ties(model: nn.Module, layers: list[tuple[str, nn.Module]]) -> None:
+    """A Parameter shared between a layer and the rest of the model cannot be sharded by both owners."""
+    for prefix, layer in layers:
+        inside = {id(p) for p in layer.parameters()}
+        for name, p in model.named_parameters(remove_duplicate=False):
+            if id(p) in inside and not name.startswith(prefix + "."):
+                raise ConfigError(f"parameter {name} is tied to a parameter of {prefix}: FSDP shards each layer "
+                                  "separately, so untie it (or share it only outside the layers)")
+
+
+def shard_model(model: nn.Module, info: DistInfo) -> nn.Module:
+    """Shard `model` in place over all ranks (layers first, then the root) and return it."""
+    fully_shard = fully_shard_fn()
+    from torch.distributed.device_mesh import init_device_mesh
+
+    layers = _layers(model)
+    _check_ties(model, layers)
+    mesh = init_device_mesh(info.device.type, (info.world_size,))  # 1-D: plain FSDP over every rank
+    for _, layer in layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    # The generator's (B, L, V) logits are a view (a matmul reshaped); FSDP warns that an in-place op on it
+    # would skip a hook. The loss only reads the logits (reshape, index, log_softmax), so the warning is noise.
+    warnings.filterwarnings("ignore", message=r"FSDP2-wrapped module .* returned a view tensor")
+    return model
+
+
+def is_sharded(model: nn.Module) -> bool:
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:
+        return False
+    return isinstance(model, FSDPModule)
+
+
+@contextmanager
+def root_unsharded(model: nn.Module) -> Iterator[nn.Module]:
+    """Decoding calls model.encode / tgt_embed / decoder / generator, never model.forward, so FSDP's root hooks
+    would not gather the embeddings and generator: gather them for the block (the layers still gather their own
+    weights in their forward). Every rank must decode the same inputs: each gather is a collective."""
+    if not is_sharded(model):
+        yield model
+        return
+    model.unshard()
+    try:
+        yield model
+    finally:
+        model.reshard()
+
+
+# -- full weights ----------------------------------------------------------------------------------------------
+
+def tied_names(model: nn.Module) -> set[str]:
+    """Names of parameters that repeat an earlier one (the generator when tied): stored once, as unsharded."""
+    seen: set[int] = set()
+    tied = set()
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if id(p) in seen:
+            tied.add(name)
+        seen.add(id(p))
+    return tied
+
+
+def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The unsharded weights on CPU, on rank 0 only (other ranks get {}); a collective: every rank calls it."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    state = get_model_state_dict(model, options=options)
+    tied = tied_names(model)
+    return {k: v.contiguous() for k, v in state.items() if k not in tied}
+
+
+def save_full_weights(model: nn.Module, path: Path, info: DistInfo) -> None:
+    """Gather the sharded weights and write them as one safetensors file on rank 0 (the format of a 1-GPU run)."""
+    state = full_state_dict(model)
+    if info.is_main:
+        with ckpt.atomic_path(Path(path)) as tmp:
+            save_file(state, str(tmp), metadata={"format": "pt"})
+    dist_utils.barrier(info)
+
+
+# -- sharded checkpoints ---------------------------------------------------------------------------------------
+
+def is_sharded_checkpoint(path: Path) -> bool:
+    return (Path(path) / SHARDS / ".metadata").exists()
+
+
+def list_sharded_checkpoints(run_dir: Path) -> list[Path]:
+    root = ckpt.checkpoint_dir(run_dir)
+    if not root.exists():
+        return []
+    return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-")
+                  and (p / "trainer_state.pt").exists() and is_sharded_checkpoint(p))
+
+
+def save_fsdp_checkpoint(trainer: Any) -> Path:
+    """checkpoints/step-N/{dcp/, trainer_state.pt}: every rank writes its shards into a temporary folder, then
+    rank 0 renames it and points `latest` at it. A crash at any moment leaves the previous checkpoint intact."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    info = trainer.dist
+    root = ckpt.checkpoint_dir(trainer.run_dir)
+    final = root / f"step-{trainer.step:08d}"
+    tmp = root / f".{final.name}.partial"  # one name for all ranks: they all write into it
+    if info.is_main:
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # left by a save that was killed
+        tmp.mkdir()
+    dist_utils.barrier(info)
+    model_state, optim_state = get_state_dict(trainer.train_model, trainer.optimizer)
+    dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=str(tmp / SHARDS))
+    if info.is_main:
+        state = trainer._state()
+        state.pop("optimizer")  # the optimiser's moments are sharded: they are in dcp/
+        state["sharded"] = True
+        torch.save(state, tmp / "trainer_state.pt")
+    dist_utils.barrier(info)  # every rank's shard file is complete
+    if info.is_main:
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        with ckpt.atomic_path(root / "latest") as t:
+            t.write_text(final.name + "\n")
+        keep = trainer.cfg.keep_last
+        for old in list_sharded_checkpoints(trainer.run_dir)[:-keep] if keep > 0 else []:
+            shutil.rmtree(old, ignore_errors=True)
+    dist_utils.barrier(info)  # nobody reads `latest` or exits before it points at the new checkpoint
+    return final
+
+
+def load_sharded_state(model: nn.Module, optimizer: torch.optim.Optimizer | None, path: Path) -> None:
+    """Weights (and optimiser state) from checkpoints/step-N/dcp into `model`: FSDP-sharded over any number of
+    ranks, DDP-wrapped, or a plain module in a single process (DCP then reads every shard)."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    shards = Path(path) / SHARDS
+    if not (shards / ".metadata").exists():
+        raise ckpt.CheckpointError(f"{path} holds no sharded checkpoint ({shards}/.metadata is missing)")
+    if optimizer is None:
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
+
+        state = {"model": get_model_state_dict(model)}
+        _dcp_load(state, shards)
+        set_model_state_dict(model, state["model"])
+        return
+    model_state, optim_state = get_state_dict(model, optimizer)  # also creates Adam's moments to load into
+    state = {"model": model_state, "optim": optim_state}
+    _dcp_load(state, shards)
+    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+
+
+def _dcp_load(state: dict[str, Any], shards: Path) -> None:
+    """dcp.load, in place; without a process group it reads every rank's shards (what we want: no warning)."""
+    import torch.distributed.checkpoint as dcp
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
+        dcp.load(state, checkpoint_id=str(shards))
+
+
+def consolidate(run_dir: str | Path, step: int | None = None, out: str | Path | None = None) -> Path:
+    """Merge the shards of a checkpoint (the latest, or `step`) into one model.safetensors that `load_run`,
+    `translate` and `evaluate` read. Runs in one process without GPUs. Default output: beside the shards, which
+    makes checkpoints/step-N/ a complete single-file checkpoint too."""
+    from scratchformer.model import build_model
+
+    run_dir = Path(run_dir)
+    config = ckpt.load_config(run_dir)
+    if step is None:
+        found = ckpt.latest_checkpoint(run_dir)
+        if found is None or not is_sharded_checkpoint(found):
+            sharded = list_sharded_checkpoints(run_dir)
+            found = sharded[-1] if sharded else None
+    else:
+        found = ckpt.checkpoint_dir(run_dir) / f"step-{step:08d}"
+    if found is None or not is_sharded_checkpoint(found):
+        raise ckpt.CheckpointError(f"no sharded (FSDP) checkpoint {found or 'in ' + str(run_dir / 'checkpoints')}: "
+                                   "consolidate reads checkpoints written by `train --fsdp` under torchrun")
+    model = build_model(config)
+    load_sharded_state(model, None, found)
+    target = Path(out) if out is not None else found / "model.safetensors"
+    ckpt.save_weights(model, target)
+    return target

@@ -1,0 +1,62 @@
+"""The CPU-independent parts of benchmarks/: FLOP counting, targets, the GPU script's plan and its CUDA check."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import benchlib  # noqa: E402
+import gpu_bench  # noqa: E402
+
+from scratchformer import ModelConfig, build_model  # noqa: E402
+
+
+def test_flops_are_six_times_matmul_params_times_tokens_plus_attention():
+    c = ModelConfig.preset("tiny", src_vocab_size=50, tgt_vocab_size=60, d_model=32, d_ff=48, n_heads=4)
+    model = build_model(c)
+    enc = sum(m.weight.numel() for m in model.encoder.modules() if isinstance(m, nn.Linear))
+    dec = sum(m.weight.numel() for m in model.decoder.modules() if isinstance(m, nn.Linear))
+    cross_kv = sum(layer.cross_attn.w_kv.weight.numel() for layer in model.decoder.layers)
+    b, ls, lt = 3, 7, 5
+    d, n = c.d_model, c.n_encoder_layers
+    attention = 2 * 2 * b * d * n * (ls * ls + lt * lt + lt * ls)  # QK^T and AV: encoder self, decoder self, cross
+    linear = enc * b * ls + (dec - cross_kv) * b * lt + cross_kv * b * ls + 60 * d * b * lt
+    expect = 3 * (2 * linear + attention)
+    assert benchlib.transformer_flops(d, c.d_ff, n, n, 60, b, ls, lt) == expect
+
+
+def test_emit_checks_targets(capsys):
+    r = benchlib.emit("x", "tok/s", 3.0, 2.0, "peer", target_ratio=1.5)
+    assert r["ratio"] == 1.5 and r["met"] is True and r["target"] == ">= 1.5x"
+    assert benchlib.emit("m", "MiB", 3.0, 2.0, "peer", higher_is_better=False, target_ratio=1.0)["met"] is False
+    assert benchlib.emit("f", "fraction", 0.8, target_ours=0.9)["met"] is False
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["figure"] for line in lines] == ["x", "m", "f"]
+
+
+def test_interleave_alternates_and_times_every_round():
+    calls = []
+    times = benchlib.interleave({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeats=3,
+                                warmup=1)
+    assert calls == ["a", "b", "a", "b", "b", "a", "a", "b"]
+    assert [len(v) for v in times.values()] == [3, 3]
+
+
+def test_gpu_plan_and_peaks():
+    plan = gpu_bench.Plan()
+    assert plan.batch * plan.seq_len <= plan.tokens < (plan.batch + 1) * plan.seq_len
+    assert plan.step_flops() == benchlib.transformer_flops(512, 2048, 6, 6, 37000, plan.batch, 32, 32)
+    assert gpu_bench.peak_flops("NVIDIA H200") == 989e12
+    assert gpu_bench.peak_flops("NVIDIA GH200 480GB") == 989e12
+    assert gpu_bench.peak_flops("Some Unknown GPU") is None
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message printed where CUDA is absent")
+def test_gpu_bench_fails_fast_without_cuda():
+    with pytest.raises(SystemExit, match="needs a CUDA GPU"):
+        gpu_bench.main([])

@@ -1,0 +1,42 @@
+"""inference_layout(): column-major Linear weights change speed only: same values, shapes, outputs, files."""
+
+import torch
+from torch import nn
+
+from scratchformer.decoding import beam_search, greedy_decode
+from scratchformer.training.checkpoint import load_weights, save_weights
+
+
+def test_same_outputs_same_state(tiny_model, tiny_sources):
+    model, ref = tiny_model(0), tiny_model(0)
+    before = {k: v.clone() for k, v in ref.state_dict().items()}
+    assert model.inference_layout() is model
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            assert not m.weight.is_contiguous() and m.weight.t().is_contiguous()
+    after = model.state_dict()
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    src = tiny_sources(1)
+    assert greedy_decode(model, src, max_len=10) == greedy_decode(ref, src, max_len=10)
+    assert [h[0].tokens for h in beam_search(model, src, max_len=10)] == \
+        [h[0].tokens for h in beam_search(ref, src, max_len=10)]
+
+
+def test_tied_weights_stay_tied_and_files_round_trip(tiny_model, tmp_path):
+    model = tiny_model(0, tie_embeddings=True)
+    model.generator.proj.weight = model.tgt_embed.token.weight  # the fixture unties it: tie again
+    model.inference_layout()
+    assert model.generator.proj.weight is model.tgt_embed.token.weight
+    save_weights(model, tmp_path / "m.safetensors")
+    fresh = tiny_model(1, tie_embeddings=True).inference_layout()
+    fresh.generator.proj.weight = fresh.tgt_embed.token.weight
+    load_weights(fresh, tmp_path / "m.safetensors")
+    for (name, a), b in zip(model.state_dict().items(), fresh.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_training_still_works_on_the_layout(tiny_model):
+    model = tiny_model(0).inference_layout().train()
+    src, tgt = torch.randint(4, 40, (2, 5)), torch.randint(4, 40, (2, 6))
+    model(src, tgt).sum().backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
