@@ -8,7 +8,8 @@ Each script runs in its own process (a crash or a memory peak in one does not to
 JSON line per figure (see benchlib.emit). RESULTS.md holds one table: figure, ours, peer, ratio, target, met,
 with the date, the CPU model (lscpu), the thread count and the load average before and after; the README links
 it. A figure whose target is missed keeps its row: the reasons are in the "Why" section below the table, which
-this script carries over from the previous RESULTS.md (edit it there).
+this script carries over from the previous RESULTS.md (edit it there; `--render-only` rewrites the table from
+results.jsonl without measuring).
 """
 
 from __future__ import annotations
@@ -62,12 +63,16 @@ def _fmt(x) -> str:
     return str(x)
 
 
+def _load(avg) -> str:
+    return "(" + ", ".join(f"{x:g}" for x in avg) + ")"
+
+
 def render(records: list[dict], meta: dict, why: str) -> str:
     lines = ["# Benchmark results", "",
              f"Written by `benchmarks/run_all.py` (`make bench`) on {meta['date']}: {meta['cpu']}, {meta['cores']} "
              f"cores, {meta['threads']} torch thread(s), torch {meta['torch']}. Load average (1, 5, 15 min) "
-             f"{meta['load_before']} before, {meta['load_after']} after: this machine is shared, so every ratio "
-             "compares candidates timed in the same process, interleaved, and reports medians.", "",
+             f"{_load(meta['load_before'])} before, {_load(meta['load_after'])} after: this machine is shared, so "
+             "every ratio compares candidates timed in the same process, interleaved, and reports medians.", "",
              "| figure | unit | ours | peer | ours / peer | target | met? | load (1 min) | note |",
              "| --- | --- | ---: | --- | ---: | --- | --- | ---: | --- |"]
     for r in records:
@@ -77,7 +82,8 @@ def render(records: list[dict], meta: dict, why: str) -> str:
         load = r.get("load", [None])[0]
         lines.append(f"| {r['figure']} | {r.get('unit', '')} | {_fmt(r.get('ours'))} | {peer} | {ratio} | "
                      f"{r.get('target') or '-'} | {met} | {_fmt(load)} | {r.get('note', '')} |")
-    missed = [r["figure"] for r in records if r.get("met") is False]
+    missed = [r["figure"] + (f" vs {r['peer_name']}" if str(r.get("target", "")).endswith("x") else "")
+              for r in records if r.get("met") is False]
     lines += ["", f"Targets met: {sum(r.get('met') is True for r in records)} of "
                   f"{sum(r.get('met') is not None for r in records)}."
               + (f" Missed: {'; '.join(missed)}." if missed else ""), ""]
@@ -99,7 +105,15 @@ def main() -> None:
     p.add_argument("--only", default=",".join(SCRIPTS), help=f"comma-separated subset of {', '.join(SCRIPTS)}")
     p.add_argument("--no-extras", action="store_true", help="skip the slow extra figures (bf16, torch.compile)")
     p.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
+    p.add_argument("--render-only", action="store_true",
+                   help="rewrite RESULTS.md from results.jsonl (after editing its Why section) without measuring")
     args = p.parse_args()
+    jsonl = args.out.with_name("results.jsonl")
+    if args.render_only:
+        lines = [json.loads(x) for x in jsonl.read_text(encoding="utf-8").splitlines() if x.strip()]
+        meta, records = lines[0]["meta"], [r for r in lines[1:] if "figure" in r]
+        args.out.write_text(render(records, meta, previous_why(args.out)), encoding="utf-8")
+        return
     import torch
 
     threads = setup_threads(args.threads)
@@ -113,7 +127,8 @@ def main() -> None:
     meta["load_after"] = tuple(round(x, 2) for x in os.getloadavg())
     why = previous_why(args.out)
     args.out.write_text(render(records, meta, why), encoding="utf-8")
-    with open(args.out.with_name("results.jsonl"), "w", encoding="utf-8") as f:
+    with open(jsonl, "w", encoding="utf-8") as f:
+        f.write(json.dumps({"meta": meta}) + "\n")
         for r in records:
             f.write(json.dumps({**r, "date": meta["date"], "cpu": meta["cpu"]}, ensure_ascii=False) + "\n")
     log(f"run_all: wrote {args.out} ({len(records)} figures)")

@@ -42,7 +42,7 @@ def main_demo() -> None:
     run("evaluate", "runs/toy", "--split", "train", "--show", "6")
 
     banner("2/3  A short run on the bundled English-Chinese corpus (LibreOffice help, 21,665 training pairs)")
-    print("A few CPU minutes teach the model the shape of the target language (the loss falls from ~8 to ~4),\n"
+    print("A few CPU minutes teach the model the shape of the target language (the loss falls from ~8 to ~3),\n"
           "not yet translation: expect fluent-looking Chinese that ignores much of the source. The curve is in\n"
           "runs/demo/curve.png. Step 3 shows what the same command buys when it runs longer.")
     run("train", "--out", "runs/demo", "--overwrite", "--no-test")

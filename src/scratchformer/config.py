@@ -139,13 +139,17 @@ class ModelConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> ModelConfig:
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"config file {path} does not exist") from None
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"config file {path} is not valid JSON: {e}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(read_json(path, "config file"))
+
+
+def read_json(path: str | Path, what: str) -> dict[str, Any]:
+    """A JSON file's object, or a one-line ConfigError naming `what` and the file."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{what} {path} does not exist") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{what} {path} is not valid JSON: {e}") from None
 
 
 # Table 3 of the paper. Shared source/target vocabulary of 37000 (WMT14 En-De BPE), tied embeddings.

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scratchformer.config import read_json
 from scratchformer.errors import ConfigError
 
 TASKS = ("translate", "lm", "mlm", "classify")
@@ -75,19 +75,14 @@ class TrainConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> TrainConfig:
-        try:
-            return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
-        except FileNotFoundError:
-            raise ConfigError(f"training config {path} does not exist") from None
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"training config {path} is not valid JSON: {e}") from None
+        return cls.from_dict(read_json(path, "training config"))
 
 
 # Named training recipes (`scratchformer train --recipe NAME`): settings measured on a 2-core CPU.
 _ENCODER_DEMO = {"norm": "pre", "positions": "sinusoidal", "scale_embeddings": True, "n_encoder_layers": 2}
 RECIPES: dict[str, dict[str, Any]] = {
     # a few minutes on a laptop: shows learning, not translation quality
-    "demo": dict(preset="demo", max_steps=400, warmup=200, lr_factor=2.0, max_tokens=3000, eval_every=200,
+    "demo": dict(preset="demo", max_steps=400, warmup=1000, lr_factor=1.0, max_tokens=3000, eval_every=200,
                  save_every=200, bleu_samples=100),
     # the shipped checkpoint: as long as the corpus rewards on a CPU
     "long": dict(preset="demo", max_steps=8000, warmup=1000, lr_factor=1.0, max_tokens=4096, eval_every=500,
