@@ -115,9 +115,7 @@ class ModelConfig:
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}")
         fields = {**PRESETS[name], **overrides}
-        unknown = set(fields) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ConfigError(f"unknown config field(s) {sorted(unknown)} for preset {name!r}")
+        reject_unknown_fields(cls, fields, f"config field(s) for preset {name!r}")
         return cls(**fields)
 
     def replace(self, **changes: Any) -> ModelConfig:
@@ -128,10 +126,7 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ConfigError(f"unknown config field(s) {sorted(unknown)}; known fields: {', '.join(sorted(known))}")
+        reject_unknown_fields(cls, data, "config field(s)")
         return cls(**data)
 
     def save(self, path: str | Path) -> None:
@@ -140,6 +135,14 @@ class ModelConfig:
     @classmethod
     def load(cls, path: str | Path) -> ModelConfig:
         return cls.from_dict(read_json(path, "config file"))
+
+
+def reject_unknown_fields(cls: type, data: dict[str, Any], what: str) -> None:
+    """A one-line ConfigError naming the keys of `data` that are not fields of the dataclass `cls`."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(data) - known
+    if unknown:
+        raise ConfigError(f"unknown {what} {sorted(unknown)}; known fields: {', '.join(sorted(known))}")
 
 
 def read_json(path: str | Path, what: str) -> dict[str, Any]:

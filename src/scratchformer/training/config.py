@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scratchformer.config import read_json
+from scratchformer.config import read_json, reject_unknown_fields
 from scratchformer.errors import ConfigError
 
 TASKS = ("translate", "lm", "mlm", "classify")
@@ -67,10 +67,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ConfigError(f"unknown training option(s) {sorted(unknown)}")
+        reject_unknown_fields(cls, data, "training option(s)")
         return cls(**data)
 
     @classmethod
