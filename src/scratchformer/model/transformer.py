@@ -129,10 +129,6 @@ def _decoder(c: ModelConfig, cross: bool) -> Decoder:
     return Decoder(layers, _final_norm(c))
 
 
-def _set_fused_norms(model: TransformerBase) -> None:
-    model.set_fused(model.config.fused)
-
-
 def _decoder_self_mask(ids: Tensor, pad_id: int | None, past: int, start_is_pad: bool = False) -> Tensor:
     """Causal (bottom-right aligned for a cache of `past` positions) and, without a cache, padding.
 
@@ -162,7 +158,7 @@ class EncoderDecoder(TransformerBase):
             self.generator.proj.weight = self.tgt_embed.token.weight
             if c.src_vocab_size == c.tgt_vocab_size:
                 self.src_embed.token.weight = self.tgt_embed.token.weight
-        _set_fused_norms(self)
+        self.set_fused(c.fused)  # every attention and LayerNorm, the sublayers' included
 
     def src_mask(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
         """(B, 1, 1, L_src) padding mask, derived from pad_id unless given."""
@@ -217,7 +213,7 @@ class EncoderOnly(TransformerBase):
         self.embed = _input_layer(c, c.tgt_vocab_size)
         self.encoder = _encoder(c)
         self._init_weights()
-        _set_fused_norms(self)
+        self.set_fused(c.fused)  # every attention and LayerNorm, the sublayers' included
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
                 token_type_ids: Tensor | None = None, position_ids: Tensor | None = None) -> Tensor:
@@ -246,7 +242,7 @@ class DecoderOnly(TransformerBase):
         self._init_weights()
         if c.tie_embeddings:
             self.generator.proj.weight = self.embed.token.weight
-        _set_fused_norms(self)
+        self.set_fused(c.fused)  # every attention and LayerNorm, the sublayers' included
 
     def new_cache(self) -> DecoderCache:
         return DecoderCache(self.config.n_decoder_layers, cross=False)
