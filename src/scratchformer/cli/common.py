@@ -14,6 +14,16 @@ from scratchformer.errors import ConfigError
 _TYPES = typing.get_type_hints(ModelConfig)
 
 
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def parse_bool(text: str) -> bool:
+    """'true'/'1'/'yes'/'on' -> True, 'false'/'0'/'no'/'off' -> False; anything else is a ValueError."""
+    if text.lower() not in _TRUE + _FALSE:
+        raise ValueError(f"{text!r} is not a boolean (use true or false)")
+    return text.lower() in _TRUE
+
+
 def parse_value(key: str, text: str) -> Any:
     """'d_model=256' -> 256, 'norm=pre' -> 'pre', 'd_k=none' -> None, using the field's declared type."""
     if key not in _TYPES:
@@ -26,9 +36,7 @@ def parse_value(key: str, text: str) -> Any:
     base = next((a for a in args if a is not type(None)), hint) if args else hint
     try:
         if base is bool:
-            if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError
-            return text.lower() in ("true", "1", "yes")
+            return parse_bool(text)
         if base in (int, float, str):
             return base(text)
         return json.loads(text)

@@ -14,7 +14,7 @@ import shutil
 import typing
 from pathlib import Path
 
-from scratchformer.cli.common import parse_overrides
+from scratchformer.cli.common import parse_bool, parse_overrides
 from scratchformer.errors import ConfigError
 from scratchformer.training.config import RECIPES, TrainConfig
 
@@ -28,7 +28,7 @@ def _flag_type(hint):
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     base = args[0] if args else hint
     if base is bool:
-        return lambda s: s.lower() in ("1", "true", "yes", "on")
+        return parse_bool  # a typo such as `--fsdp ture` is an error, not a silent False
     return base if base in (int, float, str) else str
 
 
