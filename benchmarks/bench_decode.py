@@ -6,11 +6,12 @@
 One random paper-base model (d_model 512, 6+6 layers, 8 heads, FFN 2048, vocabulary 8000, Marian's layout:
 sinusoid halves, decoder starting from the zero pad embedding) is built by us, written with our
 `save_pretrained` as a Marian folder, loaded by transformers, and converted by CTranslate2's own converter
-(float32, and int8 at load time). All of them decode the same 16-token sources with the KV cache, forced to
-exactly 64 new tokens (ours: force_len / min_len = max_len; HF: min_new_tokens = max_new_tokens; CTranslate2:
-min_decoding_length = max_decoding_length), greedy and beam 4, batch 1 and batch 32; every candidate of a
-setting is timed in one interleaved loop. Ours decodes as `load_run` prepares it (inference_layout);
-`--int8` is `quantize_int8`. Figures: generated tokens/s (batch x 64 / seconds).
+(float32, and int8 at load time); CTranslate2 runs in a child process (ct2_worker.py says why). All of them
+decode the same 16-token sources with the KV cache, forced to exactly 64 new tokens (ours: force_len /
+min_len = max_len; HF: min_new_tokens = max_new_tokens; CTranslate2: min_decoding_length =
+max_decoding_length), greedy and beam 4, batch 1 and batch 32; every candidate of a setting is timed in one
+interleaved loop. Ours decodes as `load_run` prepares it (inference_layout); `--int8` is `quantize_int8`.
+Figures: generated tokens/s (batch x 64 / seconds).
 
 Also ours with and without the KV cache (greedy, batch 1) at 64 and 256 new tokens.
 """
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import torch
 from benchlib import add_common_args, emit, interleave, log, median, setup_threads
+from ct2_worker import CT2Process
 
 from scratchformer import ModelConfig, build_model
 from scratchformer.decoding import beam_search, greedy_decode
@@ -111,10 +113,20 @@ def ct2_convert(folder: Path, out: Path) -> Path:
         ct2t._MODEL_LOADERS["MarianConfig"] = saved
 
 
-def ct2_fn(translator, src: torch.Tensor, beam: int) -> Callable[[], object]:
-    tokens = [[TOKENS[i] for i in row] for row in src.tolist()]
-    return lambda: translator.translate_batch(tokens, beam_size=beam, max_decoding_length=NEW,
-                                              min_decoding_length=NEW, max_batch_size=0)
+def ct2_fn(worker: CT2Process, compute_type: str, beam: int) -> tuple[Callable[[], object], int]:
+    """One CTranslate2 run in the child process, on the batch last given by `ct2_set`, with the faster of its
+    thread options (one timed run each); returns (run, threads)."""
+
+    def run_with(threads: int) -> Callable[[], object]:
+        return lambda: worker.request({"run": compute_type, "threads": threads, "beam": beam, "new": NEW})
+
+    trial = interleave({n: run_with(n) for n in worker.thread_options}, repeats=1, warmup=1)
+    best = min(trial, key=lambda n: trial[n][0])
+    return run_with(best), best
+
+
+def ct2_set(worker: CT2Process, src: torch.Tensor) -> None:
+    worker.request({"set": [[TOKENS[i] for i in row] for row in src.tolist()]})
 
 
 def check_same_work(ours: EncoderDecoder, hf, src: torch.Tensor) -> None:
@@ -137,15 +149,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="sf-bench-decode-") as tmp:
         folder = save_pretrained(ours, Path(tmp) / "marian")
         hf = hf_model(folder)
-        try:
-            import ctranslate2
-
-            ct2_dir = ct2_convert(folder, Path(tmp) / "ct2")
-            ct2 = {ct: ctranslate2.Translator(str(ct2_dir), device="cpu", compute_type=ct, intra_threads=threads,
-                                              inter_threads=1) for ct in ("float32", "int8")}
+        try:  # converted here (the converter needs transformers), run in a child process (see ct2_worker.py)
+            ct2 = CT2Process(ct2_convert(folder, Path(tmp) / "ct2"), threads)
         except ImportError as e:
             log(f"CTranslate2 unavailable ({e}): `pip install -e '.[bench]'`; its figures are skipped")
-            ct2 = {}
+            ct2 = None
         ours.inference_layout()
         ours_int8 = quantize_int8(ours)
         check_same_work(ours, hf, sources(2))
@@ -155,7 +163,9 @@ def main() -> None:
                 cands = {"ours": ours_fn(ours, src, beam), "hf": hf_fn(hf, src, beam),
                          "ours_int8": ours_fn(ours_int8, src, beam)}
                 if ct2:
-                    cands.update(ct2=ct2_fn(ct2["float32"], src, beam), ct2_int8=ct2_fn(ct2["int8"], src, beam))
+                    ct2_set(ct2, src)
+                    (cands["ct2"], ct2_threads), (cands["ct2_int8"], ct2_int8_threads) = (
+                        ct2_fn(ct2, ct, beam) for ct in ("float32", "int8"))
                 log(f"bench_decode: beam {beam}, batch {batch}: {', '.join(cands)} x {repeats} rounds")
                 times = interleave(cands, repeats, warmup=1)
                 tok_s = {k: batch * NEW / median(v) for k, v in times.items()}
@@ -165,9 +175,13 @@ def main() -> None:
                      target_ratio=1.5, **common, **raw)
                 if ct2:
                     emit(f"decode fp32: {what}", "tok/s", tok_s["ours"], tok_s["ct2"], "CTranslate2 float32",
-                         target_ratio=1.0 if batch == 32 else None, **common)
+                         target_ratio=1.0 if batch == 32 else None, note=f"CTranslate2: {ct2_threads} thread(s)",
+                         **common)
                     emit(f"decode int8: {what}", "tok/s", tok_s["ours_int8"], tok_s["ct2_int8"], "CTranslate2 int8",
-                         target_ratio=0.8, note="ours: quantize_int8 (dynamic, per-channel)", **common)
+                         target_ratio=0.8, **common, note="ours: quantize_int8 (dynamic, per-channel); "
+                         f"CTranslate2: {ct2_int8_threads} thread(s)")
+        if ct2:
+            ct2.close()
         if not args.no_cache_figures:
             cache_figures(ours, max(2, repeats - 2 if args.quick else repeats - 2), common)
 

@@ -1,0 +1,69 @@
+"""CTranslate2 in a child process, driven over a pipe by bench_decode.py.
+
+Why a child: a ctranslate2.Translator that has run once in the benchmark's own process halves the speed of
+every later torch call in that process (ours and Hugging Face alike) on small, memory-bound steps: MKL GEMV at
+2 threads fell from ~53 to ~24 GB/s after one CTranslate2 call and never recovered (two OpenMP runtimes, torch's
+and CTranslate2's bundled libgomp, in one process; with OMP_WAIT_POLICY=PASSIVE torch is as slow before the call
+as after, so torch loses its spin-waiting fast path). In its own process CTranslate2 runs at the same speed, and
+the rounds stay interleaved with ours: the parent times each request, which costs ~0.1 ms of pipe latency.
+
+Protocol (one JSON object per line, each answered by one line):
+    {"load": dir, "threads": [n, ...]}                  -> "ok"  float32 and int8 translators per thread count
+    {"set": [[token, ...], ...]}                        -> "ok"  the source batch of the next runs
+    {"run": compute_type, "threads": n, "beam": k, "new": m}
+                                                        -> "ok"  one translate_batch, exactly m new tokens
+
+Thread counts: CTranslate2 is offered 1 thread and the benchmark's count, and bench_decode keeps the faster
+for each setting (on a 2-core VM its 2-thread greedy batch 1 ran at 93 tok/s, its 1-thread at 230).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def serve() -> None:
+    import ctranslate2
+
+    translators: dict[str, object] = {}
+    tokens: list[list[str]] = []
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if "load" in msg:
+            translators = {f"{ct}/{n}": ctranslate2.Translator(msg["load"], device="cpu", compute_type=ct,
+                                                               intra_threads=n, inter_threads=1)
+                           for ct in ("float32", "int8") for n in msg["threads"]}
+        elif "set" in msg:
+            tokens = msg["set"]
+        elif "run" in msg:
+            translator = translators[f"{msg['run']}/{msg['threads']}"]
+            translator.translate_batch(tokens, beam_size=msg["beam"], max_decoding_length=msg["new"],
+                                       min_decoding_length=msg["new"], max_batch_size=0)
+        print("ok", flush=True)
+
+
+class CT2Process:
+    """The parent's handle: `request(dict)` sends one message and waits for its answer."""
+
+    def __init__(self, model_dir: Path, threads: int) -> None:
+        self.proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, bufsize=1)
+        self.thread_options = sorted({1, threads})
+        self.request({"load": str(model_dir), "threads": self.thread_options})
+
+    def request(self, msg: dict) -> None:
+        self.proc.stdin.write(json.dumps(msg) + "\n")
+        answer = self.proc.stdout.readline().strip()
+        if answer != "ok":
+            raise RuntimeError(f"CTranslate2 worker failed on {list(msg)}: answered {answer!r}")
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    serve()
