@@ -77,17 +77,16 @@ def beam_search(
         limits = length_limits(src, pad, max_len, model.config.max_len)  # (B,)
         src_mask = model.src_mask(src)  # (B, 1, 1, L_src)
         memory = model.encode(src, src_mask)  # (B, L_src, D)
-        # one row per (sentence, beam): (B*K, L_src, D), (B*K, 1, 1, L_src)
-        steps = Seq2SeqSteps(model, memory.repeat_interleave(beam_size, 0), src_mask.repeat_interleave(beam_size, 0),
-                             use_cache)
+        # B*K decoding rows (sentence-major); the K beams of a sentence share its memory row
+        with Seq2SeqSteps(model, memory, src_mask, use_cache, group=beam_size) as steps:
 
-        def step_fn(tokens: Tensor, index: Tensor | None) -> Tensor:
-            logprobs = torch.log_softmax(steps(tokens, index).float(), dim=-1)  # (N, V)
-            if pad is not None:
-                logprobs[:, pad] = NEG_INF
-            return logprobs
+            def step_fn(tokens: Tensor, index: Tensor | None) -> Tensor:
+                logprobs = torch.log_softmax(steps(tokens, index).float(), dim=-1)  # (N, V)
+                if pad is not None:
+                    logprobs[:, pad] = NEG_INF
+                return logprobs
 
-        return beam_search_core(step_fn, src.size(0), beam_size, limits, alpha, bos, eos, n_best, min_len)
+            return beam_search_core(step_fn, src.size(0), beam_size, limits, alpha, bos, eos, n_best, min_len)
 
 
 def beam_search_core(

@@ -14,11 +14,12 @@ drop out). Rows only ever continue rows of the same sentence.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import torch
 from torch import Tensor, nn
 
+from scratchformer.decoding.packing import packed_linears
 from scratchformer.model.transformer import EncoderDecoder
 
 PAPER_EXTRA_LEN = 50  # section 6.1: "maximum output length to input length + 50"
@@ -76,21 +77,35 @@ def length_penalty(length: int, alpha: float) -> float:
 class Seq2SeqSteps:
     """An EncoderDecoder as a step function: (tokens (N, t) with BOS first, index) -> next-token logits (N, V).
 
-    memory (N, L_src, D) and src_mask (N, 1, 1, L_src) hold one row per decoding row. With `use_cache`, each
-    call feeds only the newest token and reads earlier keys/values from the DecoderCache; without, it re-runs
+    memory (N / G, L_src, D) and src_mask (N / G, 1, 1, L_src) hold one row per sentence; the G = `group`
+    consecutive decoding rows of a sentence (beam search: its beams, G = K; greedy: G = 1) share it. With
+    `use_cache`, each call feeds only the newest token and reads earlier keys/values from the DecoderCache, and
+    the G rows read their sentence's encoder keys/values together (no copy per beam); without, it re-runs
     `model.decode` on the whole prefix (the seeds' loop, kept as the reference for tests and benchmarks).
     """
 
-    def __init__(self, model: EncoderDecoder, memory: Tensor, src_mask: Tensor, use_cache: bool = True) -> None:
-        self.model, self.memory, self.src_mask = model, memory, src_mask
+    def __init__(self, model: EncoderDecoder, memory: Tensor, src_mask: Tensor, use_cache: bool = True,
+                 group: int = 1) -> None:
+        self.model, self.memory, self.src_mask, self.group = model, memory, src_mask, group
         self.cache = model.new_cache() if use_cache else None
-        self.rows = memory.size(0)
+        self.rows = memory.size(0) * group
+        self._packing = ExitStack()  # GEMM weights packed for the starting row count (CPU, 8+ rows; packing.py)
+        self._packed_rows: int | None = None
+
+    def __enter__(self) -> Seq2SeqSteps:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._packing.close()
 
     def __call__(self, tokens: Tensor, index: Tensor | None = None) -> Tensor:
         if index is not None:
             self._select(index)
         if self.cache is None:
-            hidden = self.model.decode(self.memory, self.src_mask, tokens)  # (N, t, D)
+            memory, src_mask = self.memory, self.src_mask
+            if self.group > 1:  # the reference path copies each sentence's memory for its rows
+                memory, src_mask = memory.repeat_interleave(self.group, 0), src_mask.repeat_interleave(self.group, 0)
+            hidden = self.model.decode(memory, src_mask, tokens)  # (N, t, D)
             return self.model.generator.logits(hidden[:, -1])  # (N, V)
         return self._cached_step(tokens[:, -1:])
 
@@ -99,6 +114,9 @@ class Seq2SeqSteps:
         # cache), so no self-attention mask is built; ids were validated by encode() and come from the model's own
         # vocabulary, so check_ids' device syncs are skipped. Cached == uncached tests guard this path.
         m, cache = self.model, self.cache
+        if self._packed_rows is None:  # first step: pack for the row count the call starts with
+            self._packed_rows = self.rows
+            self._packing.enter_context(packed_linears(m, [m.decoder, m.generator], self.rows))
         x = m.tgt_embed(new, offset=cache.length)  # (N, 1, D)
         hidden = m.decoder(x, self.memory, None, self.src_mask, cache)  # (N, 1, D)
         self.memory = None  # from now on cross-attention reads its keys/values from the cache
@@ -107,11 +125,14 @@ class Seq2SeqSteps:
     def _select(self, index: Tensor) -> None:
         shrink = index.numel() < self.rows
         self.rows = index.numel()
+        if shrink:
+            self._packing.close()  # packs only serve their own row count
+        # Rows stay within their sentence, whose cross-attention keys/values serve all its rows: unless sentences
+        # drop out, only the self-attention cache needs reordering.
+        sentences = index[:: self.group] // self.group if shrink else None  # (N' / G,) sentences kept
         if self.cache is not None:
-            # Rows stay within their sentence, whose cross-attention keys/values are the same for every beam:
-            # unless rows drop out, only the self-attention cache needs reordering (saves a copy of L_src keys).
-            self.cache.reorder(index, cross=shrink)
-        if shrink:  # a same-sentence reorder leaves memory rows and mask rows unchanged
-            self.src_mask = self.src_mask.index_select(0, index)
+            self.cache.reorder(index, sentences)
+        if sentences is not None:
+            self.src_mask = self.src_mask.index_select(0, sentences)
             if self.memory is not None:
-                self.memory = self.memory.index_select(0, index)
+                self.memory = self.memory.index_select(0, sentences)

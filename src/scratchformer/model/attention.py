@@ -171,6 +171,8 @@ class MultiHeadAttention(nn.Module):
                 k, v = self._project_kv(memory)
                 if cache is not None:
                     cache.set(k, v)
+            if k.size(0) != q.size(0):  # beam search: G = B / B_mem rows (beams) share one memory row
+                return self._grouped_cross(q, k, v, mask)
         else:
             qkv = self.w_qkv(x)  # (B, L_q, h*(2 d_k + d_v))
             if self.d_k == self.d_v:  # one view for all three: fewer ops per decoding step
@@ -184,3 +186,14 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache.append(k, v)  # (B, h, L_past + L_q, d)
         out = self.attention(q, k, v, mask)  # (B, h, L_q, d_v)
         return self.w_o(merge_heads(out))  # (B, L_q, h*d_v) -> (B, L_q, D)
+
+    def _grouped_cross(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """Cross-attention where G consecutive query rows (the beams of one sentence) share one row of keys and
+        values: the G rows attend as G * L_q queries of that row, so the encoder keys/values are neither
+        copied per beam nor read G times. q (B_mem*G, h, L_q, d_k), k/v (B_mem, h, L_k, d), mask (B_mem, 1, 1, L_k)."""
+        b_mem, (b, h, l_q, _) = k.size(0), q.shape
+        g = b // b_mem
+        q = q.view(b_mem, g, h, l_q, -1).transpose(1, 2).reshape(b_mem, h, g * l_q, -1)  # (B_mem, h, G*L_q, d_k)
+        out = self.attention(q, k, v, mask)  # (B_mem, h, G*L_q, d_v)
+        out = out.view(b_mem, h, g, l_q, -1).transpose(1, 2).reshape(b, h, l_q, -1)  # (B, h, L_q, d_v)
+        return self.w_o(merge_heads(out))  # (B, L_q, D)

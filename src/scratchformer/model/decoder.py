@@ -50,17 +50,18 @@ class DecoderCache:
     def length(self) -> int:
         return self.self_attn[0].length
 
-    def reorder(self, index: Tensor, cross: bool = True) -> None:
-        """Keep batch rows `index` in every cache; cross=False leaves the cross-attention caches alone (beams of
-        one sentence share its encoder keys/values). One spare buffer pair rotates through the layers and is kept
-        for the next call, so a beam search step allocates nothing."""
+    def reorder(self, index: Tensor, cross_index: Tensor | None = None) -> None:
+        """Keep batch rows `index` in every self-attention cache and rows `cross_index` in every cross-attention
+        cache (None: leave them alone, e.g. beams of one sentence reordered among themselves share its encoder
+        keys/values). One spare buffer pair rotates through the layers and is kept for the next call, so a beam
+        search step allocates nothing."""
         spare = self._spare
         for cache in self.self_attn:
             spare = cache.reorder(index, spare)
         self._spare = spare
-        for cache in self.cross_attn if cross else []:
+        for cache in self.cross_attn if cross_index is not None else []:
             if cache is not None:
-                cache.reorder(index)
+                cache.reorder(cross_index)
 
 
 class Decoder(nn.Module):
