@@ -26,23 +26,27 @@ def _count_packed_calls(monkeypatch) -> list[int]:
 
 
 @needs_mkl
-def test_decoding_with_packs_equals_without(tiny_model, tiny_sources, monkeypatch):
+def test_fixed_length_decoding_with_packs_equals_without(tiny_model, tiny_sources, monkeypatch):
     model = tiny_model(0)
-    src = tiny_sources(1, lengths=(3, 7, 5, 9, 2, 11, 4, 6, 8))  # 9 sentences: greedy starts with 9 rows
+    src = tiny_sources(1, lengths=(3, 7, 5, 9, 2, 11, 4, 6, 8))  # 9 sentences: greedy runs 9 rows
     monkeypatch.setattr(packing, "MIN_ROWS", 10**9)  # packing off: the reference
-    ref_greedy = greedy_decode(model, src, max_len=12, return_scores=True)
-    ref_beam = beam_search(model, src, beam_size=3, max_len=12, n_best=3)
+    ref_greedy = greedy_decode(model, src, force_len=12, return_scores=True)
+    ref_beam = beam_search(model, src, beam_size=3, min_len=12, max_len=12, n_best=3)
     monkeypatch.setattr(packing, "MIN_ROWS", 8)
     calls = _count_packed_calls(monkeypatch)
-    got_greedy = greedy_decode(model, src, max_len=12, return_scores=True)
-    assert calls and set(calls) == {9}  # packed for the 9 starting rows, and only used at 9 rows
+    got_greedy = greedy_decode(model, src, force_len=12, return_scores=True)
+    assert calls and set(calls) == {9}  # packed for the 9 rows, and only used at 9 rows
     calls.clear()
-    got_beam = beam_search(model, src, beam_size=3, max_len=12, n_best=3)
+    got_beam = beam_search(model, src, beam_size=3, min_len=12, max_len=12, n_best=3)
     assert calls and set(calls) == {27}
     assert got_greedy.tokens == ref_greedy.tokens
     torch.testing.assert_close(torch.tensor(got_greedy.scores), torch.tensor(ref_greedy.scores), atol=1e-5, rtol=0)
     assert [[h.tokens for h in hs] for hs in got_beam] == [[h.tokens for h in hs] for hs in ref_beam]
     assert not any("forward" in m.__dict__ for m in model.modules())  # the class forward is back everywhere
+    calls.clear()
+    greedy_decode(model, src, max_len=12)  # free decoding: sentences finish early, no packing
+    beam_search(model, src, beam_size=3, max_len=12)
+    assert calls == []
     drop_packs(model)
 
 

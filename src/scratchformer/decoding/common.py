@@ -85,12 +85,15 @@ class Seq2SeqSteps:
     """
 
     def __init__(self, model: EncoderDecoder, memory: Tensor, src_mask: Tensor, use_cache: bool = True,
-                 group: int = 1) -> None:
+                 group: int = 1, pack: bool = False) -> None:
         self.model, self.memory, self.src_mask, self.group = model, memory, src_mask, group
         self.cache = model.new_cache() if use_cache else None
         self.rows = memory.size(0) * group
-        self._packing = ExitStack()  # GEMM weights packed for the starting row count (CPU, 8+ rows; packing.py)
-        self._packed_rows: int | None = None
+        # pack=True: GEMM weights packed for the starting row count (CPU, 8+ rows; packing.py). It pays only when
+        # that count holds for most of the call, so the searches ask for it when every sentence must run to the
+        # same length (force_len / min_len = max_len); in free decoding sentences finish early and it does not.
+        self._packing = ExitStack()
+        self._packed_rows: int | None = None if pack else 0
 
     def __enter__(self) -> Seq2SeqSteps:
         return self
@@ -114,7 +117,7 @@ class Seq2SeqSteps:
         # cache), so no self-attention mask is built; ids were validated by encode() and come from the model's own
         # vocabulary, so check_ids' device syncs are skipped. Cached == uncached tests guard this path.
         m, cache = self.model, self.cache
-        if self._packed_rows is None:  # first step: pack for the row count the call starts with
+        if self._packed_rows is None:  # first step of a packed call: pack for the row count it starts with
             self._packed_rows = self.rows
             self._packing.enter_context(packed_linears(m, [m.decoder, m.generator], self.rows))
         x = m.tgt_embed(new, offset=cache.length)  # (N, 1, D)

@@ -65,7 +65,7 @@ def greedy_decode(
         limits = length_limits(src, pad, max_len, cap)  # (B,)
         src_mask = model.src_mask(src)  # (B, 1, 1, L_src)
         memory = model.encode(src, src_mask)  # (B, L_src, D)
-        with Seq2SeqSteps(model, memory, src_mask, use_cache) as steps:
+        with Seq2SeqSteps(model, memory, src_mask, use_cache, pack=force_len is not None) as steps:
             out = _greedy_loop(steps, limits, bos, eos, pad, min_len, return_scores, return_logits)
     if return_scores or return_logits:
         return out

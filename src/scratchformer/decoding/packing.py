@@ -11,8 +11,11 @@ a decoding loop keeps fixed until a sentence finishes. Measured on a 2-core Xeon
 8-128 rows, the same numbers to the last bit; packing costs ~30 ms and the memory of the weights again.
 
 So: packs are made for the row count a decoding call starts with (8 rows or more), kept for the next call
-(one set per model: a translation job's batches mostly have the same size), and set aside as soon as the
-row count changes (a sentence finished: the rest of the call runs unpacked, as without this module).
+(one set per model), and set aside as soon as the row count changes (a sentence finished: the rest of the
+call runs unpacked). The searches pack only calls whose row count cannot change: every sentence forced to
+the same length (greedy `force_len`, beam `min_len` = budget), as in benchmarks and fixed-length generation.
+In free translation sentences finish after a few steps, and packing measured no gain (the shipped en-zh
+model, 320 test sentences, batch 32: greedy 1.18 vs 1.17 s, beam 4 2.94 vs 2.82 s), so it stays off there.
 
 The packs live outside the modules (nothing changes in state dicts, tying or interop): while the context is
 open, each covered nn.Linear has an instance-level `forward` that uses its pack when the input has the
