@@ -26,7 +26,7 @@ from benchlib import cpu_model, log, setup_threads
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = {"padding": "bench_padding.py", "train": "bench_train.py", "decode": "bench_decode.py",
-           "memory": "bench_memory.py", "quality": "bench_quality.py"}
+           "floor": "bench_decode_floor.py", "memory": "bench_memory.py", "quality": "bench_quality.py"}
 EXTRAS = {"train": ["--bf16", "--compile"]}  # slow figures, skipped with --no-extras
 WHY_MARK = "## Why"
 
