@@ -92,3 +92,19 @@ def test_empty_batch(make_seq2seq):
     model = make_seq2seq(0)
     assert greedy_decode(model, []) == []
     assert beam_search(model, []) == []
+
+
+def test_special_ids_default_to_the_models_own(tiny_seq2seq):
+    """An imported Marian-style model starts from its decoder_start_id and ends at its eos_token_id."""
+    from scratchformer.decoding.common import special_ids
+
+    model = tiny_seq2seq(0, 40, decoder_start_id=0, extra={"eos_token_id": 5})
+    assert special_ids(model, None, None, None) == (0, 5, 0)
+    assert special_ids(model, 1, 2, 3) == (1, 2, 3)
+    src = [[7, 8, 9, 5]]
+    out = greedy_decode(model, src, max_len=8, return_logits=True)
+    explicit = greedy_decode(model, src, max_len=8, bos=0, eos=5, pad=0, return_logits=True)
+    assert out.tokens == explicit.tokens and torch.equal(out.logits, explicit.logits)
+    assert 5 not in out.tokens[0]  # generation stops at the model's EOS, which is never returned
+    assert [h[0].tokens for h in beam_search(model, src, max_len=8)] == \
+        [h[0].tokens for h in beam_search(model, src, max_len=8, bos=0, eos=5, pad=0)]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from scratchformer.data.tokenizers import BOS_ID, EOS_ID, PAD_ID
+from scratchformer.data.tokenizers import BOS_ID, EOS_ID
 from scratchformer.decoding.common import (
     Seq2SeqSteps,
     as_src_tensor,
@@ -34,6 +34,7 @@ from scratchformer.decoding.common import (
     length_limits,
     length_penalty,
     model_device,
+    special_ids,
 )
 from scratchformer.model.transformer import EncoderDecoder
 
@@ -58,9 +59,9 @@ def beam_search(
     beam_size: int = 4,
     alpha: float = 0.6,
     max_len: int | None = None,
-    eos: int = EOS_ID,
-    bos: int = BOS_ID,
-    pad: int = PAD_ID,
+    eos: int | None = None,
+    bos: int | None = None,
+    pad: int | None = None,
     n_best: int = 1,
     use_cache: bool = True,
     min_len: int = 0,
@@ -69,7 +70,9 @@ def beam_search(
 
     max_len: most tokens per sentence, EOS not counted; None -> src_len + 50, capped at model.config.max_len.
     PAD is never emitted; EOS is suppressed until `min_len` tokens were emitted.
+    bos / eos / pad: None -> the model's own (decoder_start_id, extra["eos_token_id"], pad_id), else ours (1, 2, 0).
     """
+    bos, eos, pad = special_ids(model, bos, eos, pad)
     with eval_mode(model):
         src = as_src_tensor(src, pad, model_device(model))
         if src.size(0) == 0:

@@ -19,6 +19,7 @@ from contextlib import ExitStack, contextmanager
 import torch
 from torch import Tensor, nn
 
+from scratchformer.data.tokenizers import BOS_ID, EOS_ID, PAD_ID
 from scratchformer.decoding.packing import packed_linears
 from scratchformer.model.transformer import EncoderDecoder
 
@@ -58,6 +59,20 @@ def as_src_tensor(src: Tensor | Sequence[Sequence[int]], pad: int, device: torch
     if isinstance(src, Tensor):
         return src.to(device=device, dtype=torch.long)
     return pad_ids(src, pad, device)
+
+
+def special_ids(model: EncoderDecoder, bos: int | None, eos: int | None, pad: int | None) -> tuple[int, int, int]:
+    """The start, end and padding ids a search uses: the ones given, else the model's own (an imported Marian or
+    BART model starts from its decoder_start_token_id and ends at its eos_token_id, as Hugging Face's generate
+    does), else ours (BOS 1, EOS 2, PAD 0)."""
+    c = model.config
+    if bos is None:
+        bos = c.decoder_start_id if c.decoder_start_id is not None else c.extra.get("decoder_start_token_id", BOS_ID)
+    if eos is None:
+        eos = c.extra.get("eos_token_id", EOS_ID)
+    if pad is None:
+        pad = c.pad_id if c.pad_id is not None else PAD_ID
+    return bos, eos, pad
 
 
 def length_limits(src: Tensor, pad: int, max_len: int | None, cap: int) -> Tensor:

@@ -15,8 +15,14 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from scratchformer.data.tokenizers import BOS_ID, EOS_ID, PAD_ID
-from scratchformer.decoding.common import Seq2SeqSteps, as_src_tensor, eval_mode, length_limits, model_device
+from scratchformer.decoding.common import (
+    Seq2SeqSteps,
+    as_src_tensor,
+    eval_mode,
+    length_limits,
+    model_device,
+    special_ids,
+)
 from scratchformer.model.transformer import EncoderDecoder
 
 NEG_INF = float("-inf")
@@ -37,9 +43,9 @@ def greedy_decode(
     src: Tensor | Sequence[Sequence[int]],
     max_len: int | None = None,
     use_cache: bool = True,
-    bos: int = BOS_ID,
-    eos: int = EOS_ID,
-    pad: int = PAD_ID,
+    bos: int | None = None,
+    eos: int | None = None,
+    pad: int | None = None,
     return_scores: bool = False,
     min_len: int = 0,
     force_len: int | None = None,
@@ -51,6 +57,7 @@ def greedy_decode(
     Always capped at model.config.max_len. min_len: EOS is suppressed until that many tokens were emitted.
     force_len=N: every sentence emits exactly N tokens (EOS suppressed, budget N), for benchmarks.
     use_cache=False re-runs the decoder on the whole prefix each step (the reference loop).
+    bos / eos / pad: None -> the model's own (decoder_start_id, extra["eos_token_id"], pad_id), else ours (1, 2, 0).
     Returns the token lists, or a GreedyOutput when return_scores / return_logits is set.
     """
     cap = model.config.max_len
@@ -58,6 +65,7 @@ def greedy_decode(
         if not 0 < force_len <= cap:
             raise ValueError(f"force_len={force_len} must be in [1, model max_len={cap}]")
         max_len, min_len = force_len, force_len
+    bos, eos, pad = special_ids(model, bos, eos, pad)
     with eval_mode(model):
         src = as_src_tensor(src, pad, model_device(model))
         if src.size(0) == 0:
