@@ -32,7 +32,7 @@ def test_fixed_length_decoding_with_packs_equals_without(tiny_model, tiny_source
     monkeypatch.setattr(packing, "MIN_ROWS", 10**9)  # packing off: the reference
     ref_greedy = greedy_decode(model, src, force_len=12, return_scores=True)
     ref_beam = beam_search(model, src, beam_size=3, min_len=12, max_len=12, n_best=3)
-    monkeypatch.setattr(packing, "MIN_ROWS", 8)
+    monkeypatch.setattr(packing, "MIN_ROWS", 4)
     calls = _count_packed_calls(monkeypatch)
     got_greedy = greedy_decode(model, src, force_len=12, return_scores=True)
     assert calls and set(calls) == {9}  # packed for the 9 rows, and only used at 9 rows
@@ -44,9 +44,14 @@ def test_fixed_length_decoding_with_packs_equals_without(tiny_model, tiny_source
     assert [[h.tokens for h in hs] for hs in got_beam] == [[h.tokens for h in hs] for hs in ref_beam]
     assert not any("forward" in m.__dict__ for m in model.modules())  # the class forward is back everywhere
     calls.clear()
-    greedy_decode(model, src, max_len=12)  # free decoding: sentences finish early, no packing
+    greedy_decode(model, src, max_len=12)  # batched free decoding: sentences finish early, no packing
     beam_search(model, src, beam_size=3, max_len=12)
     assert calls == []
+    one = src[:1]  # beam search over one sentence: its 4 beams run to its end, packed
+    ref_one = [[h.tokens for h in hs] for hs in beam_search(model, one, beam_size=4, max_len=12, n_best=4)]
+    assert calls and set(calls) == {4}
+    monkeypatch.setattr(packing, "MIN_ROWS", 10**9)
+    assert [[h.tokens for h in hs] for hs in beam_search(model, one, beam_size=4, max_len=12, n_best=4)] == ref_one
     drop_packs(model)
 
 
@@ -73,7 +78,7 @@ def test_no_packing_with_gradients_in_training_or_below_min_rows():
     with packed_linears(owner, [owner], rows=8) as on:  # gradients enabled
         assert not on
     with torch.no_grad():
-        with packed_linears(owner.eval(), [owner], rows=4) as on:  # below MIN_ROWS
+        with packed_linears(owner.eval(), [owner], rows=2) as on:  # below MIN_ROWS
             assert not on
         with packed_linears(owner.train(), [owner], rows=8) as on:
             assert not on

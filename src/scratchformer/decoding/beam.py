@@ -81,7 +81,8 @@ def beam_search(
         src_mask = model.src_mask(src)  # (B, 1, 1, L_src)
         memory = model.encode(src, src_mask)  # (B, L_src, D)
         # B*K decoding rows (sentence-major); the K beams of a sentence share its memory row
-        fixed = min_len >= int(limits.max())  # every sentence runs to the same length: the row count holds
+        # the row count holds until the end: one sentence (its beams run until it is done), or a fixed length
+        fixed = src.size(0) == 1 or min_len >= int(limits.max())
         with Seq2SeqSteps(model, memory, src_mask, use_cache, group=beam_size, pack=fixed) as steps:
 
             def step_fn(tokens: Tensor, index: Tensor | None) -> Tensor:

@@ -104,9 +104,9 @@ class Seq2SeqSteps:
         self.model, self.memory, self.src_mask, self.group = model, memory, src_mask, group
         self.cache = model.new_cache() if use_cache else None
         self.rows = memory.size(0) * group
-        # pack=True: GEMM weights packed for the starting row count (CPU, 8+ rows; packing.py). It pays only when
-        # that count holds for most of the call, so the searches ask for it when every sentence must run to the
-        # same length (force_len / min_len = max_len); in free decoding sentences finish early and it does not.
+        # pack=True: GEMM weights packed for the starting row count (CPU, 4+ rows; packing.py). It pays only when
+        # that count holds for the whole call, so the searches ask for it only then (one sentence in beam search,
+        # or every sentence forced to the same length); in batched free decoding sentences finish early.
         self._packing = ExitStack()
         self._packed_rows: int | None = None if pack else 0
 

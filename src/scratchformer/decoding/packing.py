@@ -3,19 +3,21 @@
     with packed_linears(model, [model.decoder, model.generator], rows=32):   # around the decoding loop
         ...  # every nn.Linear called on exactly 32 rows runs MKL's packed sgemm; other row counts as before
 
-A decoding step at 8-128 rows is a handful of skinny GEMMs, (N x 512) @ (512 x 2048) and the like. MKL can
+A decoding step at 4-128 rows is a handful of skinny GEMMs, (N x 512) @ (512 x 2048) and the like. MKL can
 re-lay a weight matrix once into the blocked order its kernel reads (`cblas_sgemm_pack`, reached through
 `torch.ops.mkl._mkl_reorder_linear_weight`, the op torch.compile's CPU backend uses for the same purpose). A
 packed weight is only fast for the row count it was packed for (other counts run slower than unpacked), which
-a decoding loop keeps fixed until a sentence finishes. Measured on a 2-core Xeon: 1.15-1.4x faster GEMMs at
-8-128 rows, the same numbers to the last bit; packing costs ~30 ms and the memory of the weights again.
+a decoding loop keeps fixed until a sentence finishes. Measured on a 2-core Xeon, the 37 GEMMs of a
+paper-base decoding step: 1.3x faster at 4 and 8 rows, 1.15-1.4x at 32-128, the same numbers to the last bit;
+packing costs ~30 ms per 100 MB of weights and as much memory again.
 
-So: packs are made for the row count a decoding call starts with (8 rows or more), kept for the next call
+So: packs are made for the row count a decoding call starts with (4 rows or more), kept for the next call
 (one set per model), and set aside as soon as the row count changes (a sentence finished: the rest of the
-call runs unpacked). The searches pack only calls whose row count cannot change: every sentence forced to
-the same length (greedy `force_len`, beam `min_len` = budget), as in benchmarks and fixed-length generation.
-In free translation sentences finish after a few steps, and packing measured no gain (the shipped en-zh
-model, 320 test sentences, batch 32: greedy 1.18 vs 1.17 s, beam 4 2.94 vs 2.82 s), so it stays off there.
+call runs unpacked). The searches pack only calls whose row count cannot change before the end: beam search
+over one sentence (its K beams run until it is done: interactive translation), and every sentence forced to
+the same length (greedy `force_len`, beam `min_len` = budget; benchmarks, fixed-length generation). In batched
+free translation sentences finish after a few steps, and packing measured no gain (the shipped en-zh model,
+320 test sentences, batch 32: greedy 1.18 vs 1.17 s, beam 4 2.94 vs 2.82 s), so it stays off there.
 
 The packs live outside the modules (nothing changes in state dicts, tying or interop): while the context is
 open, each covered nn.Linear has an instance-level `forward` that uses its pack when the input has the
@@ -34,7 +36,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-MIN_ROWS = 8  # below this the unpacked GEMV-like path is as fast (batch 1, beam 4 x 1)
+MIN_ROWS = 4  # at 1-2 rows MKL's unpacked GEMV path is as fast; at 4 rows packed runs a step's GEMMs 1.3x faster
 
 _PACKS: weakref.WeakKeyDictionary[nn.Module, Packs] = weakref.WeakKeyDictionary()  # model -> its last packs
 
