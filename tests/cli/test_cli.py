@@ -76,6 +76,17 @@ def test_train_translate_evaluate(capsys, toy_run, tmp_path):
     assert result["exact_match"] == 1.0 and result["bleu"] == 100.0 and "tok:zh" in result["bleu_signature"]
     code, _, err = run(capsys, "translate", str(toy_run), "--show-attention", str(tmp_path / "a.png"), "i love you")
     assert code == 0 and (tmp_path / "a.png").exists()
+    code, out, _ = run(capsys, "translate", str(toy_run), "--batch-size", "1", "--max-tokens", "8", "--threads",
+                       "1", "--beam", "4", "hello", "", "good night")
+    assert code == 0 and out.split("\n")[:3] == ["你好", "", "晚安"]  # same outputs, one sentence per batch
+    code, out, _ = run(capsys, "translate", str(toy_run), "--max-len", "1", "--beam", "1", "good night")
+    assert code == 0 and out.split("\n")[0] == "晚"  # one output token
+
+
+@pytest.mark.parametrize("flag", ["--batch-size", "--max-tokens", "--max-len", "--threads"])
+def test_translate_rejects_non_positive_sizes(capsys, toy_run, flag):
+    code, out, err = run(capsys, "translate", str(toy_run), flag, "0", "hello")
+    assert code == 2 and flag.lstrip("-").replace("-", "_") in err.replace("-", "_") and err.count("\n") == 1
 
 
 def test_existing_run_is_not_overwritten_silently(capsys, toy_run):

@@ -21,13 +21,20 @@ def cmd_translate(args: argparse.Namespace) -> int:
     from scratchformer.decoding import translate_texts
     from scratchformer.runs import load_run
 
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads {args.threads}: give a number of CPU threads >= 1")
+        import torch
+
+        torch.set_num_threads(args.threads)
     run = load_run(args.run_dir, args.weights)
     if args.int8:
         from scratchformer.decoding.quantize import quantize_int8
 
         run.model = quantize_int8(run.model)
     texts = _inputs(args)
-    outputs = translate_texts(run.model, run.src_tok, run.tgt_tok, texts, beam=args.beam, alpha=args.alpha)
+    outputs = translate_texts(run.model, run.src_tok, run.tgt_tok, texts, beam=args.beam, alpha=args.alpha,
+                              batch_size=args.batch_size, max_tokens=args.max_tokens, max_len=args.max_len)
     for line in outputs:
         print(line, flush=True)
     if args.show_attention:
@@ -45,6 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--file", help="read sentences from FILE ('-' for stdin), one per line")
     p.add_argument("--beam", type=int, default=4, help="beam size (1 = greedy); the paper uses 4")
     p.add_argument("--alpha", type=float, default=0.6, help="GNMT length penalty ((5+|Y|)/6)^alpha")
+    p.add_argument("--batch-size", type=int, default=32, help="sentences decoded together (default 32)")
+    p.add_argument("--max-tokens", type=int, default=None, help="also cap a batch at this many padded source tokens")
+    p.add_argument("--max-len", type=int, default=None,
+                   help="most output tokens per sentence (default: source length + 50, the paper's rule)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--weights", help="another safetensors file of the same run (e.g. averaged.safetensors)")
     p.add_argument("--int8", action="store_true", help="dynamic int8 quantisation of Linear layers (CPU)")
     p.add_argument("--show-attention", metavar="PNG", help="write the first sentence's cross-attention heatmap")

@@ -33,6 +33,9 @@ def translate_texts(
     (with one warning)."""
     if beam < 1 or batch_size < 1:
         raise ValueError(f"beam={beam} and batch_size={batch_size} must be >= 1")
+    for name, value in (("max_tokens", max_tokens), ("max_len", max_len)):
+        if value is not None and value < 1:
+            raise ValueError(f"{name}={value} must be >= 1 (or left unset)")
     limit = model.config.max_len
     ids = src_tok.encode_batch(texts)
     long = sum(len(s) + 1 > limit for s in ids)
