@@ -118,7 +118,7 @@ class Runs:
     """Runs shared by several tests, each trained once per session, on first use. The two torchrun jobs start
     together, in the background, when either is first needed: on a busy 2-core machine that halves their wait."""
 
-    TORCHRUN_JOBS = {"ddp": (), "fsdp_half": ("--fsdp", "true", "--max-steps", str(STEPS // 2))}
+    TORCHRUN_JOBS = {"ddp": ("--eval-every", "2"), "fsdp_half": ("--fsdp", "true", "--max-steps", str(STEPS // 2))}
 
     def __init__(self, launcher: Launcher) -> None:
         self.launch, self.root = launcher, launcher.root
@@ -156,7 +156,8 @@ class Runs:
 
     @property
     def one_process_2b(self) -> Path:
-        return self._get("one_2b", lambda out: self.launch.single(out, "--max-tokens", str(2 * MAX_TOKENS)))
+        return self._get("one_2b", lambda out: self.launch.single(out, "--max-tokens", str(2 * MAX_TOKENS),
+                                                                 "--eval-every", "2"))
 
     @property
     def one_process_accum(self) -> Path:

@@ -42,6 +42,20 @@ def test_two_ranks_equal_one_process_with_double_batch_and_with_accumulation(run
             assert math.isclose(loss, losses[step], rel_tol=TOL), (other.name, step, loss, losses[step])
 
 
+def _valid_losses(run: Path) -> dict[int, float]:
+    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    return {r["step"]: r["valid_loss"] for r in records if r["kind"] == "valid"}
+
+
+def test_ranks_share_validation_and_report_the_full_set(runs):
+    """Each DDP rank scores half the validation batches; the summed figures equal one process scoring all."""
+    runs.start_torchrun_jobs()
+    ref, ddp = _valid_losses(runs.one_process_2b), _valid_losses(runs.ddp)
+    assert sorted(ref) == sorted(ddp) == [2, 4]
+    for step in ref:
+        assert math.isclose(ref[step], ddp[step], rel_tol=TOL), (step, ref[step], ddp[step])
+
+
 def test_the_comparison_can_fail(runs, launcher, tmp_path):
     """Half the examples per update (batch b, no accumulation) moves the weights far beyond the tolerance."""
     half = tmp_path / "half"

@@ -266,9 +266,15 @@ class Trainer:
         self.model.eval()
         loss_sum = nll_sum = n = 0.0
         lengths = self._lengths(self.valid_examples)
-        for idx in token_batches(lengths, self.cfg.max_tokens, shuffle=False, seed=0) if lengths else []:
+        batches = token_batches(lengths, self.cfg.max_tokens, shuffle=False, seed=0) if lengths else []
+        # Under DDP each rank scores every world_size-th batch and the sums are added up: the same figures, 1/world
+        # of the time. FSDP's forward is a collective (it gathers the shards), so there every rank runs every batch.
+        shard = self.dist.enabled and not self.cfg.fsdp
+        for idx in batches[self.dist.rank :: self.dist.world_size] if shard else batches:
             out = self._forward_loss_eval(self._collate([self.valid_examples[i] for i in idx]))
             loss_sum, nll_sum, n = loss_sum + float(out.loss_sum), nll_sum + float(out.nll_sum), n + out.n_tokens
+        if shard:
+            loss_sum, nll_sum, n = (dist_utils.all_reduce_sum(x, self.dist) for x in (loss_sum, nll_sum, n))
         result: dict[str, Any] = {"valid_loss": loss_sum / max(n, 1), "valid_nll": nll_sum / max(n, 1),
                                   "valid_ppl": math.exp(min(nll_sum / max(n, 1), 50))}
         if self.cfg.task == "translate" and self.cfg.bleu_samples > 0:
