@@ -101,6 +101,8 @@ def test_special_ids_default_to_the_models_own(tiny_seq2seq):
     model = tiny_seq2seq(0, 40, decoder_start_id=0, extra={"eos_token_id": 5})
     assert special_ids(model, None, None, None) == (0, 5, 0)
     assert special_ids(model, 1, 2, 3) == (1, 2, 3)
+    ours = tiny_seq2seq(0, 40, extra={"eos_token_id": None, "decoder_start_token_id": None})  # null ids in a file
+    assert special_ids(ours, None, None, None) == (1, 2, 0)
     src = [[7, 8, 9, 5]]
     out = greedy_decode(model, src, max_len=8, return_logits=True)
     explicit = greedy_decode(model, src, max_len=8, bos=0, eos=5, pad=0, return_logits=True)

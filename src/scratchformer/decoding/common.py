@@ -66,13 +66,12 @@ def special_ids(model: EncoderDecoder, bos: int | None, eos: int | None, pad: in
     BART model starts from its decoder_start_token_id and ends at its eos_token_id, as Hugging Face's generate
     does), else ours (BOS 1, EOS 2, PAD 0)."""
     c = model.config
-    if bos is None:
-        bos = c.decoder_start_id if c.decoder_start_id is not None else c.extra.get("decoder_start_token_id", BOS_ID)
-    if eos is None:
-        eos = c.extra.get("eos_token_id", EOS_ID)
-    if pad is None:
-        pad = c.pad_id if c.pad_id is not None else PAD_ID
-    return bos, eos, pad
+
+    def first(*ids: int | None) -> int:  # imported configs may hold null ids
+        return next(i for i in ids if i is not None)
+
+    bos = first(bos, c.decoder_start_id, c.extra.get("decoder_start_token_id"), BOS_ID)
+    return bos, first(eos, c.extra.get("eos_token_id"), EOS_ID), first(pad, c.pad_id, PAD_ID)
 
 
 def length_limits(src: Tensor, pad: int, max_len: int | None, cap: int) -> Tensor:
@@ -107,8 +106,8 @@ class Seq2SeqSteps:
         # pack=True: GEMM weights packed for the starting row count (CPU, 4+ rows; packing.py). It pays only when
         # that count holds for the whole call, so the searches ask for it only then (one sentence in beam search,
         # or every sentence forced to the same length); in batched free decoding sentences finish early.
+        self._pack_pending = pack  # packed on the first cached step, closed when the row count changes
         self._packing = ExitStack()
-        self._packed_rows: int | None = None if pack else 0
 
     def __enter__(self) -> Seq2SeqSteps:
         return self
@@ -132,8 +131,8 @@ class Seq2SeqSteps:
         # cache), so no self-attention mask is built; ids were validated by encode() and come from the model's own
         # vocabulary, so check_ids' device syncs are skipped. Cached == uncached tests guard this path.
         m, cache = self.model, self.cache
-        if self._packed_rows is None:  # first step of a packed call: pack for the row count it starts with
-            self._packed_rows = self.rows
+        if self._pack_pending:  # first step of a packed call: pack for the row count it starts with
+            self._pack_pending = False
             self._packing.enter_context(packed_linears(m, [m.decoder, m.generator], self.rows))
         x = m.tgt_embed(new, offset=cache.length)  # (N, 1, D)
         hidden = m.decoder(x, self.memory, None, self.src_mask, cache)  # (N, 1, D)

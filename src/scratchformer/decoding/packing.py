@@ -23,7 +23,8 @@ The packs live outside the modules (nothing changes in state dicts, tying or int
 open, each covered nn.Linear has an instance-level `forward` that uses its pack when the input has the
 packed row count and falls back to F.linear otherwise; an in-place change of a weight retires its pack.
 A no-op where torch has no MKL (ARM, some builds), on GPUs, in training mode, with gradients enabled, and for
-dynamic-int8 models (their Linear layers are not nn.Linear).
+dynamic-int8 models (their Linear layers are not nn.Linear). Not for two threads decoding with one model at
+the same time (they would swap each other's `forward`): give each thread its own copy of the model.
 """
 
 from __future__ import annotations
