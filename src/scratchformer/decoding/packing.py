@@ -8,7 +8,7 @@ re-lay a weight matrix once into the blocked order its kernel reads (`cblas_sgem
 `torch.ops.mkl._mkl_reorder_linear_weight`, the op torch.compile's CPU backend uses for the same purpose). A
 packed weight is only fast for the row count it was packed for (other counts run slower than unpacked), which
 a decoding loop keeps fixed until a sentence finishes. Measured on a 2-core Xeon, the 37 GEMMs of a
-paper-base decoding step: 1.3x faster at 4 and 8 rows, 1.15-1.4x at 32-128, the same numbers to the last bit;
+paper-base decoding step: 1.3x faster at 4 and 8 rows, 1.15x at 32 and 128, the same numbers to the last bit;
 packing costs ~30 ms per 100 MB of weights and as much memory again.
 
 So: packs are made for the row count a decoding call starts with (4 rows or more), kept for the next call
