@@ -119,3 +119,23 @@ def test_malformed_corpus_line_is_reported_with_its_number(capsys, tmp_path):
                      "--max-steps", "2", "--quiet", "--no-test", "--on-error", "skip", "--bleu-samples", "0",
                      "--src-tokenizer", "word", "--max-tokens", "64", "--warmup", "2")
     assert code == 0
+
+
+def test_training_reads_each_split_once(capsys, tmp_path, monkeypatch):
+    """The train split feeds both the tokenizer and the examples from one read (a `--on-error skip` warning or a
+    slow corpus shows up once)."""
+    import scratchformer.training.trainer as trainer
+
+    reads, real = [], trainer.load_pairs
+
+    def counting(source, split="train", **kw):
+        reads.append(split)
+        return real(source, split, **kw)
+
+    monkeypatch.setattr(trainer, "load_pairs", counting)
+    corpus = tmp_path / "c.tsv"
+    corpus.write_text("hello\t你好\ngood night\t晚安\n")
+    code, _, _ = run(capsys, "train", "--corpus", str(corpus), "--preset", "tiny", "--out", str(tmp_path / "r"),
+                     "--max-steps", "1", "--quiet", "--no-test", "--bleu-samples", "0", "--src-tokenizer", "word",
+                     "--max-tokens", "64", "--warmup", "2")
+    assert code == 0 and reads.count("train") == 1 and reads.count("valid") == 1

@@ -99,9 +99,10 @@ class EncoderTaskTrainer(Trainer):
             raise ConfigError("--init starts a classifier from an encoder run (--task classify); to continue an "
                               "mlm run, train it again with --resume and a larger --max-steps")
         if cfg.task == "mlm":
-            texts, labels = load_text(cfg.corpus, "train", side=cfg.text_side, on_error=cfg.on_error), []
+            train = texts = load_text(cfg.corpus, "train", side=cfg.text_side, on_error=cfg.on_error)
+            labels = []
         else:
-            pairs = load_pairs(cfg.corpus, "train", on_error=cfg.on_error)
+            train = pairs = load_pairs(cfg.corpus, "train", on_error=cfg.on_error)
             texts, labels = [t for t, _ in pairs], sorted({y for _, y in pairs})
             if len(labels) < 2:
                 raise ConfigError(f"{cfg.corpus}: the train split has {len(labels)} label(s); "
@@ -115,7 +116,7 @@ class EncoderTaskTrainer(Trainer):
             self.src_tok, self.tgt_tok = load_tokenizers(run)
         self.mask_id = self.model_config.extra.get("mask_id")
         self.labels = list(self.model_config.extra.get("labels", []))
-        self.train_examples = self._examples("train")
+        self.train_examples = self._examples("train", train)  # read once: for the tokenizer and the examples
         self.valid_examples = self._examples("valid")
         if not self.train_examples:
             raise ConfigError(f"corpus {cfg.corpus!r} has no training sentences")
@@ -153,12 +154,13 @@ class EncoderTaskTrainer(Trainer):
             return with_head(base, "mlm")
         return with_head(base, "classification", n_classes=len(labels), labels=labels)
 
-    def _examples(self, split: str) -> list:
+    def _examples(self, split: str, loaded: list | None = None) -> list:
         cfg = self.cfg
         if cfg.task == "mlm":
-            texts = load_text(cfg.corpus, split, side=cfg.text_side, on_error=cfg.on_error)
+            texts = loaded if loaded is not None else load_text(cfg.corpus, split, side=cfg.text_side,
+                                                                on_error=cfg.on_error)
             return [s for s in encode_sentences(self.tgt_tok, texts, cfg.max_len) if len(s) > 2]
-        pairs = load_pairs(cfg.corpus, split, on_error=cfg.on_error)
+        pairs = loaded if loaded is not None else load_pairs(cfg.corpus, split, on_error=cfg.on_error)
         unknown = sorted({y for _, y in pairs} - set(self.labels))
         if unknown:
             raise ConfigError(f"{cfg.corpus} ({split}): labels {unknown[:3]} do not occur in the train split")

@@ -76,12 +76,14 @@ class Trainer:
         dist_utils.barrier(self.dist)
         return load_tokenizers(run)
 
-    def _examples(self, split: str) -> list:
+    def _examples(self, split: str, loaded: list | None = None) -> list:
+        """The encoded examples of `split`; `loaded`: its pairs (translate) or texts (lm) when already read."""
         cfg = self.cfg
         if cfg.task == "translate":
-            pairs = load_pairs(cfg.corpus, split, on_error=cfg.on_error)
+            pairs = loaded if loaded is not None else load_pairs(cfg.corpus, split, on_error=cfg.on_error)
             return encode_pairs(pairs, self.src_tok, self.tgt_tok, cfg.max_len)
-        texts = load_text(cfg.corpus, split, side=cfg.text_side, on_error=cfg.on_error)
+        texts = loaded if loaded is not None else load_text(cfg.corpus, split, side=cfg.text_side,
+                                                            on_error=cfg.on_error)
         seqs = [[BOS_ID] + ids[: cfg.max_len - 2] + [EOS_ID] for ids in self.tgt_tok.encode_batch(texts)]
         return [s for s in seqs if len(s) > 2]
 
@@ -124,15 +126,16 @@ class Trainer:
         Sets src_tok, tgt_tok, train_examples, valid_examples, model_config; the encoder tasks override it."""
         cfg, run = self.cfg, self.run_dir
         if cfg.task == "translate":
-            train_pairs = load_pairs(cfg.corpus, "train", on_error=cfg.on_error)
-            src_texts, tgt_texts = [s for s, _ in train_pairs], [t for _, t in train_pairs]
+            train = load_pairs(cfg.corpus, "train", on_error=cfg.on_error)
+            src_texts, tgt_texts = [s for s, _ in train], [t for _, t in train]
         elif cfg.task == "lm":
-            src_texts, tgt_texts = [], load_text(cfg.corpus, "train", side=cfg.text_side, on_error=cfg.on_error)
+            train = tgt_texts = load_text(cfg.corpus, "train", side=cfg.text_side, on_error=cfg.on_error)
+            src_texts = []
         else:
             raise ConfigError(f"task {cfg.task!r} is trained by `scratchformer train --task {cfg.task}` "
                               "through its own trainer (see scratchformer.training.tasks)")
         self.src_tok, self.tgt_tok = self._tokenizers(src_texts, tgt_texts)
-        self.train_examples = self._examples("train")
+        self.train_examples = self._examples("train", train)  # read once: for the tokenizer and the examples
         self.valid_examples = self._examples("valid")
         if not self.train_examples:
             raise ConfigError(f"corpus {cfg.corpus!r} has no training examples shorter than max_len={cfg.max_len}")
