@@ -3,8 +3,13 @@
 (torch.compile, flash / fused SDPA kernels), and greedy decoding throughput at batch 1 and 64. < 5 minutes.
 
     .venv/bin/python benchmarks/gpu_bench.py [--steps 30] [--tokens 25000] [--no-compile]
+    .venv/bin/python benchmarks/gpu_bench.py --smoke      # the same code on the CPU, tiny sizes, in seconds
 
-Exits at once with a clear message when CUDA is absent. Prints JSON lines like the CPU benchmarks (benchlib.emit);
+Exits at once with a clear message when CUDA is absent. `--smoke` runs every path of the script (train step,
+MFU arithmetic, decoding) on the CPU with a tiny model, no compile: the test suite runs it, so the script is
+known to work before a GPU is lent (its figures mean nothing).
+
+Prints JSON lines like the CPU benchmarks (benchlib.emit);
 MFU = analytic matmul FLOPs (benchlib.transformer_flops) / step time / the GPU's dense bf16 peak (a table of
 known GPUs; unknown ones report achieved TFLOP/s only). Batches are unpadded (every sentence L tokens), as the
 paper's ~25,000-token batches; our masks are explicit tensors, so SDPA may pick the memory-efficient kernel
@@ -15,6 +20,7 @@ math fallback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from dataclasses import dataclass
@@ -39,6 +45,8 @@ class Plan:
     decode_batches: tuple[int, ...] = (1, 64)
     new_tokens: int = 64
     compile: bool = True
+    device: str = "cuda"
+    preset: str = "paper-base"
 
     @property
     def batch(self) -> int:
@@ -46,6 +54,10 @@ class Plan:
 
     def step_flops(self, d_model: int = 512, d_ff: int = 2048, layers: int = 6) -> float:
         return transformer_flops(d_model, d_ff, layers, layers, self.vocab, self.batch, self.seq_len, self.seq_len)
+
+
+SMOKE = Plan(vocab=64, seq_len=8, tokens=32, steps=1, warmup=1, decode_batches=(1, 2), new_tokens=4, compile=False,
+             device="cpu", preset="tiny")
 
 
 def peak_flops(device_name: str) -> float | None:
@@ -67,19 +79,30 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=int, default=Plan.steps)
     p.add_argument("--tokens", type=int, default=Plan.tokens)
     p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--smoke", action="store_true", help="run every path on the CPU with a tiny model (a check)")
     args = p.parse_args(argv)
-    require_cuda()
-    plan = Plan(steps=args.steps, tokens=args.tokens, compile=not args.no_compile)
-    torch.backends.cuda.matmul.allow_tf32 = True
-    name = torch.cuda.get_device_name()
+    if args.smoke:
+        plan, name = SMOKE, "CPU (smoke run)"
+    else:
+        require_cuda()
+        plan = Plan(steps=args.steps, tokens=args.tokens, compile=not args.no_compile)
+        torch.backends.cuda.matmul.allow_tf32 = True
+        name = torch.cuda.get_device_name()
     train(plan, name)
     decode(plan, name)
 
 
-def _attention_backends():
+def _attention_backends(device: str):
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    if device != "cuda":
+        return contextlib.nullcontext()
     return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION])
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
 
 
 def train(plan: Plan, device_name: str) -> None:
@@ -88,15 +111,15 @@ def train(plan: Plan, device_name: str) -> None:
     from scratchformer.training.schedule import paper_optimizer
 
     torch.manual_seed(0)
-    config = ModelConfig.preset("paper-base", src_vocab_size=plan.vocab, tgt_vocab_size=plan.vocab)
-    model = build_model(config).cuda().train()
+    config = ModelConfig.preset(plan.preset, src_vocab_size=plan.vocab, tgt_vocab_size=plan.vocab)
+    model = build_model(config).to(plan.device).train()
     optimizer = paper_optimizer(model.parameters(), lr=1e-4)
     step_model = torch.compile(model) if plan.compile else model
-    src = torch.randint(4, plan.vocab, (plan.batch, plan.seq_len), device="cuda")
-    tgt = torch.randint(4, plan.vocab, (plan.batch, plan.seq_len + 1), device="cuda")
+    src = torch.randint(4, plan.vocab, (plan.batch, plan.seq_len), device=plan.device)
+    tgt = torch.randint(4, plan.vocab, (plan.batch, plan.seq_len + 1), device=plan.device)
 
     def step() -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16), _attention_backends():
+        with torch.autocast(plan.device, dtype=torch.bfloat16), _attention_backends(plan.device):
             logits = step_model(src, tgt[:, :-1])
         out = label_smoothed_loss(logits, tgt[:, 1:], 0.1, 0)
         optimizer.zero_grad(set_to_none=True)
@@ -106,17 +129,18 @@ def train(plan: Plan, device_name: str) -> None:
     start = time.perf_counter()
     for _ in range(plan.warmup):
         step()
-    torch.cuda.synchronize()
+    _sync(plan.device)
     warm_s = time.perf_counter() - start
     start = time.perf_counter()
     for _ in range(plan.steps):
         step()
-    torch.cuda.synchronize()
+    _sync(plan.device)
     seconds = (time.perf_counter() - start) / plan.steps
     tokens = plan.batch * plan.seq_len
-    flops = plan.step_flops()
+    c = config
+    flops = plan.step_flops(c.d_model, c.d_ff, c.n_encoder_layers)
     peak = peak_flops(device_name)
-    emit(f"gpu train: tokens/s, bf16{' + compile' if plan.compile else ''}, paper-base, {plan.batch} x "
+    emit(f"gpu train: tokens/s, bf16{' + compile' if plan.compile else ''}, {plan.preset}, {plan.batch} x "
          f"{plan.seq_len}", "target tok/s", tokens / seconds, note=f"{device_name}; warm-up incl. compile "
          f"{warm_s:.0f} s", device=device_name)
     if peak:
@@ -131,17 +155,17 @@ def decode(plan: Plan, device_name: str) -> None:
     from scratchformer.decoding import greedy_decode
 
     torch.manual_seed(0)
-    config = ModelConfig.preset("paper-base", src_vocab_size=plan.vocab, tgt_vocab_size=plan.vocab, dropout=0.0)
-    model = build_model(config).cuda().eval().to(torch.bfloat16)
+    config = ModelConfig.preset(plan.preset, src_vocab_size=plan.vocab, tgt_vocab_size=plan.vocab, dropout=0.0)
+    model = build_model(config).to(plan.device).eval().to(torch.bfloat16)
     for batch in plan.decode_batches:
-        src = torch.randint(4, plan.vocab, (batch, plan.seq_len), device="cuda")
+        src = torch.randint(4, plan.vocab, (batch, plan.seq_len), device=plan.device)
         greedy_decode(model, src, force_len=plan.new_tokens)  # warm-up
-        torch.cuda.synchronize()
+        _sync(plan.device)
         times = []
         for _ in range(3):
             start = time.perf_counter()
             greedy_decode(model, src, force_len=plan.new_tokens)
-            torch.cuda.synchronize()
+            _sync(plan.device)
             times.append(time.perf_counter() - start)
         seconds = sorted(times)[1]
         emit(f"gpu decode: greedy, bf16, batch {batch}, {plan.new_tokens} new tokens", "tok/s",

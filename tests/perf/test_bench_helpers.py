@@ -60,3 +60,14 @@ def test_gpu_plan_and_peaks():
 def test_gpu_bench_fails_fast_without_cuda():
     with pytest.raises(SystemExit, match="needs a CUDA GPU"):
         gpu_bench.main([])
+
+
+def test_gpu_bench_smoke_runs_every_path_on_the_cpu(capsys):
+    """The train step, the MFU arithmetic and decoding of gpu_bench.py run (tiny, on the CPU) before a GPU is lent."""
+    gpu_bench.main(["--smoke"])
+    figures = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    names = [f["figure"] for f in figures]
+    assert names[0].startswith("gpu train: tokens/s") and names[1] == "gpu train: achieved TFLOP/s, bf16"
+    assert [n for n in names if n.startswith("gpu decode")] == [
+        "gpu decode: greedy, bf16, batch 1, 4 new tokens", "gpu decode: greedy, bf16, batch 2, 4 new tokens"]
+    assert all(f["ours"] > 0 for f in figures)
