@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gzip
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from scratchformer.errors import ScratchformerError
@@ -122,22 +122,18 @@ def read_tsv(path: str | Path, on_error: str = "stop", name: str | None = None) 
     """Pairs from a ``source<TAB>target`` file; `name` is how messages call the file."""
     path = Path(path)
     bad = _BadLines(name or str(path), on_error)
-    pairs: list[tuple[str, str]] = []
-    for lineno, line in enumerate(_read_lines(path), start=1):
-        if not line.strip():
-            continue
-        fields = line.split("\t")
-        if len(fields) != 2:
-            bad.report(lineno, f"expected 2 tab-separated fields, found {len(fields)}")
-            continue
-        src, tgt = fields[0].strip(), fields[1].strip()
-        reason = _check_pair(src, tgt)
-        if reason:
-            bad.report(lineno, reason)
-            continue
-        pairs.append((src, tgt))
-    bad.summarize()
-    return pairs
+
+    def rows() -> Iterator[tuple[int, str, str]]:
+        for lineno, line in enumerate(_read_lines(path), start=1):
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if len(fields) != 2:
+                bad.report(lineno, f"expected 2 tab-separated fields, found {len(fields)}")
+                continue
+            yield lineno, fields[0].strip(), fields[1].strip()
+
+    return _checked_pairs(rows(), bad)
 
 
 def read_parallel(
@@ -151,12 +147,16 @@ def read_parallel(
             f"{src_path} has {len(src_lines)} lines but {tgt_path} has {len(tgt_lines)}; "
             "the two files must be aligned line by line"
         )
-    bad = _BadLines(f"{src_path},{tgt_path}", on_error)
+    lines = enumerate(zip(src_lines, tgt_lines, strict=True), start=1)
+    rows = ((i, s.strip(), t.strip()) for i, (s, t) in lines if s.strip() or t.strip())  # blank on both: skipped
+    return _checked_pairs(rows, _BadLines(f"{src_path},{tgt_path}", on_error))
+
+
+def _checked_pairs(rows: Iterable[tuple[int, str, str]], bad: _BadLines) -> list[tuple[str, str]]:
+    """The (source, target) of each (line number, source, target) row that passes `_check_pair`; the others go
+    to `bad` (an error, or a warning with the count once the rows are read)."""
     pairs: list[tuple[str, str]] = []
-    for lineno, (s, t) in enumerate(zip(src_lines, tgt_lines, strict=True), start=1):
-        src, tgt = s.strip(), t.strip()
-        if not src and not tgt:
-            continue
+    for lineno, src, tgt in rows:
         reason = _check_pair(src, tgt)
         if reason:
             bad.report(lineno, reason)
