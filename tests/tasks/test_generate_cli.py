@@ -95,6 +95,13 @@ def test_top_p_outside_the_interval_is_one_line_exit_2(lm_run, capsys):
         assert captured.err.startswith("scratchformer generate: error: top_p=") and "(0, 1]" in captured.err
 
 
+def test_non_positive_threads_is_one_line_exit_2(lm_run, capsys):
+    for bad in ("0", "-1"):
+        assert main(["generate", str(lm_run), "Click", "--threads", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err and f"--threads {bad}" in err
+
+
 def test_long_prompt_is_cut_on_the_left_with_a_warning_or_refused(lm_run, capsys):
     long_prompt = "Click the table in the dialog. " * 3  # 93 characters > max_len 48
     assert main(["generate", str(lm_run), long_prompt, "--max-new-tokens", "8", "--temperature", "0"]) == 0

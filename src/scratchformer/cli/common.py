@@ -24,6 +24,17 @@ def parse_bool(text: str) -> bool:
     return text.lower() in _TRUE
 
 
+def set_threads(threads: int | None) -> None:
+    """`--threads N` of the commands that run a model: torch's CPU threads (None: torch's choice)."""
+    if threads is None:
+        return
+    if threads < 1:
+        raise ConfigError(f"--threads {threads}: give a number of CPU threads >= 1")
+    import torch
+
+    torch.set_num_threads(threads)
+
+
 def parse_value(key: str, text: str) -> Any:
     """'d_model=256' -> 256, 'norm=pre' -> 'pre', 'd_k=none' -> None, using the field's declared type."""
     if key not in _TYPES:

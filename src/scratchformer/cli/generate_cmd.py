@@ -57,6 +57,7 @@ def _warn_one_line(message, category, filename, lineno, file=None, line=None) ->
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    from scratchformer.cli.common import set_threads
     from scratchformer.data.tokenizers import BOS_ID, EOS_ID
     from scratchformer.decoding.sampling import check_sampling_args, sample
     from scratchformer.errors import ConfigError
@@ -71,10 +72,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if run.model_config.arch != "decoder":
         raise ConfigError(f"{args.run_dir} holds a {run.model_config.arch} model: generate needs a language-model "
                           "(decoder-only) run, e.g. `scratchformer train --recipe lm-demo`")
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     texts = _prompts(args)
     if not texts:
         raise ConfigError("no prompt: give one as an argument or on stdin")

@@ -18,15 +18,11 @@ def _inputs(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
+    from scratchformer.cli.common import set_threads
     from scratchformer.decoding import translate_texts
     from scratchformer.runs import load_run
 
-    if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"--threads {args.threads}: give a number of CPU threads >= 1")
-        import torch
-
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     run = load_run(args.run_dir, args.weights)
     if args.int8:
         from scratchformer.decoding.quantize import quantize_int8
