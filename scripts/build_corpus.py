@@ -134,9 +134,8 @@ def _read_control(deb: Path) -> str:
     raise ValueError(f"{deb}: no control file")
 
 
-def deb_help_pages(deb: Path, lang_dir: str) -> dict[str, str]:
-    """Map relative path (``text/.../x.html``) -> HTML text, read from the .deb."""
-    tar = None
+def _data_tar(deb: Path) -> tarfile.TarFile:
+    """The ``data.tar.*`` member of a .deb, opened (dpkg-deb decompresses what tarfile cannot)."""
     for name, blob in _ar_members(deb).items():
         if name.startswith("data.tar"):
             tar = _open_tar(name, blob)
@@ -145,16 +144,25 @@ def deb_help_pages(deb: Path, lang_dir: str) -> dict[str, str]:
                     ["dpkg-deb", "--fsys-tarfile", str(deb)], capture_output=True, check=True
                 ).stdout
                 tar = tarfile.open(fileobj=io.BytesIO(raw), mode="r:")
-            break
-    if tar is None:
-        raise ValueError(f"{deb}: no data.tar member")
-    prefix = HELP_PREFIX + lang_dir + "/"
-    pages = {}
+            return tar
+    raise ValueError(f"{deb}: no data.tar member")
+
+
+def deb_files(deb: Path, prefix: str, suffix: str = "") -> dict[str, bytes]:
+    """Map path relative to `prefix` -> bytes, for every regular file under `prefix` ending in `suffix`."""
+    tar = _data_tar(deb)
+    files = {}
     for m in tar.getmembers():
         path = m.name.lstrip("./")
-        if m.isfile() and path.startswith(prefix) and path.endswith(".html"):
-            pages[path[len(prefix) :]] = tar.extractfile(m).read().decode("utf-8")
-    return pages
+        if m.isfile() and path.startswith(prefix) and path.endswith(suffix):
+            files[path[len(prefix) :]] = tar.extractfile(m).read()
+    return files
+
+
+def deb_help_pages(deb: Path, lang_dir: str) -> dict[str, str]:
+    """Map relative path (``text/.../x.html``) -> HTML text, read from the .deb."""
+    files = deb_files(deb, HELP_PREFIX + lang_dir + "/", ".html")
+    return {rel: blob.decode("utf-8") for rel, blob in files.items()}
 
 
 def find_or_download(package: str, deb_dir: Path | None, tmp: Path) -> Path:
@@ -399,8 +407,10 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def split_pairs(pairs: list[tuple[str, str]]) -> dict[str, list[tuple[str, str]]]:
-    """Deterministic leakage-free split (see module docstring)."""
+def split_pairs(
+    pairs: list[tuple[str, str]], n_test: int = N_TEST, n_valid: int = N_VALID
+) -> dict[str, list[tuple[str, str]]]:
+    """Deterministic leakage-free split (see module docstring); test/valid get whole groups up to ~n_test/n_valid."""
     parent = list(range(len(pairs)))
 
     def find(i: int) -> int:
@@ -421,12 +431,12 @@ def split_pairs(pairs: list[tuple[str, str]]) -> dict[str, list[tuple[str, str]]
     ordered = sorted(groups.values(), key=lambda g: min(sha(pairs[i][0]) for i in g))
 
     assign = ["train"] * len(pairs)
-    n_test = n_valid = 0
+    got_test = got_valid = 0
     for g in ordered:
-        if n_test < N_TEST:
-            split, n_test = "test", n_test + len(g)
-        elif n_valid < N_VALID:
-            split, n_valid = "valid", n_valid + len(g)
+        if got_test < n_test:
+            split, got_test = "test", got_test + len(g)
+        elif got_valid < n_valid:
+            split, got_valid = "valid", got_valid + len(g)
         else:
             break
         for i in g:
