@@ -1,0 +1,198 @@
+"""Tests for the bundled ``software`` corpus and the pure parts of scripts/build_software_corpus.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from scratchformer.data.corpus import CORPORA_DIR, load_pairs
+
+ROOT = Path(__file__).resolve().parents[2]
+BUNDLE = CORPORA_DIR / "software"
+SOURCES = ("libreoffice", "gimp", "debian-faq", "maint-guide", "debian-edu", "django", "jupyterlab")
+MERGED = ("train", "valid", "test")
+PER_SOURCE = tuple(f"{split}-{src}" for split in ("test", "valid") for src in SOURCES)
+STATS = json.loads((BUNDLE / "STATS.json").read_text(encoding="utf-8"))
+
+# markup, entities and control characters (everywhere)
+MARKUP = re.compile(r"<[a-zA-Z/!][^>]*>|&[a-z]+;|&#\d+;|[\t\r\n\x00-\x08\ufffd]")
+# gettext placeholders, format fields and accelerators (the new sources: the LibreOffice help writes
+# "{installation}/program" as literal text, and its part is kept exactly as en-zh has it)
+PLACEHOLDERS = re.compile(
+    r"%\([a-z_]+\)[sd]|%[sd]\b|%\d\b|\{\d*\}|\{[a-z_]+\}|\(&[A-Za-z]\)|(?<![\w&])&[A-Z][a-z]"
+)
+
+
+def _script(name: str):
+    """Import a script of scripts/ as a module."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return module
+
+
+SW = _script("build_software_corpus")
+
+
+def norm(text: str) -> str:
+    """Same loose key as build_corpus.norm_key (written out so that the test does not trust the script)."""
+    t = re.sub(r"\s+", "", unicodedata.normalize("NFKC", text).casefold())
+    return t.rstrip(".。:：;；!！?？,，")
+
+
+@pytest.fixture(scope="module")
+def splits() -> dict[str, list[tuple[str, str]]]:
+    return {name: load_pairs("software", name) for name in MERGED + PER_SOURCE}
+
+
+def test_every_split_loads_through_load_pairs(splits):
+    for name, pairs in splits.items():
+        assert pairs, name
+        assert all(en and zh for en, zh in pairs), name
+    assert sorted(p.name for p in BUNDLE.glob("*.tsv.gz")) == sorted(f"{n}.tsv.gz" for n in MERGED + PER_SOURCE)
+
+
+@pytest.mark.parametrize("held_out", ["test", "valid"])
+@pytest.mark.parametrize("side", [0, 1])
+def test_no_held_out_sentence_in_train(splits, held_out, side):
+    train = splits["train"]
+    for key in (lambda s: s, norm):
+        train_keys = {key(p[side]) for p in train}
+        leaked = [p for p in splits[held_out] if key(p[side]) in train_keys]
+        assert not leaked, leaked[:3]
+
+
+def test_test_and_valid_share_no_sentence(splits):
+    for side in (0, 1):
+        assert not {norm(p[side]) for p in splits["test"]} & {norm(p[side]) for p in splits["valid"]}
+
+
+def test_english_is_unique_across_the_bundle(splits):
+    english = [en for name in MERGED for en, _ in splits[name]]
+    assert len(english) == len(set(english))
+
+
+def test_per_source_files_partition_the_merged_ones(splits):
+    for split in ("test", "valid"):
+        parts = [p for src in SOURCES for p in splits[f"{split}-{src}"]]
+        assert parts == splits[split], f"{split}: merged file is not the per-source files in source order"
+
+
+def test_counts_match_stats_json(splits):
+    for src in SOURCES:
+        for split in ("test", "valid"):
+            assert len(splits[f"{split}-{src}"]) == STATS["sources"][src]["pairs"][split], (src, split)
+    for split in MERGED:
+        assert len(splits[split]) == STATS["merged"][split] == sum(
+            STATS["sources"][s]["pairs"][split] for s in SOURCES
+        )
+    for name, size in STATS["bytes"].items():
+        assert (BUNDLE / name).stat().st_size == size, name
+    assert STATS["bundle_bytes"] == sum(STATS["bytes"].values()) < 4_000_000  # "a few MB"
+
+
+def test_per_source_eval_sizes():
+    for src in SOURCES[1:]:
+        pairs = STATS["sources"][src]["pairs"]
+        n = sum(pairs.values())
+        for split in ("test", "valid"):  # whole groups: may overshoot the target by a few pairs
+            assert SW.eval_size(n) <= pairs[split] <= SW.eval_size(n) + 5, (src, split)
+
+
+def test_libreoffice_part_is_the_en_zh_split(splits):
+    """BLEU on test-libreoffice stays comparable with BLEU on the old en-zh test set."""
+    assert splits["test-libreoffice"] == load_pairs("en-zh", "test")
+    assert splits["valid-libreoffice"] == load_pairs("en-zh", "valid")
+    assert splits["train"][: STATS["sources"]["libreoffice"]["pairs"]["train"]] == load_pairs("en-zh", "train")
+
+
+def test_no_markup_or_placeholder_left(splits):
+    everything = [p for name in MERGED for p in splits[name]]
+    bad = [p for p in everything if MARKUP.search(p[0]) or MARKUP.search(p[1])]
+    assert not bad, bad[:5]
+    n_lo = STATS["sources"]["libreoffice"]["pairs"]["train"]
+    new = splits["train"][n_lo:] + [p for name in PER_SOURCE if "libreoffice" not in name for p in splits[name]]
+    assert len(new) == sum(sum(STATS["sources"][s]["pairs"].values()) for s in SOURCES[1:])
+    bad = [p for p in new if PLACEHOLDERS.search(p[0]) or PLACEHOLDERS.search(p[1])]
+    assert not bad, bad[:5]
+
+
+def test_notice_has_a_section_per_source_with_its_versions():
+    notice = (BUNDLE / "NOTICE").read_text(encoding="utf-8")
+    for src in SOURCES:
+        assert f"\n{src}\n" in notice, src
+        for package, version in STATS["sources"][src]["packages"].items():
+            assert f"{package}  {version}" in notice
+
+
+# --------------------------------------------------------------------------- pure functions of the script
+
+
+def test_placeholders_are_detected_and_accelerators_removed():
+    for text in ("Deleted %(object)s.", "Change %s", "Loading %1 files", "Page {0} of {1}", "Hello {name}",
+                 "Select {} items"):
+        assert SW.has_placeholder(text), text
+    for text in ("Done at 100%.", "Use %% for a percent sign", "Save the file now"):
+        assert not SW.has_placeholder(text), text
+    assert SW.strip_placeholders("&Open the file") == "Open the file"
+    assert SW.strip_placeholders("_Save all files") == "Save all files"
+    assert SW.strip_placeholders("打开文件(&O)") == "打开文件"
+    assert SW.strip_placeholders("R&D stays, a_b stays") == "R&D stays, a_b stays"
+
+
+def test_partly_untranslated_chinese_is_caught():
+    assert SW.partly_untranslated("Figure 16.8. The “Create” submenu", "图 16.8. The “Create” submenu")
+    assert SW.partly_untranslated("Figure 7.30. The Palette Editor", "图 7.30. The Palette Editor")
+    assert not SW.partly_untranslated("LTSP server: 40 GiB.", "LTSP 服务器：40 GiB。")
+    assert not SW.partly_untranslated("Open the file in Debian", "在 Debian 中打开文件")
+    assert SW.filter_pair("Figure 12.6. Playground Settings Page", "图 12.6. Playground Settings Page")
+    assert SW.filter_pair("$ sudo apt-get install gimp", "$ sudo apt-get install gimp 安装") == "command"
+    assert SW.filter_pair("Open file.", "打开文件。", min_words=3) == "short"
+    assert SW.filter_pair("Open the file now.", "现在打开文件。", min_words=3) is None
+
+
+def test_structure_alignment_drops_sections_that_differ():
+    en = [("h2", "Intro"), ("p", "One."), ("pre", ""), ("h2", "More"), ("p", "Two."), ("p", "Three.")]
+    zh_same = [("h2", "介绍"), ("p", "一。"), ("pre", ""), ("h2", "更多"), ("p", "二。"), ("p", "三。")]
+    stats: dict[str, int] = {}
+    assert SW.align_page(en, zh_same, stats) == [("Intro", "介绍"), ("One.", "一。"), ("More", "更多"),
+                                                  ("Two.", "二。"), ("Three.", "三。")]
+    zh_short = [("h2", "介绍"), ("p", "一。"), ("pre", ""), ("h2", "更多"), ("p", "二和三。")]
+    assert SW.align_page(en, zh_short, stats) == [("Intro", "介绍"), ("One.", "一。")]
+    assert SW.align_page(en, zh_short[:3], stats) == []  # section counts differ: the page is dropped
+    assert stats == {"pages aligned": 1, "sections aligned": 1, "sections dropped (structure differs)": 1,
+                     "pages dropped (structure differs)": 1}
+
+
+def test_html_blocks_skip_navigation_and_mark_code():
+    page = (
+        '<html><body><div class="navheader"><p>Prev</p></div><div class="toc"><p>Contents</p></div>'
+        '<h2 class="title"><a id="x"></a>1. Start</h2><p>Run <code class="literal">ls</code> now.</p>'
+        '<pre class="screen">$ ls</pre><ul><li><p>Item</p></li></ul></body></html>'
+    )
+    assert SW.html_blocks(page) == [("h2", "1. Start"), ("p", "Run ls now."), ("pre", ""), ("p", "Item")]
+
+
+def test_eval_size():
+    assert [SW.eval_size(n) for n in (100, 300, 500, 700, 10_000)] == [20, 50, 50, 70, 500]
+
+
+@pytest.mark.skipif(os.environ.get("SCRATCHFORMER_CORPUS_CHECK") != "1",
+                    reason="needs apt-get and pip downloads; set SCRATCHFORMER_CORPUS_CHECK=1")
+def test_rebuild_is_byte_identical():
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_software_corpus.py"), "--check"],
+                            capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0 and result.stdout.startswith("OK"), result.stdout + result.stderr[-2000:]
