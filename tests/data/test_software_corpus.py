@@ -195,4 +195,5 @@ def test_eval_size():
 def test_rebuild_is_byte_identical():
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_software_corpus.py"), "--check"],
                             capture_output=True, text=True, timeout=1800)
-    assert result.returncode == 0 and result.stdout.startswith("OK"), result.stdout + result.stderr[-2000:]
+    verdict = result.stdout.strip().splitlines()[-1:]
+    assert result.returncode == 0 and verdict[0].startswith("OK"), result.stdout + result.stderr[-2000:]
