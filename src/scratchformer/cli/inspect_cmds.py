@@ -54,9 +54,11 @@ def cmd_params(args: argparse.Namespace) -> int:
 
 
 def cmd_shapes(args: argparse.Namespace) -> int:
-    from scratchformer.inspect.shapes import shape_report
+    from scratchformer.inspect.shapes import check_sizes, shape_report
 
     config = config_from_args(args).replace(dropout=0.0)
+    check_sizes(config, args.batch, args.src_len, args.tgt_len,
+                flags={"batch": "--batch", "src_len": "--src-len", "tgt_len": "--tgt-len"})
     model = build_model(config)
     print(shape_report(model, args.batch, args.src_len, args.tgt_len, args.all_layers))
     return 0
