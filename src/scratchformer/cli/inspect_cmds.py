@@ -65,10 +65,11 @@ def cmd_shapes(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from scratchformer.inspect.plots import plot_positions
+    from scratchformer.inspect.plots import check_position_sizes, plot_positions
 
     if args.what == "positions":
-        path = plot_positions(args.out, args.d_model, args.max_len)
+        check_position_sizes(args.d_model, args.max_len, flags={"d_model": "--d-model", "max_len": "--max-len"})
+        path = plot_positions(args.out, args.d_model, args.max_len)  # an existing directory: DIR/positions.png
         print(f"wrote {path}")
     return 0
 
@@ -92,5 +93,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("what", choices=["positions"])
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--max-len", type=int, default=100)
-    p.add_argument("--out", required=True, help="output PNG file")
+    p.add_argument("--out", required=True, help="output PNG file (an existing directory: DIR/positions.png)")
     p.set_defaults(func=cmd_plot)
