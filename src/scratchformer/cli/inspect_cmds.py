@@ -54,19 +54,22 @@ def cmd_params(args: argparse.Namespace) -> int:
 
 
 def cmd_shapes(args: argparse.Namespace) -> int:
-    from scratchformer.inspect.shapes import shape_report
+    from scratchformer.inspect.shapes import check_sizes, shape_report
 
     config = config_from_args(args).replace(dropout=0.0)
+    check_sizes(config, args.batch, args.src_len, args.tgt_len,
+                flags={"batch": "--batch", "src_len": "--src-len", "tgt_len": "--tgt-len"})
     model = build_model(config)
     print(shape_report(model, args.batch, args.src_len, args.tgt_len, args.all_layers))
     return 0
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from scratchformer.inspect.plots import plot_positions
+    from scratchformer.inspect.plots import check_position_sizes, plot_positions
 
     if args.what == "positions":
-        path = plot_positions(args.out, args.d_model, args.max_len)
+        check_position_sizes(args.d_model, args.max_len, flags={"d_model": "--d-model", "max_len": "--max-len"})
+        path = plot_positions(args.out, args.d_model, args.max_len)  # an existing directory: DIR/positions.png
         print(f"wrote {path}")
     return 0
 
@@ -90,5 +93,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("what", choices=["positions"])
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--max-len", type=int, default=100)
-    p.add_argument("--out", required=True, help="output PNG file")
+    p.add_argument("--out", required=True, help="output PNG file (an existing directory: DIR/positions.png)")
     p.set_defaults(func=cmd_plot)

@@ -34,9 +34,18 @@ def cmd_translate(args: argparse.Namespace) -> int:
     for line in outputs:
         print(line, flush=True)
     if args.show_attention:
+        import warnings
+
+        from scratchformer.errors import InputError
         from scratchformer.inspect.attention import plot_cross_attention
 
-        path = plot_cross_attention(run, texts[0], outputs[0], Path(args.show_attention))
+        if not texts or not texts[0].strip():
+            raise InputError(f"--show-attention {args.show_attention}: it draws the first sentence, and "
+                             f"{'there is none' if not texts else 'it is empty'}; give a non-empty first sentence")
+        with warnings.catch_warnings():  # a missing-font warning as one line, like an error
+            warnings.showwarning = lambda message, *_: print(f"scratchformer translate: warning: {message}",
+                                                             file=sys.stderr)
+            path = plot_cross_attention(run, texts[0], outputs[0], Path(args.show_attention))
         print(f"cross-attention heatmap: {path}", file=sys.stderr)
     return 0
 

@@ -7,11 +7,14 @@ from pathlib import Path
 import torch
 
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID
+from scratchformer.errors import InputError
 from scratchformer.inspect.plots import plot_attention
 
 
 def cross_attention(run, source: str, translation: str, layer: int = -1) -> tuple[torch.Tensor, list, list]:
     """Teacher-force `translation` and return the cross-attention weights (h, L_tgt, L_src) of `layer`."""
+    if not source.strip():
+        raise InputError("cannot draw the attention of an empty sentence: give a sentence with words in it")
     model = run.model
     src_ids = run.src_tok.encode(source)[: model.config.max_len - 1] + [EOS_ID]
     tgt_ids = run.tgt_tok.encode(translation)[: model.config.max_len - 1]
@@ -30,6 +33,7 @@ def cross_attention(run, source: str, translation: str, layer: int = -1) -> tupl
 
 
 def plot_cross_attention(run, source: str, translation: str, path: Path, layer: int = -1) -> Path:
+    """The heatmap of `layer`'s cross-attention for one sentence; returns the file written."""
     weights, src_labels, tgt_labels = cross_attention(run, source, translation, layer)
     n_layers = len(run.model.decoder.layers)
     title = f"cross-attention, decoder layer {layer % n_layers + 1} of {n_layers}"

@@ -1,48 +1,125 @@
 """Shape trace: run one forward pass with hooks and print every module's input and output shapes,
-with each dimension named (B, L_src, L_tgt, D, h, d_k, d_ff, V), in the order data flows through Figure 1.
+with each dimension named by its ROLE (B, L_src, L_tgt, D, h, d_k, d_v, d_ff, h*d_k, V, ...), in the order data
+flows through Figure 1. Each attention box also shows its score matrix (B, h, L_q, L_k).
 
 The seeds' advice, "print every tensor's shape", turned into a tool.
+
+How a dimension gets its name: never from its size (at paper-base sizes h*d_k = D = 512, and a user's B, L and h
+may all be 4). The trace runs three times: once at the user's sizes (the numbers printed) and twice on "probe"
+copies of the model in which every role has its own size, distinct from every other role's (B=3, L_src=5,
+L_tgt=7, h=2, d_k=11, ...). Module calls line up one to one across the runs (the sizes change, the code path does
+not), so the dimension at the same place in the same call is named by the role whose probe size it has in both
+probes. A broadcast dimension (the 1 of a padding mask) stays unnamed.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
 
 from scratchformer.config import ModelConfig
-from scratchformer.model.transformer import TransformerBase
+from scratchformer.errors import InputError
+from scratchformer.model.attention import ScaledDotProductAttention
+from scratchformer.model.transformer import TransformerBase, build_model
+
+# (shape, dtype tag): the tag is "" for floating tensors (the usual case), else e.g. "int64" or "bool"
+TensorInfo = tuple[tuple[int, ...], str]
+
+# Two sets of probe sizes. Within a set every role's size differs from every other role's (and from 1), so a size
+# in a probe names exactly one role; two sets make an accidental match (some dimension that is none of the roles
+# but happens to equal one of them) need to happen twice. Even d_model: sinusoidal positions need it.
+_PROBES: tuple[dict[str, int], ...] = (
+    dict(batch=3, src_len=5, tgt_len=7, n_heads=2, d_k=11, d_v=13, d_model=34, d_ff=19, src_vocab=41,
+         tgt_vocab=43, n_classes=17),
+    dict(batch=5, src_len=8, tgt_len=9, n_heads=3, d_k=7, d_v=4, d_model=26, d_ff=29, src_vocab=61,
+         tgt_vocab=67, n_classes=23),
+)
 
 
-def dimension_names(config: ModelConfig, batch: int, src_len: int, tgt_len: int) -> dict[int, str]:
-    """size -> name; earlier entries win when two dimensions have the same size."""
+@dataclass
+class Call:
+    """One module call: its qualified name and type, call depth, the tensors in and out (flattened)."""
+
+    depth: int
+    name: str
+    kind: str
+    ins: list[TensorInfo] = field(default_factory=list)
+    outs: list[TensorInfo] = field(default_factory=list)
+    scores: TensorInfo | None = None  # attention boxes only: the (B, h, L_q, L_k) score / weight matrix
+
+
+@dataclass
+class ShapeTrace:
+    """The calls at the user's sizes, each dimension's role name (None: unnamed), and the roles' sizes."""
+
+    calls: list[Call]
+    labels: list[dict[str, list[list[str | None]]]]  # per call: {"ins"|"outs"|"scores": per tensor, per dim}
+    roles: dict[str, int]  # role -> the user's size, for the roles that appear in the trace, in legend order
+
+    def lines(self) -> list[str]:
+        return [_format_call(c, lab) for c, lab in zip(self.calls, self.labels)]
+
+
+def role_sizes(config: ModelConfig, batch: int, src_len: int, tgt_len: int) -> dict[str, int]:
+    """role -> size for this config and these input sizes, in legend order (roles may share a size)."""
     c = config
-    hk, hv = c.n_heads * c.head_dim_k, c.n_heads * c.head_dim_v
-    names: list[tuple[int, str]] = [(batch, "B")]
-    if c.arch == "encoder-decoder":
-        names += [(src_len, "L_src"), (tgt_len, "L_tgt")]
+    h, dk, dv = c.n_heads, c.head_dim_k, c.head_dim_v
+    roles = {"B": batch}
+    roles.update({"L_src": src_len, "L_tgt": tgt_len} if c.arch == "encoder-decoder" else {"L": src_len})
+    roles.update({"D": c.d_model, "h": h, "d_k": dk, "d_v": dv, "d_ff": c.d_ff, "h*d_k": h * dk, "h*d_v": h * dv,
+                  "h*(2d_k+d_v)": h * (2 * dk + dv), "h*(d_k+d_v)": h * (dk + dv)})
+    if c.shared_vocab:
+        roles["V"] = c.tgt_vocab_size
     else:
-        names += [(src_len, "L")]
-    names += [(c.d_model, "D"), (c.n_heads, "h"), (c.head_dim_k, "d_k"), (c.head_dim_v, "d_v"), (c.d_ff, "d_ff"),
-              (hk, "h*d_k"), (hv, "h*d_v"), (2 * hk + hv, "h*(2d_k+d_v)"), (hk + hv, "h*(d_k+d_v)")]
-    if c.arch == "encoder-decoder" and c.src_vocab_size != c.tgt_vocab_size:
-        names += [(c.src_vocab_size, "V_src"), (c.tgt_vocab_size, "V_tgt")]
-    else:
-        names += [(c.tgt_vocab_size, "V")]
-    out: dict[int, str] = {}
-    for size, name in names:
-        out.setdefault(size, name)
-    return out
+        roles.update({"V_src": c.src_vocab_size, "V_tgt": c.tgt_vocab_size})
+    if isinstance(c.extra.get("n_classes"), int):
+        roles["K"] = c.extra["n_classes"]
+    return roles
 
 
-def describe(x: object, names: dict[int, str]) -> str:
+def check_sizes(config: ModelConfig, batch: int, src_len: int, tgt_len: int,
+                flags: dict[str, str] | None = None) -> None:
+    """A one-line InputError unless the sizes are >= 1 and the lengths fit max_len; `flags` names them for a CLI."""
+    flags = {"batch": "batch", "src_len": "src_len", "tgt_len": "tgt_len", **(flags or {})}
+    sizes = {"batch": batch, "src_len": src_len}
+    if config.arch == "encoder-decoder":
+        sizes["tgt_len"] = tgt_len
+    for key, value in sizes.items():
+        if value < 1:
+            raise InputError(f"{flags[key]} {value}: give a size >= 1")
+        if key != "batch" and value > config.max_len:
+            raise InputError(f"{flags[key]} {value} is longer than the model's max_len={config.max_len}: give at "
+                             f"most {config.max_len} (or a larger max_len=N override)")
+
+
+def _probe_config(config: ModelConfig, p: dict[str, int]) -> ModelConfig:
+    """The same architecture with every size replaced by the probe's; the vocabularies stay above pad/start ids."""
+    floor = max(config.pad_id, config.decoder_start_id or 0)
+    src_vocab, tgt_vocab = floor + p["src_vocab"], floor + p["tgt_vocab"]
+    if config.shared_vocab:
+        src_vocab = tgt_vocab
+    extra = dict(config.extra)
+    if isinstance(extra.get("n_classes"), int):
+        extra["n_classes"] = p["n_classes"]
+        extra.pop("labels", None)
+    return config.replace(d_model=p["d_model"], n_heads=p["n_heads"], d_k=p["d_k"], d_v=p["d_v"], d_ff=p["d_ff"],
+                          src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab, max_len=max(p["src_len"], p["tgt_len"]),
+                          dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, extra=extra)
+
+
+def _info(x: Tensor) -> TensorInfo:
+    return tuple(x.shape), "" if x.is_floating_point() else str(x.dtype).replace("torch.", "")
+
+
+def _tensors(x: object) -> list[Tensor]:
+    """The tensors in x, depth first (tuples and lists are opened, anything else is skipped)."""
     if isinstance(x, Tensor):
-        dims = ", ".join(f"{names[s]}={s}" if s in names else str(s) for s in x.shape)
-        kind = "" if x.is_floating_point() else f" {str(x.dtype).replace('torch.', '')}"
-        return f"({dims}){kind}"
+        return [x]
     if isinstance(x, (tuple, list)):
-        parts = [describe(y, names) for y in x if isinstance(y, (Tensor, tuple, list))]
-        return ", ".join(p for p in parts if p)
-    return ""
+        return [t for y in x for t in _tensors(y)]
+    return []
 
 
 def _hidden(name: str) -> bool:
@@ -54,27 +131,28 @@ def _hidden(name: str) -> bool:
     return False
 
 
-def trace_shapes(model: TransformerBase, inputs: tuple, kwargs: dict | None = None,
-                 names: dict[int, str] | None = None, all_layers: bool = False) -> list[str]:
-    """Lines `name [Type]  in: ... -> out`, one per module call, indented by call depth, in call order.
+def record_calls(model: nn.Module, inputs: tuple, all_layers: bool = False) -> list[Call]:
+    """Every module call of model(*inputs) in call order (then the model output), shapes only.
 
-    Unless `all_layers`, layers 1..N-1 of each stack show one line each (their insides repeat layer 0).
+    Unless `all_layers`, layers 1..N-1 of each stack show one call each (their insides repeat layer 0).
     """
-    names = names or {}
-    lines: list[str] = []
-    stack: list[int] = []
+    calls: list[Call] = []
+    stack: list[Call] = []
     handles = []
 
-    def pre_hook(name):
-        def hook(module, args, kw):
-            ins = describe(list(args) + [v for v in kw.values() if isinstance(v, Tensor)], names)
-            stack.append(len(lines))
-            lines.append(f"{'  ' * (len(stack) - 1)}{name} [{type(module).__name__}]" + (f"  in: {ins}" if ins else ""))
+    def pre_hook(name: str):
+        def hook(module: nn.Module, args: tuple, kw: dict) -> None:
+            tensors = _tensors(list(args) + list(kw.values()))
+            call = Call(len(stack), name, type(module).__name__, [_info(t) for t in tensors])
+            if isinstance(module, ScaledDotProductAttention) and len(tensors) >= 2:
+                q, k = tensors[0], tensors[1]  # (B, h, L_q, d_k), (B, h, L_k, d_k)
+                call.scores = (*q.shape[:-1], k.shape[-2]), ""  # (B, h, L_q, L_k)
+            stack.append(call)
+            calls.append(call)
         return hook
 
-    def post_hook(module, args, kw, out):
-        i = stack.pop()
-        lines[i] += f"  -> {describe(out, names)}"
+    def post_hook(module: nn.Module, args: tuple, kw: dict, out: object) -> None:
+        stack.pop().outs = [_info(t) for t in _tensors(out)]
 
     for name, module in model.named_modules():
         if not name or isinstance(module, (nn.Dropout, nn.ModuleList)) or (not all_layers and _hidden(name)):
@@ -83,25 +161,103 @@ def trace_shapes(model: TransformerBase, inputs: tuple, kwargs: dict | None = No
         handles.append(module.register_forward_hook(post_hook, with_kwargs=True))
     try:
         with torch.no_grad():
-            out = model(*inputs, **(kwargs or {}))
+            out = model(*inputs)
     finally:
         for h in handles:
             h.remove()
-    lines.append(f"model output  -> {describe(out, names)}")
-    return lines
+    calls.append(Call(0, "model output", "", outs=[_info(t) for t in _tensors(out)]))
+    return calls
+
+
+def _random_inputs(config: ModelConfig, batch: int, src_len: int, tgt_len: int) -> tuple[Tensor, ...]:
+    g = torch.Generator().manual_seed(0)
+
+    def ids(vocab: int, length: int) -> Tensor:
+        return torch.randint(min(4, vocab - 1), vocab, (batch, length), generator=g)
+
+    if config.arch == "encoder-decoder":
+        return ids(config.src_vocab_size, src_len), ids(config.tgt_vocab_size, tgt_len)
+    return (ids(config.tgt_vocab_size, src_len),)
+
+
+def _ranks(call: Call) -> list[int]:
+    return [len(s) for s, _ in call.ins + call.outs + ([call.scores] if call.scores else [])]
+
+
+def _label_calls(calls: list[Call], probes: list[tuple[list[Call], dict[int, str]]]) -> list[dict]:
+    """Per call and tensor, each dimension's role: the one its size names in every probe (else None)."""
+    out = []
+    for i, call in enumerate(calls):
+        twins = [(pc[i], by_size) for pc, by_size in probes if i < len(pc)]
+        aligned = len(twins) == len(probes) and all(t.name == call.name and _ranks(t) == _ranks(call)
+                                                   for t, _ in twins)
+        labels: dict[str, list[list[str | None]]] = {}
+        for part in ("ins", "outs", "scores"):
+            mine = getattr(call, part)
+            mine = [mine] if part == "scores" and mine else (mine or [])
+            per_tensor = []
+            for j, (shape, _) in enumerate(mine):
+                dims: list[str | None] = []
+                for d in range(len(shape)):
+                    names = set()
+                    for twin, by_size in twins if aligned else []:
+                        theirs = getattr(twin, part)
+                        theirs = [theirs] if part == "scores" else theirs
+                        names.add(by_size.get(theirs[j][0][d]))
+                    dims.append(names.pop() if aligned and len(names) == 1 else None)
+                per_tensor.append(dims)
+            labels[part] = per_tensor
+        out.append(labels)
+    return out
+
+
+def trace(model: TransformerBase, batch: int = 2, src_len: int = 10, tgt_len: int = 9,
+          all_layers: bool = False) -> ShapeTrace:
+    """The shape trace of `model` on random ids of these sizes, every dimension named by its role."""
+    config = model.config
+    check_sizes(config, batch, src_len, tgt_len)
+    model.eval()
+    calls = record_calls(model, _random_inputs(config, batch, src_len, tgt_len), all_layers)
+    probes = []
+    for p in _PROBES:
+        probe_config = _probe_config(config, p)
+        roles = role_sizes(probe_config, p["batch"], p["src_len"], p["tgt_len"])
+        by_size = {size: role for role, size in roles.items()}
+        assert len(by_size) == len(roles), f"probe sizes collide: {roles}"  # _PROBES is built so they never do
+        with torch.random.fork_rng(devices=[]):  # the probe's random init must not move the caller's RNG
+            probe_model = build_model(probe_config).eval()
+        inputs = _random_inputs(probe_config, p["batch"], p["src_len"], p["tgt_len"])
+        probes.append((record_calls(probe_model, inputs, all_layers), by_size))
+    labels = _label_calls(calls, probes)
+    used = {name for lab in labels for part in lab.values() for dims in part for name in dims if name}
+    roles = {r: s for r, s in role_sizes(config, batch, src_len, tgt_len).items() if r in used}
+    return ShapeTrace(calls, labels, roles)
+
+
+def _format_tensor(info: TensorInfo, names: list[str | None]) -> str:
+    shape, kind = info
+    dims = ", ".join(f"{n}={s}" if n else str(s) for s, n in zip(shape, names))
+    return f"({dims})" + (f" {kind}" if kind else "")
+
+
+def _format_call(call: Call, labels: dict) -> str:
+    def part(key: str) -> str:
+        infos = getattr(call, key)
+        infos = [infos] if key == "scores" else infos
+        return ", ".join(_format_tensor(i, n) for i, n in zip(infos, labels[key]))
+
+    line = f"{'  ' * call.depth}{call.name}" + (f" [{call.kind}]" if call.kind else "")
+    if call.ins:
+        line += f"  in: {part('ins')}"
+    line += f"  -> {part('outs')}"
+    if call.scores:
+        line += f"  scores: {part('scores')}"
+    return line
 
 
 def shape_report(model: TransformerBase, batch: int = 2, src_len: int = 10, tgt_len: int = 9,
                  all_layers: bool = False) -> str:
-    """Random ids of the given sizes through `model`; the trace with a legend on top."""
-    c = model.config
-    g = torch.Generator().manual_seed(0)
-    names = dimension_names(c, batch, src_len, tgt_len)
-    if c.arch == "encoder-decoder":
-        inputs = (torch.randint(4, c.src_vocab_size, (batch, src_len), generator=g),
-                  torch.randint(4, c.tgt_vocab_size, (batch, tgt_len), generator=g))
-    else:
-        inputs = (torch.randint(4, c.tgt_vocab_size, (batch, src_len), generator=g),)
-    model.eval()
-    legend = "dimensions: " + ", ".join(f"{v}={k}" for k, v in names.items())
-    return "\n".join([legend, ""] + trace_shapes(model, inputs, names=names, all_layers=all_layers))
+    """Random ids of the given sizes through `model`; the trace with a legend of the roles on top."""
+    t = trace(model, batch, src_len, tgt_len, all_layers)
+    legend = "dimensions: " + ", ".join(f"{r}={s}" for r, s in t.roles.items())
+    return "\n".join([legend, ""] + t.lines())

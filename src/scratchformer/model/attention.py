@@ -19,6 +19,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from scratchformer.model.masks import require_bool
+
 # torch < 2.5 returns NaN from the fused kernel for a query row whose keys are all masked; we zero those rows.
 _SDPA_ZEROES_EMPTY_ROWS = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5)
 
@@ -52,6 +54,8 @@ class ScaledDotProductAttention(nn.Module):
         self.last_weights: Tensor | None = None
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
+        if mask is not None:
+            require_bool(mask)  # the fused kernel would ADD a float mask to the scores, silently
         if self.fused and not self.keep_weights:
             p = self.dropout.p if self.training else 0.0
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, h, L_q, d_v)

@@ -46,8 +46,33 @@ def attention_mask_to_4d(attention_mask: Tensor) -> Tensor:
     return attention_mask.bool()[:, None, None, :]
 
 
+def require_bool(mask: Tensor, name: str = "mask") -> None:
+    """A one-line InputError unless `mask` is boolean: a 0/1 float or int mask is ambiguous (TensorFlow writes
+    1 = masked, the opposite of ours) and would be read silently one way or the other, so it is refused."""
+    if mask.dtype != torch.bool:
+        raise InputError(f"{name} must be a bool tensor, True = may attend; got {mask.dtype} "
+                         f"(TensorFlow-style 1 = masked? use {name} == 0)")
+
+
+# Arguments named like Hugging Face's `attention_mask` follow its convention: (B, L) with 1 = real token, 0 =
+# padding (the same polarity as ours), so 0/1 integers are accepted there, and only there.
+_HF_STYLE = ("attention_mask",)
+
+
+def _hf_style_to_bool(mask: Tensor, name: str) -> Tensor:
+    if mask.dim() != 2 or not bool(((mask == 0) | (mask == 1)).all()):
+        raise InputError(f"{name} of dtype {mask.dtype} must be a (B, L) mask of 0/1 (Hugging Face style, 1 = real "
+                         f"token), got shape {tuple(mask.shape)}; or give a bool mask, True = may attend")
+    return mask != 0
+
+
 def check_mask(mask: Tensor, batch: int, l_q: int, l_k: int, name: str = "mask") -> Tensor:
-    """Raise a one-line InputError unless `mask` is broadcastable to (B, h, L_q, L_k); return it as bool 4-D."""
+    """Raise a one-line InputError unless `mask` is a bool tensor broadcastable to (B, h, L_q, L_k); return it 4-D.
+
+    Only a Hugging Face style `attention_mask` may be 0/1 integers (1 = real token); it is turned into bool."""
+    if mask.dtype != torch.bool and name in _HF_STYLE:
+        mask = _hf_style_to_bool(mask, name)
+    require_bool(mask, name)
     if mask.dim() == 2 and mask.shape == (batch, l_k):  # (B, L_k): a key padding mask
         mask = mask[:, None, None, :]
     elif mask.dim() == 3 and mask.shape[1:] in ((1, l_k), (l_q, l_k)):  # (B, 1|L_q, L_k)
@@ -59,6 +84,4 @@ def check_mask(mask: Tensor, batch: int, l_q: int, l_k: int, name: str = "mask")
             f"{name} has shape {tuple(mask.shape)}, which does not broadcast to (B={batch}, h, L_q={l_q}, "
             f"L_k={l_k}); give (B, L_k), (B, 1, L_k), (B, L_q, L_k) or (B, 1, L_q, L_k) with True = may attend"
         )
-    if mask.dtype != torch.bool:
-        mask = mask.bool()
     return mask
