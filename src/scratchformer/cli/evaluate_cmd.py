@@ -11,8 +11,7 @@ from pathlib import Path
 
 def _check_flags(args: argparse.Namespace) -> None:
     """Flags that would silently score other data than asked (`--limit 0` meant all, `--limit -2` a slice)."""
-    import math
-
+    from scratchformer.decoding.translate import MAX_ALPHA
     from scratchformer.errors import ConfigError
 
     if args.limit is not None and args.limit < 1:
@@ -21,8 +20,9 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise ConfigError(f"--show {args.show}: give a number of samples >= 0")
     if args.beam < 1:
         raise ConfigError(f"--beam {args.beam}: must be >= 1 (1 = greedy)")
-    if not (math.isfinite(args.alpha) and args.alpha >= 0):
-        raise ConfigError(f"--alpha {args.alpha}: the length penalty must be a finite number >= 0 (0 = off)")
+    if not 0 <= args.alpha <= MAX_ALPHA:  # NaN fails too
+        raise ConfigError(f"--alpha {args.alpha}: the length penalty's exponent must be in [0, {MAX_ALPHA}] "
+                          "(0 = off; the paper uses 0.6)")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

@@ -7,7 +7,6 @@ Sources are encoded as in training (`data/batching.py:encode_pairs`): ``encode(s
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Sequence
 
@@ -18,6 +17,8 @@ from scratchformer.decoding.common import PAPER_EXTRA_LEN
 from scratchformer.decoding.greedy import greedy_decode
 from scratchformer.errors import ConfigError, InputError
 from scratchformer.model.transformer import EncoderDecoder
+
+MAX_ALPHA = 10.0  # GNMT tuned alpha in [0.6, 1]; ((5 + 512) / 6) ** 10 is still a float
 
 
 def _named(name: str, value: object, cli: bool) -> str:
@@ -49,8 +50,8 @@ def check_translate_options(model: EncoderDecoder, beam: int, alpha: float, batc
     for name, value in (("max_tokens", max_tokens), ("max_len", max_len)):
         if value is not None and value < 1:
             raise ConfigError(f"{_named(name, value, cli)}: must be >= 1 (or left unset)")
-    if not (math.isfinite(alpha) and alpha >= 0):
-        raise ConfigError(f"{_named('alpha', alpha, cli)}: the length penalty must be a finite number >= 0 "
+    if not 0 <= alpha <= MAX_ALPHA:  # NaN fails too; a huge alpha overflows ((5 + |Y|) / 6) ** alpha
+        raise ConfigError(f"{_named('alpha', alpha, cli)}: the length penalty's exponent must be in [0, {MAX_ALPHA}] "
                           "(0 = off; the paper uses 0.6)")
     cap = model.config.max_len
     if max_len is not None and max_len > cap:
