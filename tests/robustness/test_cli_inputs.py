@@ -102,6 +102,28 @@ def test_a_utf8_bom_on_stdin_and_in_files_is_stripped(toy_run, tmp_path):
     assert from_file.code == 0 and from_file.out == plain.out, (from_file.out, plain.out)
 
 
+def test_a_bom_at_the_start_of_a_corpus_is_not_part_of_its_first_sentence(toy_run, tmp_path):
+    import json
+
+    corpus = tmp_path / "bom.tsv"
+    corpus.write_bytes(b"\xef\xbb\xbfhello\tworld\n")
+    result = cli("evaluate", str(toy_run), "--corpus", str(corpus), "--show", "1", "--json")
+    assert result.code == 0, result.err[-2000:]
+    assert json.loads(result.out)["samples"][0]["src"] == "hello"  # today: "\ufeffhello"
+
+
+def test_read_lines_drops_the_bom_of_stdin_and_of_files(monkeypatch, tmp_path):
+    import io
+
+    from scratchformer.cli.common import read_lines
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\xef\xbb\xbfhello\r\nworld\n")))
+    assert read_lines("-") == ["hello", "world"]
+    file = tmp_path / "in.txt"
+    file.write_bytes(b"\xef\xbb\xbfhello\n")
+    assert read_lines(str(file)) == ["hello"]
+
+
 # -- 2. output --------------------------------------------------------------------------------------------------
 def test_stdout_on_a_full_disk_is_one_line(toy_run):
     with open("/dev/full", "wb") as full:
