@@ -11,6 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import os
+import stat
+import types
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,6 +91,7 @@ class ModelConfig:
             if not cond:
                 raise ConfigError(msg)
 
+        check_field_types(type(self), {f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
         need(self.arch in ARCHS, f"arch={self.arch!r} is not one of {', '.join(ARCHS)}")
         need(self.norm in NORMS, f"norm={self.norm!r} is not one of {', '.join(NORMS)}")
         need(self.positions in POSITIONS, f"positions={self.positions!r} is not one of {', '.join(POSITIONS)}")
@@ -101,6 +108,9 @@ class ModelConfig:
         need(self.head_dim_k > 0 and self.head_dim_v > 0, "d_k and d_v must be positive")
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             need(0.0 <= getattr(self, name) < 1.0, f"{name} must be in [0, 1), got {getattr(self, name)}")
+        need(0.0 < self.layer_norm_eps < math.inf,
+             f"layer_norm_eps must be a positive finite number, got {self.layer_norm_eps}")
+        need(self.type_vocab_size >= 0, f"type_vocab_size must be >= 0 (0 = none), got {self.type_vocab_size}")
         need(0 <= self.pad_id < self.tgt_vocab_size, f"pad_id={self.pad_id} is outside the vocabulary")
         need(self.decoder_start_id is None or 0 <= self.decoder_start_id < self.tgt_vocab_size,
              f"decoder_start_id={self.decoder_start_id} is outside the target vocabulary")
@@ -134,25 +144,156 @@ class ModelConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> ModelConfig:
-        return cls.from_dict(read_json(path, "config file"))
+        data = read_json(path, "config file")
+        try:
+            return cls.from_dict(data)
+        except ConfigError as e:  # say which file holds the bad value
+            raise ConfigError(f"{path}: {e}") from None
 
 
-def reject_unknown_fields(cls: type, data: dict[str, Any], what: str) -> None:
-    """A one-line ConfigError naming the keys of `data` that are not fields of the dataclass `cls`."""
+def reject_unknown_fields(cls: type, data: Mapping[str, Any], what: str) -> None:
+    """A one-line ConfigError if `data` is not a mapping, names keys that are not fields of the dataclass `cls`,
+    or holds a value whose type does not fit its field's type hint (what a JSON file can get wrong)."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{what} must be a JSON object of field: value pairs, got {type(data).__name__}")
     known = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(data) - known
+    unknown = {str(k) for k in data} - known
     if unknown:
         raise ConfigError(f"unknown {what} {sorted(unknown)}; known fields: {', '.join(sorted(known))}")
+    check_field_types(cls, data)
+
+
+# -- types of dataclass fields (JSON files can hold anything) ------------------------------------------------------
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _field_hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether `value` fits the type hint: bool is not an int, an int is a float, containers by their outer type."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in typing.get_args(hint))
+    if hint is Any:
+        return True
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    kind = origin or hint
+    return isinstance(value, kind) if isinstance(kind, type) else True
+
+
+def _type_name(hint: Any) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(hint))
+    if hint is type(None):
+        return "None"
+    kind = typing.get_origin(hint) or hint
+    return {dict: "dict (a JSON object)", list: "list"}.get(kind, getattr(kind, "__name__", str(kind)))
+
+
+def check_field_types(cls: type, data: Mapping[str, Any]) -> None:
+    """A one-line ConfigError naming the first field of `data` whose value does not fit the type hint of that field
+    of the dataclass `cls` ("d_model='256' must be int, got str"); keys that are not fields are left alone."""
+    hints = _field_hints(cls)
+    for name, value in data.items():
+        if name in hints and not _fits(value, hints[name]):
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            raise ConfigError(f"{name}={shown} must be {_type_name(hints[name])}, got {type(value).__name__}")
+
+
+# -- files --------------------------------------------------------------------------------------------------------
+def regular_file(path: str | Path, error: type[Exception] = ConfigError) -> Path:
+    """`path`, checked before it is opened: a FIFO would block the read for ever, a folder or a device fails later
+    with a worse message. A missing path passes (each caller words that case itself)."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return path
+    except OSError as e:
+        raise error(f"{path}: cannot read it: {e.strerror}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+        raise error(f"{path} is not a regular file (it is {kind})")
+    return path
 
 
 def read_json(path: str | Path, what: str) -> dict[str, Any]:
-    """A JSON file's object, or a one-line ConfigError naming `what` and the file."""
+    """A JSON file's object, or a one-line ConfigError naming `what` and the file. A UTF-8 BOM is allowed."""
+    path = regular_file(path)
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise ConfigError(f"{what} {path} does not exist") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{what} {path} is not UTF-8 text: {e.reason} at byte {e.start}") from None
     except json.JSONDecodeError as e:
         raise ConfigError(f"{what} {path} is not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what} {path} must hold a JSON object, got {type(data).__name__}")
+    return data
+
+
+# -- memory -------------------------------------------------------------------------------------------------------
+def parameter_bytes(c: ModelConfig) -> int:
+    """Bytes (fp32) of the weights `build_model(c)` would allocate, positions tables included; exact up to the
+    norms and biases, so that a model too big for the machine is refused before any of it is allocated."""
+    d, hk, hv = c.d_model, c.n_heads * c.head_dim_k, c.n_heads * c.head_dim_v
+    attention = d * (2 * hk + hv) + hv * d + (2 * hk + hv + d)  # W_q, W_k, W_v, W_o and their biases
+    layer = attention + 2 * d * c.d_ff + c.d_ff + d + 4 * d  # + FFN + two LayerNorms
+    stack_input = c.max_len * d + c.type_vocab_size * d + 2 * d  # positions (a table or a buffer), types, norm
+    if c.arch == "encoder-decoder":
+        count = c.n_encoder_layers * layer + c.n_decoder_layers * (layer + attention + 2 * d)
+        count += 2 * stack_input + c.tgt_vocab_size * d * (1 if c.tie_embeddings else 2) + c.tgt_vocab_size
+        if not (c.tie_embeddings and c.shared_vocab):
+            count += c.src_vocab_size * d
+    elif c.arch == "encoder":
+        count = c.n_encoder_layers * layer + stack_input + c.tgt_vocab_size * d
+    else:
+        count = c.n_decoder_layers * layer + stack_input + c.tgt_vocab_size * (d * (1 if c.tie_embeddings else 2) + 1)
+    return 4 * count
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this machine can give now (MemAvailable), else its physical memory; None if unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def human_bytes(n: float) -> str:
+    """12e12 -> '12 TB', 2.3e10 -> '23 GB', 5e6 -> '5 MB' (decimal units, as disks and `free -h --si` count)."""
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if n >= size:
+            return f"{n / size:.0f} {unit}"
+    return f"{n / 1e3:.0f} kB"
+
+
+def check_fits_in_memory(c: ModelConfig) -> None:
+    """A one-line ConfigError, before anything is allocated, when the weights alone exceed the machine's memory."""
+    need, have = parameter_bytes(c), available_memory()
+    if have is not None and need > have:
+        raise ConfigError(f"the model would need {human_bytes(need)} for its weights; this machine has "
+                          f"{human_bytes(have)} available: lower d_model, d_ff, the layer counts, the vocabulary "
+                          "or max_len")
 
 
 # Table 3 of the paper. Shared source/target vocabulary of 37000 (WMT14 En-De BPE), tied embeddings.

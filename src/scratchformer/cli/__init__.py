@@ -7,8 +7,11 @@ raised by our checks, OSError for files) becomes one line on stderr and exit sta
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import sys
+import warnings
 
 from scratchformer.errors import ScratchformerError
 
@@ -43,17 +46,67 @@ def main(argv: list[str] | None = None) -> int:
         setattr(args, free, getattr(args, free) + extra)
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    with warnings.catch_warnings():
+        warnings.showwarning = _one_line_warning(args.command)  # restored on exit by catch_warnings
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command, with every failure we can explain turned into one line on stderr and exit status 2."""
+    def fail(message: str) -> int:
+        print(f"scratchformer {args.command}: error: {message}", file=sys.stderr)
+        return 2
+
     try:
-        return int(args.func(args) or 0)
+        if sys.stdout is None:  # `1>&-`: print() would drop every line and report success
+            raise OSError(errno.EBADF, "stdout is closed")
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a full disk or a closed pipe shows here for output still buffered
+        return code
     except (ScratchformerError, FileNotFoundError, PermissionError, IsADirectoryError) as e:
-        print(f"scratchformer {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        return fail(str(e))
+    except UnicodeDecodeError as e:  # a reader we did not wrap: still one line
+        return fail(f"input is not valid UTF-8 ({e.reason} at byte {e.start}); convert it with iconv")
     except ValueError as e:  # our checks raise ValueError subclasses with one-line messages
-        print(f"scratchformer {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        return fail(str(e))
     except BrokenPipeError:  # `scratchformer shapes | head`
+        _silence_stdout()
         sys.stderr.close()
         return 0
+    except MemoryError:
+        return fail("out of memory: lower --batch-size / --beam (or --max-tokens), or use a smaller model")
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EBADF, errno.EIO) and _is_stdout_error(e):
+            _silence_stdout()
+            return fail(f"cannot write the output: {e.strerror or e}" + (
+                "" if e.errno != errno.EBADF else " (run it with stdout open, e.g. > FILE)"))
+        where = f"{e.filename}: " if e.filename else ""
+        return fail(f"{where}{e.strerror or e}")
+    except RuntimeError as e:  # torch reports an allocation it could not make as a RuntimeError
+        if type(e).__name__ == "OutOfMemoryError" or "can't allocate memory" in str(e) or "out of memory" in str(e):
+            return fail("out of memory: lower --batch-size / --beam (or --max-tokens), or use a smaller model")
+        raise
     except KeyboardInterrupt:
         print(f"scratchformer {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _is_stdout_error(e: OSError) -> bool:
+    """An error of writing our output (no file name; a full disk, a closed or broken stdout), not of a file."""
+    return e.filename is None
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null so that the interpreter's last flush at exit does not fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno() if sys.stdout is not None else 1)
+    except (OSError, ValueError, AttributeError):  # no fd 1 at all (in-process tests with a StringIO stdout)
+        pass
+
+
+def _one_line_warning(command: str):
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"scratchformer {command}: warning: {message}", file=sys.stderr if file is None else file, flush=True)
+
+    return show

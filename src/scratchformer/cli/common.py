@@ -1,15 +1,18 @@
-"""Argument helpers shared by commands: presets with KEY=VALUE overrides."""
+"""Argument helpers shared by commands: presets with KEY=VALUE overrides, thread counts, and text input (arguments,
+a file, or stdin) checked as UTF-8 line by line."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
+import os
+import sys
 import typing
 from typing import Any
 
 from scratchformer.config import PRESETS, ModelConfig
-from scratchformer.errors import ConfigError
+from scratchformer.errors import ConfigError, InputError
 
 _TYPES = typing.get_type_hints(ModelConfig)
 
@@ -30,9 +33,52 @@ def set_threads(threads: int | None) -> None:
         return
     if threads < 1:
         raise ConfigError(f"--threads {threads}: give a number of CPU threads >= 1")
+    most = max_threads()
+    if threads > most:  # torch's thread pool crashes (segfaults) long before 100000 threads
+        raise ConfigError(f"--threads {threads}: more than {most} (4 x the {os.cpu_count() or 1} CPUs here); "
+                          "leave it unset for torch's choice")
     import torch
 
     torch.set_num_threads(threads)
+
+
+def max_threads() -> int:
+    """The most CPU threads a command accepts: 4 per CPU, enough for any oversubscription that helps."""
+    return 4 * (os.cpu_count() or 1)
+
+
+def check_text_args(texts: list[str]) -> list[str]:
+    """`texts` (sentences or prompts given as arguments), or a one-line error for one that is not UTF-8: the bytes
+    of such an argument reach Python as lone surrogates, which no tokenizer can take."""
+    for i, text in enumerate(texts, start=1):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            bad = text[e.start].encode("utf-8", "surrogateescape")
+            raise InputError(f"argument {i} is not valid UTF-8 (byte 0x{bad[0]:02x}); convert it with iconv "
+                             "(e.g. iconv -f latin1 -t utf-8)") from None
+    return texts
+
+
+def read_lines(file: str) -> list[str]:
+    """The lines of `file` ('-' for stdin) without line ends: UTF-8, a leading BOM dropped, invalid bytes one error
+    naming the line ("stdin line 3 is not valid UTF-8: ..."). A pipe (`--file <(cmd)`) is read like a file."""
+    from scratchformer.data.corpus import decode_lines
+
+    if file == "-":
+        if sys.stdin is None:  # the shell closed it (`0<&-`)
+            raise InputError("stdin is closed: give the text as arguments or with --file, or pipe it in")
+        stream = sys.stdin
+        data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read().encode("utf-8", "surrogateescape")
+        return decode_lines(data, "stdin", InputError)
+    try:
+        with open(file, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise InputError(f"--file {file} does not exist") from None
+    except IsADirectoryError:
+        raise InputError(f"--file {file} is a folder: give a text file, one sentence per line") from None
+    return decode_lines(data, file, InputError)
 
 
 def parse_value(key: str, text: str) -> Any:

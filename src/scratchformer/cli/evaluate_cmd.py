@@ -9,9 +9,26 @@ import json
 from pathlib import Path
 
 
+def _check_flags(args: argparse.Namespace) -> None:
+    """Flags that would silently score other data than asked (`--limit 0` meant all, `--limit -2` a slice)."""
+    from scratchformer.decoding.translate import MAX_ALPHA
+    from scratchformer.errors import ConfigError
+
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit {args.limit}: give a number of sentences >= 1 (leave it out for all)")
+    if args.show < 0:
+        raise ConfigError(f"--show {args.show}: give a number of samples >= 0")
+    if args.beam < 1:
+        raise ConfigError(f"--beam {args.beam}: must be >= 1 (1 = greedy)")
+    if not 0 <= args.alpha <= MAX_ALPHA:  # NaN fails too
+        raise ConfigError(f"--alpha {args.alpha}: the length penalty's exponent must be in [0, {MAX_ALPHA}] "
+                          "(0 = off; the paper uses 0.6)")
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from scratchformer.runs import load_run
 
+    _check_flags(args)
     arch = load_run(args.run_dir, args.weights).model_config.arch
     if arch == "decoder":
         from scratchformer.evaluation.lm import evaluate_lm

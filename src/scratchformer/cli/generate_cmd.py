@@ -17,9 +17,11 @@ DEFAULT_MAX_NEW = 60
 
 
 def _prompts(args: argparse.Namespace) -> list[str]:
+    from scratchformer.cli.common import check_text_args, read_lines
+
     if args.prompt and args.prompt != ["-"]:
-        return list(args.prompt)
-    return [line.rstrip("\n") for line in sys.stdin]
+        return check_text_args(list(args.prompt))
+    return read_lines("-")
 
 
 class Streamer:
@@ -68,11 +70,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise ConfigError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
     if args.batch_size < 1:
         raise ConfigError(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.seed is not None and not 0 <= args.seed < 2**64:  # what torch.Generator.manual_seed takes
+        raise ConfigError(f"--seed {args.seed}: give a number in [0, 2**64)")
+    set_threads(args.threads)  # checked (and set) before the load, as translate does
     run = load_run(args.run_dir, args.weights)
     if run.model_config.arch != "decoder":
         raise ConfigError(f"{args.run_dir} holds a {run.model_config.arch} model: generate needs a language-model "
                           "(decoder-only) run, e.g. `scratchformer train --recipe lm-demo`")
-    set_threads(args.threads)
     texts = _prompts(args)
     if not texts:
         raise ConfigError("no prompt: give one as an argument or on stdin")

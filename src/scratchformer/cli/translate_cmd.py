@@ -8,22 +8,45 @@ from pathlib import Path
 
 
 def _inputs(args: argparse.Namespace) -> list[str]:
+    from scratchformer.cli.common import check_text_args, read_lines
+
     if args.file:
-        stream = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")
-        with stream:
-            return [line.rstrip("\n") for line in stream]
+        return read_lines(args.file)
     if args.text and args.text != ["-"]:
-        return list(args.text)
-    return [line.rstrip("\n") for line in sys.stdin]
+        return check_text_args(list(args.text))
+    return read_lines("-")
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """Refuse what makes no sense before the (slow) model load."""
+    from scratchformer.errors import ConfigError
+
+    if args.file and args.text:
+        raise ConfigError(f"--file {args.file} and {len(args.text)} sentence argument(s): give one or the other")
+
+
+def _check_arch(args: argparse.Namespace, arch: str) -> None:
+    from scratchformer.errors import ConfigError
+
+    if arch == "decoder":
+        raise ConfigError(f"{args.run_dir} holds a decoder (language-model) run, which continues text rather than "
+                          f"translating it: use `scratchformer generate {args.run_dir} ...`")
+    if arch == "encoder":
+        raise ConfigError(f"{args.run_dir} holds an encoder (classifier / masked-LM) run, which does not generate "
+                          f"text: use `scratchformer evaluate {args.run_dir}`")
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
     from scratchformer.cli.common import set_threads
     from scratchformer.decoding import translate_texts
+    from scratchformer.decoding.translate import check_translate_options
     from scratchformer.runs import load_run
 
+    _check_flags(args)
     set_threads(args.threads)
     run = load_run(args.run_dir, args.weights)
+    _check_arch(args, run.model_config.arch)
+    check_translate_options(run.model, args.beam, args.alpha, args.batch_size, args.max_tokens, args.max_len, cli=True)
     if args.int8:
         from scratchformer.decoding.quantize import quantize_int8
 

@@ -12,15 +12,19 @@ Bad lines are reported as ``file:line: reason``; ``on_error="stop"`` raises `Cor
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import warnings
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from scratchformer.config import regular_file
 from scratchformer.errors import ScratchformerError
 
 CORPORA_DIR = Path(__file__).parent / "corpora"
 ON_ERROR = ("stop", "skip")
+SPLITS = ("train", "valid", "test")  # what a corpus of one train file serves; other names must exist as files
 SIDES = ("src", "tgt", "both")
 _SUFFIXES = (".tsv.gz", ".tsv")
 _HINT = "(use --on-error skip to skip bad lines)"
@@ -58,8 +62,11 @@ def bundled_path(name: str, split: str = "train") -> Path:
         if (folder / f"{split}{suffix}").is_file():
             return folder / f"{split}{suffix}"
     splits = sorted(_split_name(p) for p in _split_files(folder))
-    if splits == ["train"]:
+    if splits == ["train"] and split in SPLITS:
         return bundled_path(name, "train")
+    if splits == ["train"]:
+        raise CorpusError(f"bundled corpus {name!r} has no split {split!r}; it has one file, train, that serves "
+                          f"the splits {', '.join(SPLITS)}")
     raise CorpusError(f"bundled corpus {name!r} has no split {split!r}; it has: {', '.join(splits)}")
 
 
@@ -71,20 +78,38 @@ def _not_found_message(source: str) -> str:
     )
 
 
-def _open_text(path: Path):
-    if path.name.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8", newline="\n")
-    return path.open("r", encoding="utf-8", newline="\n")
+def decode_lines(data: bytes, name: str, error: type[Exception] = ScratchformerError) -> list[str]:
+    """Lines of UTF-8 `data` (a file's or a stream's bytes), without their line ends; a leading BOM is dropped.
+    Invalid UTF-8 is one `error` naming `name` and the line, never a silent replacement."""
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise error(f"{name} line {line} is not valid UTF-8: {e.reason} at byte 0x{data[e.start]:02x}; convert it "
+                    "with iconv (e.g. iconv -f latin1 -t utf-8)") from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the end of the last line, not an empty line after it
+    return [line.rstrip("\r") for line in lines]
 
 
 def _read_lines(path: Path) -> list[str]:
+    regular_file(path, CorpusError)
     try:
-        with _open_text(path) as f:
-            return [line.rstrip("\r\n") for line in f]
+        if path.name.endswith(".gz"):
+            with gzip.open(path, "rb") as f:
+                data = f.read()
+        else:
+            data = path.read_bytes()
     except FileNotFoundError:
         raise CorpusError(f"{path}: no such file") from None
-    except (UnicodeDecodeError, OSError) as e:
-        raise CorpusError(f"{path}: cannot read: {e}") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise CorpusError(f"{path} is truncated or not gzip: rebuild it ({e})") from None
+    except OSError as e:
+        raise CorpusError(f"{path}: cannot read: {e.strerror or e}") from None
+    return decode_lines(data, str(path), CorpusError)
 
 
 class _BadLines:
@@ -166,6 +191,18 @@ def _checked_pairs(rows: Iterable[tuple[int, str, str]], bad: _BadLines) -> list
     return pairs
 
 
+def _check_split(source: str | Path, split: str) -> None:
+    """An unknown split name is an error, not a silent read of the train data: a bundled corpus may hold extra
+    split files, any other corpus serves only the usual names (its one file, for all of them)."""
+    if split in SPLITS:
+        return
+    name = str(source)
+    if name in bundled_corpora():
+        bundled_path(name, split)  # raises, listing the splits the corpus has, unless it has this one
+        return
+    raise CorpusError(f"unknown split {split!r}: choose one of {', '.join(SPLITS)}")
+
+
 def _is_tsv(path: Path) -> bool:
     return path.name.endswith(_SUFFIXES)
 
@@ -175,8 +212,11 @@ def load_pairs(source: str | Path, split: str = "train", on_error: str = "stop")
     if on_error not in ON_ERROR:
         raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
     path = Path(source)
+    _check_split(source, split)
     if path.is_file():
         return read_tsv(path, on_error)
+    if path.exists() and not path.is_dir():  # a FIFO or a device: refused, not read (it could block for ever)
+        regular_file(path, CorpusError)
     text = str(source)
     if text in bundled_corpora():
         file = bundled_path(text, split)
@@ -198,6 +238,7 @@ def load_text(
     if side not in SIDES:
         raise ValueError(f"side must be one of {SIDES}, got {side!r}")
     path = Path(source)
+    _check_split(source, split)
     if path.is_file() and not _is_tsv(path):
         return [line.strip() for line in _read_lines(path) if line.strip()]
     pairs = load_pairs(source, split, on_error)

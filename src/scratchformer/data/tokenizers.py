@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+
+from scratchformer.config import regular_file
+from scratchformer.errors import ScratchformerError
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS: tuple[str, ...] = (PAD, BOS, EOS, UNK)
@@ -31,6 +35,12 @@ FORMAT = "scratchformer-tokenizer"
 FORMAT_VERSION = 1
 KINDS = ("char", "word", "bpe", "unigram")
 DEFAULT_SUBWORD_VOCAB = 8000
+BYTE_ALPHABET = 256  # the subword kinds always hold one token per byte
+BOM = "\ufeff"  # a byte-order mark is file encoding, never text: it never becomes a token
+
+
+class TokenizerError(ScratchformerError):
+    """A tokenizer file that cannot be read: missing, not JSON, or JSON of the wrong shape."""
 
 
 class Tokenizer:
@@ -80,6 +90,8 @@ class VocabTokenizer(Tokenizer):
     """Shared base of `char` and `word`: a plain list of tokens whose first four are the specials."""
 
     def __init__(self, tokens: list[str]) -> None:
+        if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+            raise ValueError(f"vocabulary must be a list of strings, got {type(tokens).__name__}")
         if tuple(tokens[: len(SPECIALS)]) != SPECIALS:
             raise ValueError(f"vocabulary must start with {list(SPECIALS)}, got {tokens[:4]}")
         if len(set(tokens)) != len(tokens):
@@ -167,6 +179,8 @@ def _count_vocab(tokenize, texts: Iterable[str], vocab_size: int | None, min_fre
         counts.update(tokenize(t))
     for s in SPECIALS:
         counts.pop(s, None)
+    for t in [t for t in counts if BOM in t]:  # a BOM inside a line (files joined with cat): not a token
+        del counts[t]
     # Most frequent first; ties broken by the token itself so training is deterministic.
     ranked = sorted((t for t, c in counts.items() if c >= min_freq), key=lambda t: (-counts[t], t))
     if vocab_size is not None:
@@ -256,12 +270,28 @@ def train_tokenizer(
     `min_freq` is ignored by `unigram` (its trainer has no such option).
     """
     if kind == "char":
-        return CharTokenizer(_count_vocab(list, texts, vocab_size, min_freq))
-    if kind == "word":
-        return WordTokenizer(_count_vocab(_WORD_RE.findall, texts, vocab_size, min_freq))
-    if kind in ("bpe", "unigram"):
-        return _train_subword(kind, texts, vocab_size, min_freq)
-    raise ValueError(f"unknown tokenizer kind {kind!r}; choose one of {', '.join(KINDS)}")
+        tok: Tokenizer = CharTokenizer(_count_vocab(list, texts, vocab_size, min_freq))
+    elif kind == "word":
+        tok = WordTokenizer(_count_vocab(_WORD_RE.findall, texts, vocab_size, min_freq))
+    elif kind in ("bpe", "unigram"):
+        tok = _train_subword(kind, texts, vocab_size, min_freq)
+    else:
+        raise ValueError(f"unknown tokenizer kind {kind!r}; choose one of {', '.join(KINDS)}")
+    _warn_if_nothing_learned(tok, vocab_size, min_freq)
+    return tok
+
+
+def _warn_if_nothing_learned(tok: Tokenizer, vocab_size: int | None, min_freq: int) -> None:
+    """One warning when training learned no token beyond the specials (and the bytes of the subword kinds): every
+    input would become <unk> (or single bytes), which is never what was meant."""
+    floor = len(SPECIALS) + (BYTE_ALPHABET if tok.kind in ("bpe", "unigram") else 0)
+    asked = vocab_size if vocab_size is not None else (DEFAULT_SUBWORD_VOCAB if floor > len(SPECIALS) else None)
+    if tok.vocab_size > floor or (asked is not None and asked <= floor):
+        return
+    what = f"its {len(SPECIALS)} special tokens" + (f" and the {BYTE_ALPHABET} bytes" if floor > len(SPECIALS) else "")
+    cause = "too small" if tok.kind == "unigram" else f"min_freq={min_freq} too high"  # unigram has no min_freq
+    cause = f"the corpus is empty or {cause}"
+    warnings.warn(f"the {tok.kind} tokenizer has only {what}: {cause}", UserWarning, stacklevel=3)
 
 
 def tokenizer_from_dict(data: dict) -> Tokenizer:
@@ -278,10 +308,27 @@ def tokenizer_from_dict(data: dict) -> Tokenizer:
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:
-    """Read a file written by `Tokenizer.save`, whatever its kind."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    """Read a file written by `Tokenizer.save`, whatever its kind; a bad file is one TokenizerError naming it."""
+    path = regular_file(path, TokenizerError)
+    hint = "the file is truncated or corrupt: copy it again from the run it came from"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except FileNotFoundError:
+        raise TokenizerError(f"{path} does not exist") from None
+    except UnicodeDecodeError as e:
+        raise TokenizerError(f"{path} is not a tokenizer file: not UTF-8 text ({e.reason}); {hint}") from None
+    except json.JSONDecodeError as e:
+        raise TokenizerError(f"{path} is not a tokenizer file: not valid JSON ({e}); {hint}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a scratchformer tokenizer file")
-    if data.get("version", 0) > FORMAT_VERSION:
-        raise ValueError(f"{path}: tokenizer format version {data['version']} is newer than this code")
-    return tokenizer_from_dict(data)
+        raise TokenizerError(f"{path}: not a scratchformer tokenizer file")
+    version = data.get("version", 0)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise TokenizerError(f"{path}: tokenizer format version {version!r} is not a number; {hint}")
+    if version > FORMAT_VERSION:
+        raise TokenizerError(f"{path}: tokenizer format version {version} is newer than this code")
+    try:
+        return tokenizer_from_dict(data)
+    except Exception as e:  # wrong shapes: missing keys, a number for a token list, JSON the tokenizers library refuses
+        detail = str(e).splitlines()[0] if str(e) else ""
+        raise TokenizerError(f"{path} is not a valid {data.get('kind')!s:.20} tokenizer file: {type(e).__name__}: "
+                             f"{detail[:200]}; {hint}") from None

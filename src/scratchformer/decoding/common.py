@@ -13,6 +13,7 @@ drop out). Rows only ever continue rows of the same sentence.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 
@@ -21,6 +22,7 @@ from torch import Tensor, nn
 
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID, PAD_ID
 from scratchformer.decoding.packing import packed_linears
+from scratchformer.errors import InputError
 from scratchformer.model.transformer import EncoderDecoder
 
 PAPER_EXTRA_LEN = 50  # section 6.1: "maximum output length to input length + 50"
@@ -54,10 +56,32 @@ def pad_ids(seqs: Sequence[Sequence[int]], pad: int, device: torch.device, left:
     return out.to(device)
 
 
+def check_id_lists(seqs: object, name: str) -> None:
+    """One-line InputError unless `seqs` is a list of non-empty token-id lists (or 1-D tensors): a flat list, a
+    string or an empty sentence would otherwise fail deep inside padding or the model."""
+    if isinstance(seqs, (str, bytes, Tensor)) or not isinstance(seqs, Sequence):
+        raise InputError(f"{name} must be a list of token-id lists, got {type(seqs).__name__}")
+    for i, s in enumerate(seqs):
+        if isinstance(s, Tensor) and s.dim() == 1:
+            s = s.tolist()
+        if isinstance(s, (str, bytes)) or not isinstance(s, Sequence):
+            raise InputError(f"{name}[{i}] must be a list of token ids, got {type(s).__name__}: {name} is a list of "
+                             "token-id lists (one per sentence)")
+        if len(s) == 0:
+            raise InputError(f"{name}[{i}] is empty: every sequence needs at least one token (end sources with EOS)")
+        if not all(isinstance(t, numbers.Integral) for t in s):
+            bad = next(t for t in s if not isinstance(t, numbers.Integral))
+            raise InputError(f"{name}[{i}] holds {bad!r}, not a token id (an int)")
+
+
 def as_src_tensor(src: Tensor | Sequence[Sequence[int]], pad: int, device: torch.device) -> Tensor:
-    """A (B, L_src) tensor right-padded with `pad`, on the model's device."""
+    """A (B, L_src) tensor right-padded with `pad`, on the model's device; one-line InputErrors for anything
+    else (a 1-D tensor, zero-length sentences, a flat list)."""
     if isinstance(src, Tensor):
+        if src.dim() != 2 or (src.size(0) > 0 and src.size(1) == 0):
+            raise InputError(f"src must be (B, L_src) token ids, got shape {tuple(src.shape)}")
         return src.to(device=device, dtype=torch.long)
+    check_id_lists(src, "src")
     return pad_ids(src, pad, device)
 
 

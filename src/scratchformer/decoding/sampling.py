@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from scratchformer.decoding.common import eval_mode, model_device, pad_ids
+from scratchformer.decoding.common import check_id_lists, eval_mode, model_device, pad_ids
 from scratchformer.model.transformer import DecoderOnly
 
 NEG_INF = float("-inf")
@@ -26,8 +26,8 @@ def check_sampling_args(temperature: float, top_k: int | None, top_p: float | No
         raise ValueError(f"top_p={top_p} must be in (0, 1]; use 1.0 (or None) to turn nucleus sampling off")
     if top_k is not None and top_k < 1:
         raise ValueError(f"top_k={top_k} must be >= 1; use None to turn top-k filtering off")
-    if temperature != temperature:  # NaN
-        raise ValueError("temperature must be a number; use 0 for greedy decoding")
+    if temperature != temperature or temperature == float("inf"):  # NaN, or a division of every logit to 0
+        raise ValueError(f"temperature={temperature} must be a finite number; use 0 for greedy decoding")
 
 
 def pick_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
@@ -75,8 +75,10 @@ def sample(
         raise ValueError(f"truncate={truncate!r} must be 'left' or 'error'")
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens={max_new_tokens} must be >= 0")
-    if any(len(p) == 0 for p in input_ids):
+    if isinstance(input_ids, Sequence) and not isinstance(input_ids, str) and any(
+            isinstance(p, Sequence) and len(p) == 0 for p in input_ids):
         raise ValueError("every prompt needs at least one token (start it with BOS)")
+    check_id_lists(input_ids, "prompts")
     if max_new_tokens == 0 or not input_ids:
         return [[] for _ in input_ids]
     prompts = _fit_prompts(input_ids, max_new_tokens, model.config.max_len, truncate)

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from scratchformer.config import ModelConfig
+from scratchformer.config import ModelConfig, regular_file
 from scratchformer.errors import ConfigError
 from scratchformer.model.transformer import TransformerBase, build_model
 
@@ -311,7 +311,7 @@ _BY_ARCH = {f.arch: f for f in FAMILIES.values()}
 
 
 def _activation(name: str) -> str:
-    if name not in _ACT_IN:
+    if not isinstance(name, str) or name not in _ACT_IN:
         raise ConfigError(f"activation {name!r} is not supported (supported: {', '.join(_ACT_IN)})")
     return _ACT_IN[name]
 
@@ -322,12 +322,16 @@ def _start_id(c: ModelConfig) -> int | None:
 
 # -- reading --------------------------------------------------------------------------------------------------
 def _read_json(file: Path) -> dict[str, Any]:
+    regular_file(file)  # a FIFO would block the read for ever
     if not file.is_file():
         raise ConfigError(f"{file} does not exist (a Hugging Face model folder holds config.json and weights)")
     try:
-        return json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(file.read_text(encoding="utf-8-sig"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{file} is not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{file} must hold a JSON object, got {type(data).__name__}")
+    return data
 
 
 def _load_tensors(file: Path) -> dict[str, Tensor]:
@@ -354,9 +358,10 @@ def _load_tensors(file: Path) -> dict[str, Tensor]:
 def _family_of(hf: dict[str, Any], file: Path) -> _Family:
     model_type = hf.get("model_type")
     if model_type is None:  # very old config.json files name only the class
-        arch = (hf.get("architectures") or [""])[0].lower()
+        archs = hf.get("architectures")
+        arch = archs[0].lower() if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
         model_type = next((t for t in SUPPORTED if arch.startswith(t)), None)
-    if model_type not in FAMILIES:
+    if not isinstance(model_type, str) or model_type not in FAMILIES:
         raise ConfigError(f"{file}: model_type {model_type!r} is not supported; supported model types: "
                           f"{', '.join(SUPPORTED)}")
     return FAMILIES[model_type]
@@ -367,9 +372,11 @@ def config_from_hf(hf: dict[str, Any], file: str | Path = "config.json", fused: 
     file = Path(file)
     family = _family_of(hf, file)
 
-    def need(key: str) -> Any:
+    def need(key: str) -> Any:  # every required key is a size or a token id: an int
         if hf.get(key) is None:
             raise ConfigError(f"{file}: {family.model_type} config has no {key!r}")
+        if not isinstance(hf[key], int) or isinstance(hf[key], bool):
+            raise ConfigError(f"{file}: {key}={hf[key]!r} must be int, got {type(hf[key]).__name__}")
         return hf[key]
 
     try:
@@ -382,6 +389,8 @@ def config_from_hf(hf: dict[str, Any], file: str | Path = "config.json", fused: 
     except ConfigError as e:
         msg = str(e)
         raise ConfigError(msg if msg.startswith(str(file)) else f"{file}: {msg}") from None
+    except (TypeError, AttributeError, KeyError, IndexError) as e:  # a value of a type no family reads
+        raise ConfigError(f"{file}: a value of the wrong type ({type(e).__name__}: {e})") from None
 
 
 def from_pretrained(path: str | Path, fused: bool = True) -> TransformerBase:

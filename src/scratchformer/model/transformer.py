@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from scratchformer.config import ModelConfig
+from scratchformer.config import ModelConfig, check_fits_in_memory
 from scratchformer.errors import InputError
 from scratchformer.model.attention import MultiHeadAttention, ScaledDotProductAttention
 from scratchformer.model.decoder import Decoder, DecoderCache, DecoderLayer
@@ -39,13 +39,23 @@ class Generator(nn.Module):
         return torch.log_softmax(self.proj(x), dim=-1)  # (B, L, V), log-probabilities
 
 
+def check_shape(ids: Tensor, name: str) -> None:
+    """One-line errors for ids that are not a non-empty (batch, length) integer tensor; no device sync."""
+    if not isinstance(ids, Tensor):
+        raise InputError(f"{name} must be a (batch, length) integer tensor of token ids, got {type(ids).__name__}")
+    if ids.dim() != 2 or ids.dtype not in (torch.long, torch.int, torch.int16, torch.uint8):
+        raise InputError(f"{name} must be a (batch, length) integer tensor of token ids, "
+                         f"got dtype {ids.dtype} and shape {tuple(ids.shape)}")
+    if ids.size(0) == 0 or ids.size(1) == 0:  # kernels fail on empty rows in ways that name no input
+        raise InputError(f"{name} must hold at least one sequence of at least one token, got shape "
+                         f"{tuple(ids.shape)}")
+
+
 def check_ids(ids: Tensor, vocab_size: int, max_len: int, name: str, offset: int = 0) -> None:
     """One-line errors for the usual mistakes; skipped inside torch.compile."""
     if torch.compiler.is_compiling():
         return
-    if ids.dim() != 2 or ids.dtype not in (torch.long, torch.int, torch.int16, torch.uint8):
-        raise InputError(f"{name} must be a (batch, length) integer tensor of token ids, "
-                         f"got dtype {ids.dtype} and shape {tuple(ids.shape)}")
+    check_shape(ids, name)
     if offset + ids.size(1) > max_len:
         raise InputError(f"{name} reaches position {offset + ids.size(1)}, longer than max_len={max_len}: "
                          "truncate the input or build the model with a larger max_len")
@@ -194,6 +204,8 @@ class EncoderDecoder(TransformerBase):
 
     def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None,
                 tgt_mask: Tensor | None = None) -> Tensor:
+        if not torch.compiler.is_compiling():
+            check_shape(src, "src")  # before a padding mask is derived from it
         src_mask = self.src_mask(src, src_mask)  # (B, 1, 1, L_src)
         memory = self.encode(src, src_mask)  # (B, L_src, D)
         hidden = self.decode(memory, src_mask, tgt, tgt_mask)  # (B, L_tgt, D)
@@ -250,8 +262,8 @@ class DecoderOnly(TransformerBase):
     def hidden(self, input_ids: Tensor, attention_mask: Tensor | None = None,
                position_ids: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:
         past = cache.length if cache is not None else 0
-        length = input_ids.size(1)
         check_ids(input_ids, self.config.tgt_vocab_size, self.config.max_len, "input_ids", past)
+        length = input_ids.size(1)
         mask = causal_mask(length, past + length, input_ids.device)  # (1, 1, L, past + L)
         if attention_mask is not None:
             if attention_mask.shape != (input_ids.size(0), past + length):
@@ -281,6 +293,7 @@ def build_model(config: ModelConfig) -> TransformerBase:
     An encoder config whose extra["head"] names a task head ("mlm", "classification") gives that model
     (model/heads.py), so a run directory rebuilds what it trained."""
     config.validate()
+    check_fits_in_memory(config)  # before allocating: d_ff=10**12 is one line, not a crash or a frozen machine
     if config.extra.get("head") is not None:
         from scratchformer.model.heads import build_with_head  # heads build on EncoderOnly: a late import
 
