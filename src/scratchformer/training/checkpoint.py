@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -40,6 +41,16 @@ from scratchformer.errors import ScratchformerError
 
 class CheckpointError(ScratchformerError):
     """A run directory or checkpoint that is missing files or does not match the config."""
+
+
+class UnsafeCheckpointError(CheckpointError):
+    """A checkpoint file that would run code when loaded (a pickle with foreign globals): refused, and never a
+    reason to fall back quietly to an older checkpoint."""
+
+
+class CheckpointWriteError(CheckpointError, OSError):
+    """A save that failed (full disk, no permission): one line naming the file; the previous one is intact.
+    Also an OSError, so callers that catch write failures keep working."""
 
 
 @contextmanager
@@ -88,7 +99,7 @@ def save_weights(model: torch.nn.Module, path: Path, dtype: torch.dtype | None =
         with atomic_path(path) as tmp:
             save_file(state_dict_for_saving(model, dtype), str(tmp), metadata={"format": "pt"})
     except OSError as e:
-        raise CheckpointError(f"cannot write {path}: {e.strerror or e} (the previous file, if any, is intact); "
+        raise CheckpointWriteError(f"cannot write {path}: {e.strerror or e} (the previous file, if any, is intact); "
                               "free space or fix the folder's permissions") from None
 
 
@@ -321,8 +332,11 @@ def _load_legacy_state(path: Path) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"refusing to unpickle {path}: not a plain tensor file ({first[:200]})") from None
+        text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()
+        why = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+        detail = f"it references {why.group(1)}" if why else (text.splitlines()[0][:200] if text else type(e).__name__)
+        raise UnsafeCheckpointError(f"refusing to unpickle {path}: not a plain tensor file ({detail}); "
+                                    "delete that checkpoint folder if you did not write it") from None
     if not isinstance(state, dict):
         raise CheckpointError(f"{path} is not a scratchformer trainer state")
     return state
@@ -349,7 +363,7 @@ def save_checkpoint(run_dir: Path, step: int, model: torch.nn.Module, trainer_st
     except OSError as e:
         previous = latest_checkpoint(run_dir)
         kept = f"the previous checkpoint {previous.name} is intact" if previous else "no earlier checkpoint"
-        raise CheckpointError(f"cannot write checkpoint {final}: {e.strerror or e} ({kept}); free space or "
+        raise CheckpointWriteError(f"cannot write checkpoint {final}: {e.strerror or e} ({kept}); free space or "
                               "fix the folder's permissions, then --resume") from None
     finally:
         if tmp.exists():

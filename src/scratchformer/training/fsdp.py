@@ -32,6 +32,7 @@ import importlib
 import io
 import os
 import pickle
+import re
 import shutil
 import warnings
 from collections.abc import Iterator
@@ -239,6 +240,9 @@ def _dcp_load(state: dict[str, Any], shards: Path) -> None:
         except ckpt.CheckpointError:
             raise
         except Exception as e:  # DCP wraps a rank's failure (a damaged shard) in CheckpointException
+            unsafe = re.search(r"refusing to unpickle [^\n]*", str(e))
+            if unsafe:
+                raise ckpt.UnsafeCheckpointError(f"{shards}: {unsafe.group(0)}") from None
             first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
             raise ckpt.CheckpointError(f"{shards}: cannot read the sharded checkpoint ({first[:300]})") from None
 
@@ -262,8 +266,8 @@ class _MetadataUnpickler(pickle.Unpickler):
         if module == _DCP_METADATA or (module, name) in _ALLOWED or \
                 (module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)):
             return super().find_class(module, name)
-        raise ckpt.CheckpointError(f"refusing to unpickle {self.path}: it references {module}.{name}, which is not "
-                                   "part of a torch.distributed.checkpoint metadata file")
+        raise ckpt.UnsafeCheckpointError(f"refusing to unpickle {self.path}: it references {module}.{name}, which "
+                                         "is not part of a torch.distributed.checkpoint metadata file")
 
 
 def read_dcp_metadata(path: Path) -> Any:
@@ -331,8 +335,9 @@ def safe_planner_class() -> type:
                 safe = io.BytesIO(value.read())
                 torch.load(safe, weights_only=True)  # refuses anything but plain values
             except Exception as e:
-                raise ckpt.CheckpointError(f"refusing to unpickle {read_item.dest_index.fqn} of a sharded "
-                                           f"checkpoint: not a plain value ({str(e).splitlines()[0][:200]})") from None
+                why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+                raise ckpt.UnsafeCheckpointError(f"refusing to unpickle {read_item.dest_index.fqn} of a sharded "
+                                                 f"checkpoint: not a plain value ({why})") from None
             safe.seek(0)
             super().load_bytes(read_item, safe)
 

@@ -190,8 +190,8 @@ class Trainer:
                 self._restore_from(found)
                 break
             except ckpt.CheckpointError as e:
-                if i + 1 == len(candidates):
-                    raise ckpt.CheckpointError(f"no intact checkpoint to resume from: {e}") from None
+                if isinstance(e, ckpt.UnsafeCheckpointError) or i + 1 == len(candidates):
+                    raise
                 self.warn(f"checkpoint {found.name} is broken ({e}); falling back to {candidates[i + 1].name}")
         self._trim_metrics()
         self.log(f"resumed from {found} (step {self.step}, epoch {self.epoch})")
