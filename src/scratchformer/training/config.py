@@ -98,14 +98,14 @@ class TrainConfig:
     def __post_init__(self) -> None:
         check_field_types(self)
         if self.task not in TASKS:
-            raise ConfigError(f"task={self.task!r} is not one of {', '.join(TASKS)}")
+            raise ConfigError(f"task={self.task!r} is not one of {', '.join(TASKS)} (--task)")
         if self.dtype not in ("fp32", "bf16", "fp16"):
-            raise ConfigError(f"dtype={self.dtype!r} is not one of fp32, bf16, fp16")
+            raise ConfigError(f"dtype={self.dtype!r} is not one of fp32, bf16, fp16 (--dtype)")
         for name in ("max_tokens", "accum_steps", "max_steps", "warmup", "max_len"):
             if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)} ({_flag(name)})")
         if self.text_side not in ("src", "tgt", "both"):
-            raise ConfigError(f"text_side={self.text_side!r} is not one of src, tgt, both")
+            raise ConfigError(f"text_side={self.text_side!r} is not one of src, tgt, both (--text-side)")
         if not 0 <= self.label_smoothing < 1:  # also refuses nan
             raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing} (--label-smoothing)")
         self._check_ranges()
