@@ -371,3 +371,12 @@ def test_average_last_must_be_positive(toy_run, tmp_path, last):
     out = tmp_path / "avg.safetensors"
     assert_one_line_error(cli("average", str(toy_run), "--last", last, "--out", str(out)), "--last", code=2)
     assert not out.exists()
+
+
+def test_cleaning_a_killed_save_removes_only_the_trainers_temporary_names(tmp_path):
+    (tmp_path / "checkpoints" / ".step-00000004.abc").mkdir(parents=True)
+    (tmp_path / ".model.safetensors.k2j3.tmp").write_bytes(b"half")
+    (tmp_path / ".my-notes.tmp").write_text("the user's\n")
+    removed = ckpt.clean_partial_saves(tmp_path)
+    assert sorted(p.name for p in removed) == [".model.safetensors.k2j3.tmp", ".step-00000004.abc"]
+    assert (tmp_path / ".my-notes.tmp").exists()

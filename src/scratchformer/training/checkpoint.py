@@ -415,7 +415,9 @@ def clean_partial_saves(run_dir: Path) -> list[Path]:
     """Delete what a killed save left behind (checkpoints/.step-N.* folders, .NAME.*.tmp files); returns them."""
     removed = []
     root = checkpoint_dir(run_dir)
-    for folder, pattern in ((root, ".step-*"), (root, ".*.tmp"), (Path(run_dir), ".*.tmp")):
+    # only names this module makes: atomic_path's ".NAME.XXXX.tmp" for the files a run holds, mkdtemp's ".step-N.*"
+    patterns = [(root, ".step-*"), (root, ".latest.*.tmp")] + [(Path(run_dir), f".{n}.*.tmp") for n in RUN_ENTRIES]
+    for folder, pattern in patterns:
         for p in folder.glob(pattern) if folder.is_dir() else []:
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p, ignore_errors=True)
