@@ -58,6 +58,8 @@ def cmd_average(args: argparse.Namespace) -> int:
 
     from scratchformer.training import checkpoint as ckpt
 
+    if args.last < 1:
+        raise ckpt.CheckpointError(f"--last {args.last}: give the number of checkpoints to average (2 or more)")
     paths = ckpt.list_checkpoints(Path(args.run_dir))[-args.last :]
     if len(paths) < 2:
         raise ckpt.CheckpointError(f"{args.run_dir}/checkpoints holds {len(paths)} checkpoint(s); averaging needs 2+")

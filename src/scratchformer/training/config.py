@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +15,48 @@ from scratchformer.config import read_json, reject_unknown_fields
 from scratchformer.errors import ConfigError
 
 TASKS = ("translate", "lm", "mlm", "classify")
+DEVICE_PATTERN = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _type_ok(value: Any, hint: Any) -> bool:
+    """Whether `value` (read from JSON) fits the type hint: bool is not an int, an int is a float."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, a) for a in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is Any:
+        return True
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin is dict:
+        return isinstance(value, dict) and all(isinstance(k, str) for k in value)
+    return isinstance(value, origin or hint)
+
+
+def _type_name(hint: Any) -> str:
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join("null" if a is type(None) else _type_name(a) for a in args)
+    if typing.get_origin(hint) is dict:
+        return "a JSON object"
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(hint, str(hint))
+
+
+def check_field_types(obj: Any) -> None:
+    """A one-line ConfigError for the first dataclass field whose value does not have its declared type."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if not _type_ok(value, hints[f.name]):
+            raise ConfigError(f"{_flag(f.name)} ({f.name}): {value!r} is {type(value).__name__}, expected "
+                              f"{_type_name(hints[f.name])}")
 
 
 @dataclass
@@ -50,29 +96,62 @@ class TrainConfig:
     init: str | None = None  # classify: a run directory (e.g. an mlm run) whose encoder weights start training
 
     def __post_init__(self) -> None:
+        check_field_types(self)
         if self.task not in TASKS:
-            raise ConfigError(f"task={self.task!r} is not one of {', '.join(TASKS)}")
+            raise ConfigError(f"task={self.task!r} is not one of {', '.join(TASKS)} (--task)")
         if self.dtype not in ("fp32", "bf16", "fp16"):
-            raise ConfigError(f"dtype={self.dtype!r} is not one of fp32, bf16, fp16")
+            raise ConfigError(f"dtype={self.dtype!r} is not one of fp32, bf16, fp16 (--dtype)")
         for name in ("max_tokens", "accum_steps", "max_steps", "warmup", "max_len"):
             if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)} ({_flag(name)})")
         if self.text_side not in ("src", "tgt", "both"):
-            raise ConfigError(f"text_side={self.text_side!r} is not one of src, tgt, both")
-        if not 0 <= self.label_smoothing < 1:
-            raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+            raise ConfigError(f"text_side={self.text_side!r} is not one of src, tgt, both (--text-side)")
+        if not 0 <= self.label_smoothing < 1:  # also refuses nan
+            raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing} (--label-smoothing)")
+        self._check_ranges()
+
+    def _check_ranges(self) -> None:
+        """The numeric flags' ranges, one line each naming the flag."""
+        def need(ok: bool, name: str, what: str) -> None:
+            if not ok:
+                raise ConfigError(f"{_flag(name)} {getattr(self, name)}: must be {what}")
+
+        need(self.log_every >= 1, "log_every", ">= 1 (log every N updates)")
+        for name in ("eval_every", "save_every"):
+            need(getattr(self, name) >= 0, name, ">= 0 (0: only at the end)")
+        need(self.keep_last >= 1, "keep_last", ">= 1 (checkpoints kept)")
+        need(self.bleu_samples >= 0, "bleu_samples", ">= 0")
+        need(math.isfinite(self.lr_factor) and self.lr_factor > 0, "lr_factor", "a finite number > 0")
+        need(self.clip_norm is None or (math.isfinite(self.clip_norm) and self.clip_norm > 0), "clip_norm",
+             "a finite number > 0, or none (no clipping)")
+        need(self.time_limit is None or (math.isfinite(self.time_limit) and self.time_limit > 0), "time_limit",
+             "a number of minutes > 0")
+        need(self.max_epochs is None or self.max_epochs > 0, "max_epochs", "> 0")
+        need(self.min_freq >= 1, "min_freq", ">= 1")
+        need(DEVICE_PATTERN.fullmatch(self.device) is not None, "device", "auto, cpu, cuda, cuda:N or mps")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        if not isinstance(data, dict):
+            raise ConfigError(f"training options must be a JSON object of TrainConfig fields, not "
+                              f"{type(data).__name__}")
         reject_unknown_fields(cls, data, "training option(s)")
         return cls(**data)
 
     @classmethod
     def load(cls, path: str | Path) -> TrainConfig:
-        return cls.from_dict(read_json(path, "training config"))
+        """train_config.json (or a --config file); a ConfigError naming the file for any bad value."""
+        data = read_json(path, "training config")
+        if not isinstance(data, dict):
+            raise ConfigError(f"training config {path} holds a JSON {type(data).__name__}, not an object of "
+                              "TrainConfig fields")
+        try:
+            return cls.from_dict(data)
+        except ConfigError as e:
+            raise ConfigError(f"training config {path}: {e}") from None
 
 
 # Named training recipes (`scratchformer train --recipe NAME`): settings measured on a 2-core CPU.

@@ -3,7 +3,8 @@ and all-gathers a layer's weights just before it runs (`--fsdp` under torchrun).
 
     shard_model            fully_shard each encoder/decoder layer, then the root (embeddings, generator, norms)
     save_fsdp_checkpoint   checkpoints/step-N/ = dcp/ (one shard file per rank, torch.distributed.checkpoint)
-                           + trainer_state.pt; written into a temporary folder that rank 0 renames after a barrier
+                           + trainer_state.json + trainer_state.safetensors; written into a temporary folder that
+                           rank 0 renames after a barrier
     load_sharded_state     weights + optimiser from such a checkpoint into a sharded, replicated (DDP) or plain
                            model: DCP reshards on load, so the world size may change between runs
     save_full_weights      gather the full weights (a collective) and write one model.safetensors on rank 0
@@ -17,6 +18,10 @@ to the root's parameter group: the shared matrix is sharded once and gathered on
 survives sharding. `shard_model` checks that no parameter is shared between a layer and anything outside it
 (that would give one Parameter two owners); untie such weights before sharding.
 
+Reading a sharded checkpoint runs no code from it: DCP pickles its .metadata, so `SafeFileSystemReader` unpickles
+it with an allow-list of DCP's own classes, and the shards' non-tensor values go through torch.load's
+weights-only unpickler (`SafeLoadPlanner`); a shard file shorter than the metadata says is named before loading.
+
 Checkpoints are written to the run directory by every rank: with several machines it must be on a shared
 file system. Mixed precision is the trainer's autocast (`--dtype bf16`); weights stay fp32.
 """
@@ -24,7 +29,10 @@ file system. Mixed precision is the trainer's autocast (`--dtype bf16`); weights
 from __future__ import annotations
 
 import importlib
+import io
 import os
+import pickle
+import re
 import shutil
 import warnings
 from collections.abc import Iterator
@@ -158,12 +166,13 @@ def list_sharded_checkpoints(run_dir: Path) -> list[Path]:
     if not root.exists():
         return []
     return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-")
-                  and (p / "trainer_state.pt").exists() and is_sharded_checkpoint(p))
+                  and ckpt.has_trainer_state(p) and is_sharded_checkpoint(p))
 
 
 def save_fsdp_checkpoint(trainer: Any) -> Path:
-    """checkpoints/step-N/{dcp/, trainer_state.pt}: every rank writes its shards into a temporary folder, then
-    rank 0 renames it and points `latest` at it. A crash at any moment leaves the previous checkpoint intact."""
+    """checkpoints/step-N/{dcp/, trainer_state.json, trainer_state.safetensors}: every rank writes its shards
+    into a temporary folder, then rank 0 renames it and points `latest` at it. A crash at any moment leaves the
+    previous checkpoint intact."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
@@ -182,7 +191,7 @@ def save_fsdp_checkpoint(trainer: Any) -> Path:
         state = trainer._state()
         state.pop("optimizer")  # the optimiser's moments are sharded: they are in dcp/
         state["sharded"] = True
-        torch.save(state, tmp / "trainer_state.pt")
+        ckpt.write_trainer_state(tmp, state)
     dist_utils.barrier(info)  # every rank's shard file is complete
     if info.is_main:
         if final.exists():
@@ -219,12 +228,120 @@ def load_sharded_state(model: nn.Module, optimizer: torch.optim.Optimizer | None
 
 
 def _dcp_load(state: dict[str, Any], shards: Path) -> None:
-    """dcp.load, in place; without a process group it reads every rank's shards (what we want: no warning)."""
+    """dcp.load, in place, reading nothing but DCP's own metadata and plain tensors; a damaged checkpoint is a
+    one-line CheckpointError. Without a process group it reads every rank's shards (what we want: no warning)."""
     import torch.distributed.checkpoint as dcp
 
+    check_shard_files(shards)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
-        dcp.load(state, checkpoint_id=str(shards))
+        try:
+            dcp.load(state, storage_reader=safe_reader_class()(str(shards)), planner=safe_planner_class()())
+        except ckpt.CheckpointError:
+            raise
+        except Exception as e:  # DCP wraps a rank's failure (a damaged shard) in CheckpointException
+            unsafe = re.search(r"refusing to unpickle [^\n]*", str(e))
+            if unsafe:
+                raise ckpt.UnsafeCheckpointError(f"{shards}: {unsafe.group(0)}") from None
+            first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+            raise ckpt.CheckpointError(f"{shards}: cannot read the sharded checkpoint ({first[:300]})") from None
+
+
+# -- reading DCP checkpoints without running code from them ---------------------------------------------------
+
+_DCP_METADATA = "torch.distributed.checkpoint.metadata"
+_ALLOWED = {("torch", "Size"), ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+            ("torch.serialization", "_get_layout"), ("collections", "OrderedDict"), ("pathlib", "PosixPath"),
+            ("pathlib", "PurePosixPath"), ("builtins", "set"), ("builtins", "frozenset")}
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    """Unpickles DCP's .metadata: its dataclasses, torch.Size, dtypes and plain containers, nothing else."""
+
+    def __init__(self, file, path: Path) -> None:
+        super().__init__(file)
+        self.path = path
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == _DCP_METADATA or (module, name) in _ALLOWED or \
+                (module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)):
+            return super().find_class(module, name)
+        raise ckpt.UnsafeCheckpointError(f"refusing to unpickle {self.path}: it references {module}.{name}, which "
+                                         "is not part of a torch.distributed.checkpoint metadata file")
+
+
+def read_dcp_metadata(path: Path) -> Any:
+    """The Metadata of a DCP checkpoint (its .metadata file), through the allow-list unpickler."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            metadata = _MetadataUnpickler(f, path).load()
+    except ckpt.CheckpointError:
+        raise
+    except FileNotFoundError:
+        raise ckpt.CheckpointError(f"{path} is missing: the sharded checkpoint is incomplete") from None
+    except Exception as e:  # truncated or foreign: EOFError, UnpicklingError, ...
+        raise ckpt.CheckpointError(f"{path} is not a readable checkpoint metadata file ({type(e).__name__}: "
+                                   f"{e})") from None
+    from torch.distributed.checkpoint.metadata import Metadata
+
+    if not isinstance(metadata, Metadata):
+        raise ckpt.CheckpointError(f"{path} is not a torch.distributed.checkpoint metadata file")
+    return metadata
+
+
+def check_shard_files(shards: Path) -> None:
+    """Every shard file the metadata points into exists and is long enough (a truncated copy is named here)."""
+    metadata = read_dcp_metadata(Path(shards) / ".metadata")
+    need: dict[str, int] = {}
+    for info in (metadata.storage_data or {}).values():
+        end = int(info.offset) + int(info.length)
+        need[info.relative_path] = max(need.get(info.relative_path, 0), end)
+    for name, size in sorted(need.items()):
+        path = Path(shards) / name
+        if Path(name).is_absolute() or ".." in Path(name).parts:
+            raise ckpt.CheckpointError(f"{shards}/.metadata points outside the checkpoint ({name})")
+        if not path.exists():
+            raise ckpt.CheckpointError(f"{path} is missing: the sharded checkpoint is incomplete")
+        if path.stat().st_size < size:
+            raise ckpt.CheckpointError(f"{path} is truncated ({path.stat().st_size} bytes, the metadata says "
+                                       f"{size}): the sharded checkpoint is damaged; use an earlier one")
+
+
+def safe_reader_class() -> type:
+    """FileSystemReader whose read_metadata uses the allow-list unpickler (a class made on first use: importing
+    torch.distributed.checkpoint costs a second)."""
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.metadata import StorageMeta
+
+    class SafeFileSystemReader(FileSystemReader):
+        def read_metadata(self, *args: Any, **kwargs: Any):
+            metadata = read_dcp_metadata(Path(self._get_metadata_path(kwargs.get("rank"))))
+            if getattr(metadata, "storage_meta", None) is None:
+                metadata.storage_meta = StorageMeta()
+            metadata.storage_meta.load_id = self.load_id
+            return metadata
+
+    return SafeFileSystemReader
+
+
+def safe_planner_class() -> type:
+    """DefaultLoadPlanner whose non-tensor values (optimiser hyper-parameters) load with weights_only=True."""
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+
+    class SafeLoadPlanner(DefaultLoadPlanner):
+        def load_bytes(self, read_item, value: io.BytesIO) -> None:
+            try:
+                safe = io.BytesIO(value.read())
+                torch.load(safe, weights_only=True)  # refuses anything but plain values
+            except Exception as e:
+                why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+                raise ckpt.UnsafeCheckpointError(f"refusing to unpickle {read_item.dest_index.fqn} of a sharded "
+                                                 f"checkpoint: not a plain value ({why})") from None
+            safe.seek(0)
+            super().load_bytes(read_item, safe)
+
+    return SafeLoadPlanner
 
 
 def consolidate(run_dir: str | Path, step: int | None = None, out: str | Path | None = None) -> Path:

@@ -81,6 +81,8 @@ def load_encoder_weights(base: torch.nn.Module, run_dir: Path) -> Path:
         raise ckpt.CheckpointError(f"{path} is not an encoder of this config (missing {missing[:2]}, unexpected "
                                    f"{unexpected[:2]}, other shapes {bad[:2]}): model overrides given with --init "
                                    "must keep the init run's sizes")
+    for name, t in tensors.items():  # a diverged (nan) or foreign encoder would poison the classifier
+        ckpt.check_tensor(path, name, t, own[name])
     base.load_state_dict(tensors)
     return path
 

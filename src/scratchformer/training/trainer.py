@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,14 @@ from scratchformer.training.schedule import noam_scheduler, paper_optimizer
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+class TrainingDiverged(ckpt.CheckpointError):
+    """The loss of an update was nan or inf: training stops before saving anything."""
+
+    def __init__(self, step: int, loss: float, message: str | None = None) -> None:
+        super().__init__(message or f"loss became {loss} at step {step}")
+        self.step, self.loss = step, loss
+
+
 def load_tokenizers(run_dir: Path) -> tuple[Tokenizer, Tokenizer]:
     """(source, target) tokenizers of a run; a shared or single-stack tokenizer is returned twice."""
     run_dir = Path(run_dir)
@@ -51,12 +61,18 @@ class Trainer:
         self.dist = dist_utils.setup(cfg.device)
         self.device = self.dist.device
         self.stop_requested = False
+        self.stop_signal: int | None = None  # the signal that asked training to stop (SIGINT / SIGTERM)
         self.history: list[dict[str, Any]] = []
 
     # -- set-up ---------------------------------------------------------------------------------------------
     def log(self, msg: str) -> None:
         if self.dist.is_main and not self.quiet:
             tqdm.write(msg)
+
+    def warn(self, msg: str) -> None:
+        """A line on stderr (rank 0), even with --quiet: something was damaged and what was done about it."""
+        if self.dist.is_main:
+            tqdm.write(f"warning: {msg}", file=sys.stderr)
 
     def _tokenizers(self, src_texts: list[str], tgt_texts: list[str]) -> tuple[Tokenizer, Tokenizer]:
         cfg, run = self.cfg, self.run_dir
@@ -96,6 +112,10 @@ class Trainer:
             raise ConfigError("--fsdp with --dtype fp16 is not supported: the gradient scaler would check only this "
                               "rank's shard for overflow; use --dtype bf16")
         run.mkdir(parents=True, exist_ok=True)
+        if self.dist.is_main:
+            ckpt.write_marker(run)
+            for left in ckpt.clean_partial_saves(run):
+                self.warn(f"removed {left}: left by a save that was interrupted")
         torch.manual_seed(cfg.seed)
         self._data_and_config()
         self.model = build_model(self.model_config).to(self.device)
@@ -119,6 +139,10 @@ class Trainer:
             ckpt.write_json(run / "train_config.json", cfg.to_dict())
         if self.resume:
             self._restore()
+        if self.step == 0 and self.dist.is_main:  # a fresh run starts a fresh log (never one a symlink points to)
+            metrics = run / "metrics.jsonl"
+            if metrics.is_symlink() or metrics.exists():
+                metrics.unlink()
 
     def _data_and_config(self) -> None:
         """Tokenizers, train/valid examples and the ModelConfig (the task-specific part of `prepare`).
@@ -157,38 +181,79 @@ class Trainer:
                               f"{'demo' if want_arch == 'encoder-decoder' else 'gpt-tiny'})")
 
     def _restore(self) -> None:
-        found = ckpt.latest_checkpoint(self.run_dir)
-        if found is None:
+        candidates = ckpt.checkpoint_candidates(self.run_dir)
+        if not candidates:
             self.log(f"no checkpoint in {self.run_dir}/checkpoints: starting from step 0")
             return
+        for i, found in enumerate(candidates):
+            try:
+                self._restore_from(found)
+                break
+            except ckpt.CheckpointError as e:
+                if isinstance(e, ckpt.UnsafeCheckpointError) or i + 1 == len(candidates):
+                    raise
+                self.warn(f"checkpoint {found.name} is broken ({e}); falling back to {candidates[i + 1].name}")
+        self._trim_metrics()
+        self.log(f"resumed from {found} (step {self.step}, epoch {self.epoch})")
+
+    def _restore_from(self, found: Path) -> None:
+        """Weights, optimiser, scheduler, RNG and data position from checkpoints/step-N; a CheckpointError (and
+        nothing changed but possibly the optimiser) when a file of it is unreadable."""
         state = ckpt.load_trainer_state(found)
         if state.get("world_size", 1) != self.dist.world_size:
             self.log(f"note: checkpoint written with world size {state.get('world_size', 1)}, resuming with "
                      f"{self.dist.world_size}: weights and optimiser carry over, the batch order restarts the epoch")
             state["cursor"] = 0
-        if state.get("sharded"):  # an FSDP checkpoint: weights and optimiser are in its shards (any world size)
-            from scratchformer.training.fsdp import load_sharded_state
+        try:
+            if state.get("sharded"):  # an FSDP checkpoint: weights and optimiser are in its shards (any world size)
+                from scratchformer.training.fsdp import load_sharded_state
 
-            load_sharded_state(self.train_model, self.optimizer, found)
-        else:
-            ckpt.load_weights(self.model, found / "model.safetensors")
-            self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        if "scaler" in state:
-            self.scaler.load_state_dict(state["scaler"])
-        self.step, self.epoch, self.cursor = state["step"], state["epoch"], state["cursor"]
-        self.best_valid, self.elapsed = state["best_valid"], state["elapsed"]
-        torch.set_rng_state(state["rng_cpu"][self.dist.rank] if isinstance(state["rng_cpu"], list)
-                            else state["rng_cpu"])
+                load_sharded_state(self.train_model, self.optimizer, found)
+            else:
+                ckpt.load_weights(self.model, found / "model.safetensors")
+                self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            if state.get("scaler"):
+                self.scaler.load_state_dict(state["scaler"])
+            step, epoch, cursor = state["step"], state["epoch"], state["cursor"]
+            best_valid, elapsed = state["best_valid"], state["elapsed"]
+            rng = state["rng_cpu"][self.dist.rank] if isinstance(state["rng_cpu"], list) else state["rng_cpu"]
+            torch.set_rng_state(rng)
+        except (KeyError, TypeError, ValueError, RuntimeError) as e:
+            if isinstance(e, ckpt.CheckpointError):
+                raise
+            raise ckpt.CheckpointError(f"{found}: the trainer state does not fit this run ({type(e).__name__}: "
+                                       f"{str(e).splitlines()[0] if str(e) else ''})") from None
+        self.step, self.epoch, self.cursor, self.best_valid, self.elapsed = step, epoch, cursor, best_valid, elapsed
         if torch.cuda.is_available() and state.get("rng_cuda") is not None:
             torch.cuda.set_rng_state(state["rng_cuda"])
+
+    def _trim_metrics(self) -> None:
+        """Forget what the interrupted run logged after the checkpoint. A torn last line (the process died while
+        writing it) is dropped with a warning; a damaged line elsewhere is an error naming it."""
         metrics = self.run_dir / "metrics.jsonl"
-        if self.dist.is_main and metrics.exists():  # forget what the interrupted run logged after the checkpoint
-            kept = [line for line in metrics.read_text().splitlines()
-                    if line.strip() and json.loads(line).get("step", 0) <= self.step]
+        if not metrics.exists():
+            return
+        lines = metrics.read_text(encoding="utf-8", errors="replace").splitlines()
+        kept = []
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                if not isinstance(record, dict):
+                    raise ValueError("not a JSON object")
+            except ValueError as e:
+                if n == len(lines):
+                    self.warn(f"{metrics}: dropped its torn last line {n} (the run died while writing it)")
+                    continue
+                raise ckpt.CheckpointError(f"{metrics}, line {n}: not a JSON record ({e}): fix or delete that "
+                                           "line, then --resume") from None
+            if record.get("step", 0) <= self.step:
+                kept.append(line)
+        if self.dist.is_main:
             with ckpt.atomic_path(metrics) as tmp:
-                tmp.write_text("".join(k + "\n" for k in kept))
-        self.log(f"resumed from {found} (step {self.step}, epoch {self.epoch})")
+                tmp.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
 
     # -- batches --------------------------------------------------------------------------------------------
     def _lengths(self, examples: list) -> list:
@@ -251,6 +316,10 @@ class Trainer:
                 self.scaler.scale(out.loss_sum * scale).backward()
             loss_sum += float(out.loss_sum.detach())
             nll_sum += float(out.nll_sum)
+        loss_sum = dist_utils.all_reduce_sum(loss_sum, self.dist)  # every rank sees the same loss: all stop or none
+        nll_sum = dist_utils.all_reduce_sum(nll_sum, self.dist)
+        if not math.isfinite(loss_sum):
+            raise TrainingDiverged(self.step + 1, loss_sum)  # before the update: the weights stay finite
         self.scaler.unscale_(self.optimizer)
         if self.cfg.clip_norm:
             torch.nn.utils.clip_grad_norm_(self.train_model.parameters(), self.cfg.clip_norm)
@@ -259,8 +328,6 @@ class Trainer:
         lr = self.optimizer.param_groups[0]["lr"]
         self.scheduler.step()
         self.step += 1
-        loss_sum = dist_utils.all_reduce_sum(loss_sum, self.dist)
-        nll_sum = dist_utils.all_reduce_sum(nll_sum, self.dist)
         return {"loss": loss_sum / total_tokens, "nll": nll_sum / total_tokens, "lr": lr, "tokens": total_tokens}
 
     # -- evaluation -----------------------------------------------------------------------------------------
@@ -310,7 +377,9 @@ class Trainer:
     def _record(self, record: dict[str, Any]) -> None:
         self.history.append(record)
         if self.dist.is_main:
-            with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
+            # O_NOFOLLOW: never append through a symlink planted in the run directory
+            fd = os.open(self.run_dir / "metrics.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+            with open(fd, "a", encoding="utf-8") as f:
                 f.write(json.dumps({k: v for k, v in record.items() if k != "samples"}, ensure_ascii=False) + "\n")
 
     def _state(self) -> dict[str, Any]:
@@ -349,8 +418,25 @@ class Trainer:
 
     def _on_signal(self, signum, frame) -> None:
         self.stop_requested = True
+        self.stop_signal = signum
 
     def train(self) -> dict[str, Any]:
+        """Train to max_steps / max_epochs / time_limit (or a SIGINT / SIGTERM), holding the run's lock."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        lock = ckpt.run_lock(self.run_dir) if self.dist.is_main else contextlib.nullcontext()
+        with lock:
+            return self._train()
+
+    def _diverged(self, error: TrainingDiverged) -> ckpt.CheckpointError:
+        last = ckpt.latest_checkpoint(self.run_dir)
+        kept = f"the last finite checkpoint is step {int(last.name.split('-')[1])}" if last else \
+            "no checkpoint was saved"
+        msg = (f"loss became {error.loss} at step {error.step}: {kept} (nothing was saved after it); lower "
+               "--lr-factor or enable --clip-norm, then --resume (or --overwrite)")
+        self.log(msg)
+        return TrainingDiverged(error.step, error.loss, msg)
+
+    def _train(self) -> dict[str, Any]:
         cfg = self.cfg
         self.prepare()
         old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -366,7 +452,10 @@ class Trainer:
             while self.step < cfg.max_steps and not self.stop_requested:
                 if cfg.max_epochs is not None and self.epoch >= cfg.max_epochs:
                     break
-                stats = self.train_step()
+                try:
+                    stats = self.train_step()
+                except TrainingDiverged as e:
+                    raise self._diverged(e) from None
                 window_tokens += stats["tokens"]
                 self.elapsed = time.time() - start
                 bar.update(1)
@@ -388,13 +477,15 @@ class Trainer:
             bar.close()
             for s, h in old_handlers.items():
                 signal.signal(s, h)
-        if not last_valid or last_valid.get("step") != self.step:
+        if self.stop_requested:  # interrupted: save at once, no evaluation (a preemption's grace period is short)
+            self.log(f"interrupted by signal {self.stop_signal} at step {self.step}: saving a checkpoint")
+        elif not last_valid or last_valid.get("step") != self.step:
             last_valid = self._evaluate_and_keep_best()
         self.save()
         if self.dist.is_main:
             self._plot()
         return {"step": self.step, "epoch": self.epoch, "elapsed_s": round(self.elapsed, 1),
-                "interrupted": self.stop_requested, "is_main": self.dist.is_main,
+                "interrupted": self.stop_requested, "signal": self.stop_signal, "is_main": self.dist.is_main,
                 **{k: v for k, v in last_valid.items() if k != "samples"}}
 
     def _plot(self) -> None:
