@@ -16,7 +16,7 @@ import os
 import stat
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,7 +151,8 @@ class ModelConfig:
             raise ConfigError(f"{path}: {e}") from None
 
 
-def reject_unknown_fields(cls: type, data: Mapping[str, Any], what: str) -> None:
+def reject_unknown_fields(cls: type, data: Mapping[str, Any], what: str,
+                          label: Callable[[str], str] = str) -> None:
     """A one-line ConfigError if `data` is not a mapping, names keys that are not fields of the dataclass `cls`,
     or holds a value whose type does not fit its field's type hint (what a JSON file can get wrong)."""
     if not isinstance(data, Mapping):
@@ -160,7 +161,7 @@ def reject_unknown_fields(cls: type, data: Mapping[str, Any], what: str) -> None
     unknown = {str(k) for k in data} - known
     if unknown:
         raise ConfigError(f"unknown {what} {sorted(unknown)}; known fields: {', '.join(sorted(known))}")
-    check_field_types(cls, data)
+    check_field_types(cls, data, label)
 
 
 # -- types of dataclass fields (JSON files can hold anything) ------------------------------------------------------
@@ -193,22 +194,35 @@ def _fits(value: Any, hint: Any) -> bool:
 
 
 def _type_name(hint: Any) -> str:
+    """The Python name of a type hint: "int", "int or None", "dict"."""
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         return " or ".join(_type_name(a) for a in typing.get_args(hint))
     if hint is type(None):
         return "None"
     kind = typing.get_origin(hint) or hint
-    return {dict: "dict (a JSON object)", list: "list"}.get(kind, getattr(kind, "__name__", str(kind)))
+    return getattr(kind, "__name__", str(kind))
 
 
-def check_field_types(cls: type, data: Mapping[str, Any]) -> None:
+def _json_words(hint: Any) -> str:
+    """What a JSON file must hold for that hint: "an integer or null", "true or false", "a JSON object"."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_json_words(a) for a in typing.get_args(hint))
+    kind = typing.get_origin(hint) or hint
+    words = {int: "an integer", float: "a number", bool: "true or false", str: "a string", dict: "a JSON object",
+             list: "a JSON list", type(None): "null"}
+    return words.get(kind, _type_name(hint))
+
+
+def check_field_types(cls: type, data: Mapping[str, Any], label: Callable[[str], str] = str) -> None:
     """A one-line ConfigError naming the first field of `data` whose value does not fit the type hint of that field
-    of the dataclass `cls` ("d_model='256' must be int, got str"); keys that are not fields are left alone."""
+    of the dataclass `cls` ("d_model='256' must be int (an integer), got str"); keys that are not fields are left
+    alone. `label` names a field in the message (TrainConfig: its command-line flag)."""
     hints = _field_hints(cls)
     for name, value in data.items():
         if name in hints and not _fits(value, hints[name]):
             shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-            raise ConfigError(f"{name}={shown} must be {_type_name(hints[name])}, got {type(value).__name__}")
+            raise ConfigError(f"{label(name)}={shown} must be {_type_name(hints[name])} ({_json_words(hints[name])}), "
+                              f"got {type(value).__name__}")
 
 
 # -- files --------------------------------------------------------------------------------------------------------

@@ -5,13 +5,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scratchformer.config import read_json, reject_unknown_fields
+from scratchformer.config import check_field_types, read_json, reject_unknown_fields
 from scratchformer.errors import ConfigError
 
 TASKS = ("translate", "lm", "mlm", "classify")
@@ -22,41 +20,8 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _type_ok(value: Any, hint: Any) -> bool:
-    """Whether `value` (read from JSON) fits the type hint: bool is not an int, an int is a float."""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(_type_ok(value, a) for a in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if hint is Any:
-        return True
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if origin is dict:
-        return isinstance(value, dict) and all(isinstance(k, str) for k in value)
-    return isinstance(value, origin or hint)
-
-
-def _type_name(hint: Any) -> str:
-    args = typing.get_args(hint)
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return " or ".join("null" if a is type(None) else _type_name(a) for a in args)
-    if typing.get_origin(hint) is dict:
-        return "a JSON object"
-    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(hint, str(hint))
-
-
-def check_field_types(obj: Any) -> None:
-    """A one-line ConfigError for the first dataclass field whose value does not have its declared type."""
-    hints = typing.get_type_hints(type(obj))
-    for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        if not _type_ok(value, hints[f.name]):
-            raise ConfigError(f"{_flag(f.name)} ({f.name}): {value!r} is {type(value).__name__}, expected "
-                              f"{_type_name(hints[f.name])}")
+def _label(name: str) -> str:
+    return f"{_flag(name)} ({name})"
 
 
 @dataclass
@@ -96,7 +61,7 @@ class TrainConfig:
     init: str | None = None  # classify: a run directory (e.g. an mlm run) whose encoder weights start training
 
     def __post_init__(self) -> None:
-        check_field_types(self)
+        check_field_types(type(self), {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, _label)
         if self.task not in TASKS:
             raise ConfigError(f"task={self.task!r} is not one of {', '.join(TASKS)} (--task)")
         if self.dtype not in ("fp32", "bf16", "fp16"):
@@ -138,7 +103,7 @@ class TrainConfig:
         if not isinstance(data, dict):
             raise ConfigError(f"training options must be a JSON object of TrainConfig fields, not "
                               f"{type(data).__name__}")
-        reject_unknown_fields(cls, data, "training option(s)")
+        reject_unknown_fields(cls, data, "training option(s)", _label)
         return cls(**data)
 
     @classmethod
