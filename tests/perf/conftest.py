@@ -39,7 +39,8 @@ def fake_tuner(monkeypatch, tmp_path):
     def install(**seconds: float) -> FakeClock:
         clock = FakeClock(seconds)
         monkeypatch.setenv(autotune.ENV, "1")
-        monkeypatch.setattr(autotune, "TUNER", autotune.Tuner(tmp_path / "autotune.json", measure=clock))
+        tuner = autotune.Tuner(tmp_path / "autotune.json", measure=clock, busy=lambda: False)
+        monkeypatch.setattr(autotune, "TUNER", tuner)
         return clock
 
     return install

@@ -20,9 +20,9 @@ def _work():
     return lambda: None
 
 
-def _tuner(tmp_path, **seconds) -> tuple[autotune.Tuner, FakeClock]:
+def _tuner(tmp_path, busy=False, **seconds) -> tuple[autotune.Tuner, FakeClock]:
     clock = FakeClock(seconds)
-    return autotune.Tuner(tmp_path / "cache" / "autotune.json", measure=clock), clock
+    return autotune.Tuner(tmp_path / "cache" / "autotune.json", measure=clock, busy=lambda: busy), clock
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +43,7 @@ def test_the_rule_takes_the_faster_and_keeps_the_default_within_the_margin(tmp_p
 def test_min_of_the_repetitions_counts(tmp_path):
     """One slow repetition (a busy machine) does not decide: the minimum does."""
     ticks = iter([9.0, 9.0] + [1.0, 0.5] * autotune.REPEATS)  # warm-ups, then a, b alternating
-    tuner = autotune.Tuner(tmp_path / "t.json", measure=lambda name, work: next(ticks))
+    tuner = autotune.Tuner(tmp_path / "t.json", measure=lambda name, work: next(ticks), busy=lambda: False)
     assert tuner.choose("d", [], {"a": _work(), "b": _work()}, "a") == "b"
 
 
@@ -81,8 +81,16 @@ def test_a_corrupt_cache_is_measured_again_and_rewritten(tmp_path, content):
 def test_an_unwritable_cache_folder_just_means_no_cache(tmp_path):
     (tmp_path / "file").write_text("not a folder")
     clock = FakeClock({"a": 1.0, "b": 0.5})
-    tuner = autotune.Tuner(tmp_path / "file" / "scratchformer" / "autotune.json", measure=clock)
+    tuner = autotune.Tuner(tmp_path / "file" / "scratchformer" / "autotune.json", measure=clock, busy=lambda: False)
     assert tuner.choose("d", [], {"a": _work(), "b": _work()}, "a") == "b"
+
+
+def test_a_busy_machine_takes_the_default_for_this_process_and_caches_nothing(tmp_path):
+    tuner, clock = _tuner(tmp_path, busy=True, a=1.0, b=0.1)
+    assert tuner.choose("d", [], {"a": _work(), "b": _work()}, "a") == "a"
+    assert clock.calls == [] and not (tmp_path / "cache" / "autotune.json").exists()
+    quiet, clock = _tuner(tmp_path, a=1.0, b=0.1)  # a later, quieter process measures
+    assert quiet.choose("d", [], {"a": _work(), "b": _work()}, "a") == "b"
 
 
 def test_autotune_0_takes_the_default_and_measures_nothing(tmp_path, monkeypatch):

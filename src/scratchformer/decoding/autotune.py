@@ -8,8 +8,10 @@ timed on the real shapes: every candidate runs a few ms, the minimum of several 
 counts, and a candidate replaces the default only when it is clearly faster (MARGIN). The outcome is kept
 per (decision, CPU model name, torch version, thread count, shapes) in a JSON file under
 $XDG_CACHE_HOME/scratchformer (else ~/.cache/scratchformer), written atomically; an unreadable or corrupt
-file is measured again, an unwritable folder is simply not used. SCRATCHFORMER_AUTOTUNE=0 measures nothing
-and takes every default (the plain row-major layout, no packing); the test suite runs that way.
+file is measured again, an unwritable folder is simply not used. A machine already busy (1-minute load
+average above its core count) cannot time a few ms reliably: then the default serves this process and nothing
+is cached, so a quieter run measures. SCRATCHFORMER_AUTOTUNE=0 measures nothing and takes every default (the
+plain row-major layout, no packing); the test suite runs that way.
 """
 
 from __future__ import annotations
@@ -54,6 +56,14 @@ def default_cache_path() -> Path:
     return Path(root) / "scratchformer" / "autotune.json"
 
 
+def machine_busy() -> bool:
+    """The 1-minute load average exceeds the core count: timings would measure the other jobs."""
+    try:
+        return os.getloadavg()[0] > (os.cpu_count() or 1)
+    except OSError:  # no load average (some platforms)
+        return False
+
+
 def time_once(name: str, work: Callable[[], object]) -> float:
     """Wall-clock seconds of one call of `work` (the real Measure; tests inject a fake one)."""
     start = time.perf_counter()
@@ -65,8 +75,8 @@ class Tuner:
     """Decides, measures and remembers. `measure` and `path` are injectable (tests: a fake clock, a tmp file)."""
 
     def __init__(self, path: Path | None = None, measure: Measure = time_once, repeats: int = REPEATS,
-                 margin: float = MARGIN) -> None:
-        self.path, self.measure, self.repeats, self.margin = path, measure, repeats, margin
+                 margin: float = MARGIN, busy: Callable[[], bool] = machine_busy) -> None:
+        self.path, self.measure, self.repeats, self.margin, self.busy = path, measure, repeats, margin, busy
         self._memo: dict[str, str] = {}  # key -> choice, for this process
 
     def choose(self, decision: str, shapes: Any, candidates: Mapping[str, Callable[[], object]],
@@ -81,6 +91,8 @@ class Tuner:
         stored = self._read().get(key)
         if isinstance(stored, dict) and stored.get("choice") in candidates:
             choice = stored["choice"]
+        elif self.busy():
+            choice = default  # for this process only: not cached
         else:
             times = self._time(candidates)
             choice = pick(times, default, self.margin)
