@@ -59,7 +59,8 @@ def test_fixed_length_decoding_with_packs_equals_without(tiny_model, tiny_source
     got_beam = beam_search(model, src, beam_size=3, min_len=12, max_len=12, n_best=3)
     assert calls and set(calls) == {27}
     assert got_greedy.tokens == ref_greedy.tokens
-    torch.testing.assert_close(got_greedy.logits, ref_greedy.logits, atol=1e-6, rtol=0)  # other GEMM kernels
+    # other GEMM kernels, 12 steps each fed by the last: 1.4e-6 measured at 2 threads (AVX2), so 1e-5
+    torch.testing.assert_close(got_greedy.logits, ref_greedy.logits, atol=1e-5, rtol=0)
     assert [[h.tokens for h in hs] for hs in got_beam] == [[h.tokens for h in hs] for hs in ref_beam]
     assert not any("forward" in m.__dict__ for m in model.modules())  # the class forward is back everywhere
     calls.clear()

@@ -33,8 +33,9 @@ def test_copy_task_reaches_near_full_exact_match_on_held_out_sequences(tmp_path)
     """Copying unseen sequences: at least 97 of 100 exactly right after 1000 steps.
 
     Not 100 of 100: the last few sequences flip with the kernels' rounding. Measured on an AMD EPYC at 600 / 800 /
-    1000 / 1200 steps (ATen avx2 + MKL AVX2 at 2 threads; ATen default, MKL SSE4_2 or torch's own choice at 1):
-    0.96-1.0 / 0.95-1.0 / 1.0 / 0.99-1.0; the former bar (600 steps, 1.0, set on a Xeon) gave 0.96 there.
+    1000 / 1200 steps, in five settings (torch's own kernels at 1 and 2 threads; ATen avx2 + MKL AVX2 at 2; ATen
+    default, and MKL SSE4_2, at 1): 0.96-1.0 / 0.95-1.0 / 1.0 / 0.99-1.0; the former bar (600 steps, 1.0, set on
+    a Xeon) gave 0.96 there.
     """
     train_lines = set(_copy_corpus(tmp_path / "train.tsv", 6000, seed=1))
     held_out = [x for x in _copy_corpus(tmp_path / "held_out.tsv", 300, seed=2) if x not in train_lines][:100]
