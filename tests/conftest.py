@@ -30,7 +30,7 @@ KERNELS = (
     "tests/interop/",
     "tests/perf/",
     "tests/tasks/test_heads.py",
-    "tests/training/test_learning.py",
+    "tests/training/test_learning.py::test_overfit",  # the light one; the copy task's margin is in its docstring
 )
 
 
