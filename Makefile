@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install demo test test-slow lint bench clean
+.PHONY: install demo test test-kernels test-slow lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,6 +23,13 @@ demo: install
 test: install
 	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/python -m pytest
+
+# The `kernels` subset (tests/conftest.py) again under other kernels and thread counts: AVX2 ATen and MKL with 2
+# threads, then ATen's and MKL's baseline (SSE) code with 1, as on a CPU other than the one the figures came from.
+KERNELS_PYTEST := $(BIN)/python -m pytest -m 'kernels and not slow'
+test-kernels: install
+	ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 SCRATCHFORMER_TEST_THREADS=2 $(KERNELS_PYTEST)
+	ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 SCRATCHFORMER_TEST_THREADS=1 $(KERNELS_PYTEST)
 
 test-slow: install
 	$(BIN)/python -m pytest -m slow

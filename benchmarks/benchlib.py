@@ -7,12 +7,16 @@ recorded with every figure.
 
 A figure is one JSON line:
     {"figure": ..., "unit": ..., "ours": x, "peer": y, "peer_name": ..., "ratio": x / y,
-     "higher_is_better": true, "target": ">= 1.5x", "met": true, "note": ..., "load": [1, 5, 15 min]}
+     "higher_is_better": true, "target": ">= 1.5x", "met": true, "note": ..., "load": [1, 5, 15 min],
+     "machine": {"cpu": ..., "simd": ["avx2", ...], "torch": ..., "mkl": true, "onednn": true, "threads": 2}}
+The machine names the CPU and the SIMD extensions the kernels pick from (the same code runs other GEMMs on an
+AVX2-only AMD EPYC than on an AVX-512 Xeon), so a figure is never read without the machine it came from.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -59,9 +63,44 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def machine_info(threads: int) -> dict[str, Any]:
-    return {"cpu": cpu_model(), "cores": os.cpu_count(), "threads": threads, "torch": torch.__version__,
-            "python": platform.python_version(), "load": [round(x, 2) for x in os.getloadavg()]}
+SIMD = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni")  # and every amx* flag
+
+
+def simd_flags(cpuinfo: str | None = None) -> list[str]:
+    """The SIMD extensions that choose CPU kernels (SIMD, amx*), from /proc/cpuinfo's first flags line; [] if
+    unknown (not Linux, not x86)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            return []
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags") and ":" in line:
+            flags = set(line.split(":", 1)[1].split())
+            return [f for f in SIMD if f in flags] + sorted(f for f in flags if f.startswith("amx"))
+    return []
+
+
+@functools.lru_cache(maxsize=1)
+def _machine() -> str:  # JSON: read once per process (lscpu is a subprocess), copied per call
+    return json.dumps({"cpu": cpu_model(), "simd": simd_flags(), "cores": os.cpu_count(), "torch": torch.__version__,
+                       "mkl": torch.backends.mkl.is_available(), "onednn": torch.backends.mkldnn.is_available()})
+
+
+def machine_info(threads: int | None = None) -> dict[str, Any]:
+    """CPU model, SIMD flags, cores, torch version, MKL / oneDNN availability and the torch thread count."""
+    return {**json.loads(_machine()), "threads": torch.get_num_threads() if threads is None else threads}
+
+
+def describe_machine(info: dict[str, Any]) -> str:
+    """One line for a RESULTS header: "AMD EPYC (avx2; no AVX-512, no AMX), 2 cores, 2 threads, torch ..."."""
+    simd = info.get("simd") or []
+    extras = [] if any(f.startswith("avx512") for f in simd) else ["no AVX-512"]
+    extras += [] if any(f.startswith("amx") for f in simd) else ["no AMX"]
+    flags = ", ".join(simd) if simd else "SIMD flags unknown"
+    libs = ", ".join(n for n, on in (("MKL", info.get("mkl")), ("oneDNN", info.get("onednn"))) if on) or "no MKL/oneDNN"
+    return (f"{info.get('cpu', 'unknown CPU')} ({'; '.join([flags] + extras)}), {info.get('cores')} cores, "
+            f"{info.get('threads')} torch thread(s), torch {info.get('torch')} ({libs})")
 
 
 def interleave(candidates: dict[str, Callable[[], Any]], repeats: int, warmup: int = 1) -> dict[str, list[float]]:
@@ -99,7 +138,7 @@ def emit(figure: str, unit: str, ours: float, peer: float | None = None, peer_na
         met = ours >= target_ours if higher_is_better else ours <= target_ours
     record = {"figure": figure, "unit": unit, "ours": _round(ours), "peer": _round(peer), "peer_name": peer_name,
               "ratio": _round(ratio), "higher_is_better": higher_is_better, "target": target, "met": met,
-              "note": note, "load": [round(x, 2) for x in os.getloadavg()], **extra}
+              "note": note, "load": [round(x, 2) for x in os.getloadavg()], "machine": machine_info(), **extra}
     print(json.dumps(record, ensure_ascii=False), flush=True)
     return record
 

@@ -22,11 +22,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchlib import cpu_model, log, setup_threads
+from benchlib import describe_machine, log, machine_info, setup_threads
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = {"padding": "bench_padding.py", "train": "bench_train.py", "decode": "bench_decode.py",
-           "floor": "bench_decode_floor.py", "memory": "bench_memory.py", "quality": "bench_quality.py"}
+           "floor": "bench_decode_floor.py", "memory": "bench_memory.py", "quality": "bench_quality.py",
+           "fastpaths": "bench_fast_paths.py"}
 EXTRAS = {"train": ["--bf16", "--compile"]}  # slow figures, skipped with --no-extras
 WHY_MARK = "## Why"
 
@@ -68,11 +69,13 @@ def _load(avg) -> str:
 
 
 def render(records: list[dict], meta: dict, why: str) -> str:
+    machine = describe_machine(meta["machine"]) if "machine" in meta else (
+        f"{meta['cpu']}, {meta['cores']} cores, {meta['threads']} torch thread(s), torch {meta['torch']}")
     lines = ["# Benchmark results", "",
-             f"Written by `benchmarks/run_all.py` (`make bench`) on {meta['date']}: {meta['cpu']}, {meta['cores']} "
-             f"cores, {meta['threads']} torch thread(s), torch {meta['torch']}. Load average (1, 5, 15 min) "
-             f"{_load(meta['load_before'])} before, {_load(meta['load_after'])} after: this machine is shared, so "
-             "every ratio compares candidates timed in the same process, interleaved, and reports medians.", "",
+             f"Written by `benchmarks/run_all.py` (`make bench`) on {meta['date']}: {machine}. Load average "
+             f"(1, 5, 15 min) {_load(meta['load_before'])} before, {_load(meta['load_after'])} after: this machine "
+             "is shared, so every ratio compares candidates timed in the same process, interleaved, and reports "
+             "medians.", "",
              "| figure | unit | ours | peer | ours / peer | target | met? | load (1 min) | note |",
              "| --- | --- | ---: | --- | ---: | --- | --- | ---: | --- |"]
     for r in records:
@@ -118,8 +121,9 @@ def main() -> None:
 
     threads = setup_threads(args.threads)
     args.threads = threads  # every script uses the same count
-    meta = {"date": datetime.date.today().isoformat(), "cpu": cpu_model(), "cores": os.cpu_count(),
-            "threads": threads, "torch": torch.__version__,
+    info = machine_info(threads)
+    meta = {"date": datetime.date.today().isoformat(), "cpu": info["cpu"], "cores": info["cores"],
+            "threads": threads, "torch": torch.__version__, "machine": info,
             "load_before": tuple(round(x, 2) for x in os.getloadavg())}
     records = []
     for name in [n.strip() for n in args.only.split(",") if n.strip()]:

@@ -1,8 +1,18 @@
 """Test-wide settings and shared helpers.
 
-One torch thread for the whole suite: tiny models run faster without thread hand-offs (about 100x on a busy
-2-core machine), and CI has 2 cores.
+Threads: SCRATCHFORMER_TEST_THREADS (default 1). One thread by default: tiny models run faster without thread
+hand-offs (about 100x on a busy 2-core machine), and CI has 2 cores; `make test-kernels` also runs with 2, so no
+test may depend on the thread count (other counts split GEMMs differently: compare with tolerances).
+
+Fast paths: SCRATCHFORMER_AUTOTUNE=0 unless set (decoding/autotune.py measures nothing and takes the safe
+defaults, also in the CLI subprocesses); the fast-path tests switch it on with a fake clock (tests/perf).
+
+The `kernels` marker: the numerics that other CPU kernels could break (model parity with the references,
+decoding equivalences, fast-path equality, heads, the light learning checks), a few minutes at most; `make
+test-kernels` runs them under other ATen/MKL instruction sets (see KERNELS below).
 """
+
+import os
 
 import pytest
 import torch
@@ -10,7 +20,40 @@ from torch import nn
 
 from scratchformer import ModelConfig, build_model
 
-torch.set_num_threads(1)
+THREADS_VAR = "SCRATCHFORMER_TEST_THREADS"
+os.environ.setdefault("SCRATCHFORMER_AUTOTUNE", "0")  # no timing in tests, no cache written to the home folder
+
+# Test ids (prefixes, relative to the repository root) that get the `kernels` marker.
+KERNELS = (
+    "tests/model/",
+    "tests/decoding/",
+    "tests/interop/",
+    "tests/perf/",
+    "tests/tasks/test_heads.py",
+    "tests/training/test_learning.py::test_overfit",  # the light one; the copy task's margin is in its docstring
+)
+
+
+def _test_threads() -> int:
+    raw = os.environ.get(THREADS_VAR, "1")
+    try:
+        threads = int(raw)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise pytest.UsageError(f"{THREADS_VAR}={raw!r}: give a positive whole number of torch threads (default 1)")
+    return threads
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    torch.set_num_threads(_test_threads())
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith(KERNELS):
+            item.add_marker(pytest.mark.kernels)
 
 
 def _tiny_seq2seq(seed: int, vocab: int, **overrides) -> nn.Module:

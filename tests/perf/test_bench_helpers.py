@@ -1,4 +1,5 @@
-"""The CPU-independent parts of benchmarks/: FLOP counting, targets, the GPU script's plan and its CUDA check."""
+"""The CPU-independent parts of benchmarks/: FLOP counting, targets, the machine every figure names, the RESULTS
+header, the GPU script's plan and its CUDA check."""
 
 import json
 import sys
@@ -12,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import benchlib  # noqa: E402
 import gpu_bench  # noqa: E402
+import run_all  # noqa: E402
 
 from scratchformer import ModelConfig, build_model  # noqa: E402
 
@@ -71,3 +73,38 @@ def test_gpu_bench_smoke_runs_every_path_on_the_cpu(capsys):
     assert [n for n in names if n.startswith("gpu decode")] == [
         "gpu decode: greedy, bf16, batch 1, 4 new tokens", "gpu decode: greedy, bf16, batch 2, 4 new tokens"]
     assert all(f["ours"] > 0 for f in figures)
+
+
+EPYC = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse4_2 avx fma avx2 bmi2\n"
+SAPPHIRE = ("model name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t\t: avx2 avx512f avx512_vnni avx512_bf16 "
+            "amx_tile amx_bf16 amx_int8 avx_vnni\n")
+
+
+def test_simd_flags_are_read_from_cpuinfo():
+    assert benchlib.simd_flags(EPYC) == ["avx2"]
+    assert benchlib.simd_flags(SAPPHIRE) == ["avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni",
+                                             "amx_bf16", "amx_int8", "amx_tile"]
+    assert benchlib.simd_flags("no flags here") == []
+
+
+def test_every_figure_names_its_machine(capsys):
+    record = benchlib.emit("x", "tok/s", 3.0, 2.0, "peer")
+    machine = json.loads(capsys.readouterr().out)["machine"]
+    assert machine == record["machine"]
+    assert set(machine) == {"cpu", "simd", "cores", "torch", "mkl", "onednn", "threads"}
+    assert machine["torch"] == torch.__version__ and machine["threads"] == torch.get_num_threads()
+    assert machine["mkl"] == torch.backends.mkl.is_available() and isinstance(machine["simd"], list)
+
+
+def test_the_results_header_names_the_cpu_and_its_simd():
+    info = {"cpu": "AMD EPYC", "simd": ["avx2"], "cores": 2, "threads": 2, "torch": "2.13.0+cpu", "mkl": True,
+            "onednn": True}
+    meta = {"date": "2026-12-01", "cpu": "AMD EPYC", "cores": 2, "threads": 2, "torch": "2.13.0+cpu",
+            "machine": info, "load_before": (1.0, 1.0, 1.0), "load_after": (1.5, 1.0, 1.0)}
+    header = run_all.render([], meta, "## Why\n").splitlines()[2]
+    assert "AMD EPYC (avx2; no AVX-512; no AMX), 2 cores, 2 torch thread(s), torch 2.13.0+cpu (MKL, oneDNN)" in header
+    xeon = {**info, "cpu": "Intel Xeon", "simd": benchlib.simd_flags(SAPPHIRE), "mkl": False, "onednn": False}
+    line = benchlib.describe_machine(xeon)
+    assert "avx512f" in line and "amx_bf16" in line and "no AVX-512" not in line and "no MKL/oneDNN" in line
+    old = {k: v for k, v in meta.items() if k != "machine"}  # results.jsonl written before the machine field
+    assert "AMD EPYC, 2 cores, 2 torch thread(s), torch 2.13.0+cpu" in run_all.render([], old, "").splitlines()[2]

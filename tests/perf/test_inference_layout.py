@@ -15,8 +15,12 @@ def test_same_outputs_same_state(tiny_model, tiny_sources):
         if isinstance(m, nn.Linear):
             assert not m.weight.is_contiguous() and m.weight.t().is_contiguous()
     after = model.state_dict()
-    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
-    src = tiny_sources(1)
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)  # a pure copy
+    g = torch.Generator().manual_seed(2)
+    x, y = torch.randint(4, 40, (3, 6), generator=g), torch.randint(4, 40, (3, 5), generator=g)
+    with torch.no_grad():  # other GEMM kernels: equal to 1e-6, not to the bit
+        torch.testing.assert_close(model(x, y), ref(x, y), atol=1e-6, rtol=0)
+    src = tiny_sources(1)  # token ids: logits apart by ~1e-7 pick the same ids unless two are that close
     assert greedy_decode(model, src, max_len=10) == greedy_decode(ref, src, max_len=10)
     assert [h[0].tokens for h in beam_search(model, src, max_len=10)] == \
         [h[0].tokens for h in beam_search(ref, src, max_len=10)]

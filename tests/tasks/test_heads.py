@@ -100,4 +100,6 @@ def test_load_run_rebuilds_the_whole_model(head, tmp_path):
     run = load_run(tmp_path)
     assert type(run.model) is type(model)
     x = ids() % tok.vocab_size
-    assert torch.equal(run.model(x), model(x))
+    # load_run may give the inference layout (column-major weights), where MKL picks other kernels: equal to 1e-6
+    with torch.no_grad():
+        torch.testing.assert_close(run.model(x), model(x), atol=1e-6, rtol=0)

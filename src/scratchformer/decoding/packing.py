@@ -11,39 +11,86 @@ a decoding loop keeps fixed until a sentence finishes. Measured on a 2-core Xeon
 paper-base decoding step: 1.3x faster at 4 and 8 rows, 1.15x at 32 and 128, the same numbers to the last bit;
 packing costs ~30 ms per 100 MB of weights and as much memory again.
 
-So: packs are made for the row count a decoding call starts with (4 rows or more), kept for the next call
-(one set per model), and set aside as soon as the row count changes (a sentence finished: the rest of the
-call runs unpacked). The searches pack only calls whose row count cannot change before the end: beam search
-over one sentence (its K beams run until it is done: interactive translation), and every sentence forced to
-the same length (greedy `force_len`, beam `min_len` = budget; benchmarks, fixed-length generation). In batched
-free translation sentences finish after a few steps, and packing measured no gain (the shipped en-zh model,
-320 test sentences, batch 32: greedy 1.18 vs 1.17 s, beam 4 2.94 vs 2.82 s), so it stays off there.
+So: packs are made for the row count a decoding call starts with where packing measures faster on this CPU
+for these shapes and rows (decoding/autotune.py: timed once, then cached; never with SCRATCHFORMER_AUTOTUNE=0),
+kept for the next call (one set per model), and set aside as soon as the row count changes (a sentence
+finished: the rest of the call runs unpacked). The searches pack only calls whose row count cannot change
+before the end: beam search over one sentence (its K beams run until it is done: interactive translation), and
+every sentence forced to the same length (greedy `force_len`, beam `min_len` = budget; benchmarks,
+fixed-length generation). In batched free translation sentences finish after a few steps, and packing
+measured no gain (the shipped en-zh model, 320 test sentences, batch 32: greedy 1.18 vs 1.17 s, beam 4
+2.94 vs 2.82 s), so it stays off there.
 
 The packs live outside the modules (nothing changes in state dicts, tying or interop): while the context is
 open, each covered nn.Linear has an instance-level `forward` that uses its pack when the input has the
 packed row count and falls back to F.linear otherwise; an in-place change of a weight retires its pack.
 A no-op where torch has no MKL (ARM, some builds), on GPUs, in training mode, with gradients enabled, and for
-dynamic-int8 models (their Linear layers are not nn.Linear). Not for two threads decoding with one model at
-the same time (they would swap each other's `forward`): give each thread its own copy of the model.
+dynamic-int8 models (their Linear layers are not nn.Linear). The MKL ops are private to torch: if one is missing
+or raises (a changed signature), packing is off for the rest of the process and every layer runs F.linear, with
+the same outputs. Not for two threads decoding with one model at the same time (they would swap each other's
+`forward`): give each thread its own copy of the model.
 """
 
 from __future__ import annotations
 
+import warnings
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-MIN_ROWS = 4  # at 1-2 rows MKL's unpacked GEMV path is as fast; at 4 rows packed runs a step's GEMMs 1.3x faster
+from scratchformer.decoding import autotune
 
 _PACKS: weakref.WeakKeyDictionary[nn.Module, Packs] = weakref.WeakKeyDictionary()  # model -> its last packs
+_broken: list[str] = []  # why packing failed in this process (then it stays off)
 
 
 def packing_available() -> bool:
-    return torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear")
+    """MKL and its packed-GEMM ops are there, and have not failed in this process."""
+    return (not _broken and torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear")
+            and hasattr(torch.ops.mkl, "_mkl_reorder_linear_weight"))
+
+
+def _give_up(error: Exception) -> None:
+    """Packing off for the rest of the process: a private torch op is gone or changed."""
+    if not _broken:
+        warnings.warn(f"MKL packed GEMMs failed ({type(error).__name__}: {error}); decoding goes on unpacked",
+                      RuntimeWarning, stacklevel=3)
+    _broken.append(f"{type(error).__name__}: {error}")
+
+
+def should_pack(linears: Sequence[nn.Linear], rows: int) -> bool:
+    """Whether packed weights run these layers faster at `rows` input rows on this CPU: measured once per
+    shapes and row count (one real weight per shape, packed and unpacked, timed by autotune), then cached."""
+    weights = [m.weight for m in linears]
+    shapes = autotune.shape_counts(weights)
+    firsts = {tuple(w.shape): w.detach() for w in reversed(weights)}
+    inputs = {i: torch.randn(rows, i) for _, i, _ in shapes}
+    packed: list[tuple[Tensor, Tensor, int]] = []  # (packed, weight, count), made on the warm-up call
+
+    def unpacked() -> None:
+        for o, i, n in shapes:
+            for _ in range(n):
+                F.linear(inputs[i], firsts[(o, i)])
+
+    def with_packs() -> None:
+        if not packed:
+            packed.extend((torch.ops.mkl._mkl_reorder_linear_weight(firsts[(o, i)], rows), firsts[(o, i)], n)
+                          for o, i, n in shapes)
+        for p, w, n in packed:
+            for _ in range(n):
+                torch.ops.mkl._mkl_linear(inputs[w.size(1)], p, w, None, rows)
+
+    try:
+        with torch.no_grad():
+            return autotune.choose("mkl-packing", {"shapes": shapes, "rows": rows},
+                                   {"unpacked": unpacked, "packed": with_packs}, "unpacked") == "packed"
+    except Exception as e:  # a private op: any failure means unpacked
+        _give_up(e)
+        return False
 
 
 class Packs:
@@ -51,7 +98,7 @@ class Packs:
 
     def __init__(self, linears: list[nn.Linear], rows: int) -> None:
         self.rows, self.linears = rows, linears
-        with torch.no_grad():  # (opaque buffer, weight version when packed) per layer
+        with torch.no_grad():  # (opaque buffer, weight version when packed) per layer; may raise (see _give_up)
             self.packed = [(torch.ops.mkl._mkl_reorder_linear_weight(m.weight.detach(), rows), m.weight._version)
                            for m in linears]
 
@@ -71,15 +118,15 @@ def packed_linears(owner: nn.Module, modules: Sequence[nn.Module], rows: int) ->
     """Run every nn.Linear under `modules` from weights packed for `rows` input rows while the context is open;
     the packs are kept per `owner` (the model) for the next call. Yields whether packing is on."""
     linears = [m for root in modules for m in root.modules() if type(m) is nn.Linear]
-    if not (rows >= MIN_ROWS and linears and packing_available() and not torch.is_grad_enabled()
+    if not (rows >= 1 and linears and autotune.enabled() and packing_available() and not torch.is_grad_enabled()
             and all(m.weight.device.type == "cpu" and m.weight.dtype == torch.float32 and not m.training
                     for m in linears)):
         yield False
         return
-    packs = _PACKS.get(owner)
-    if packs is None or not packs.usable_for(linears, rows):
-        _PACKS.pop(owner, None)  # free the old packs before making new ones
-        packs = _PACKS[owner] = Packs(linears, rows)
+    packs = _packs_for(owner, linears, rows)
+    if packs is None:
+        yield False
+        return
     for m, (packed, version) in zip(linears, packs.packed):
         m.forward = _packed_forward(m, packed, version, rows)  # instance attribute: shadows nn.Linear.forward
     try:
@@ -89,12 +136,31 @@ def packed_linears(owner: nn.Module, modules: Sequence[nn.Module], rows: int) ->
             m.__dict__.pop("forward", None)
 
 
-def _packed_forward(linear: nn.Linear, packed: Tensor, version: int, rows: int):
+def _packs_for(owner: nn.Module, linears: list[nn.Linear], rows: int) -> Packs | None:
+    """The owner's packs for these layers at `rows` rows (kept, or made if packing pays here); None: unpacked."""
+    packs = _PACKS.get(owner)
+    if packs is not None and packs.usable_for(linears, rows):
+        return packs
+    _PACKS.pop(owner, None)  # free the old packs before making new ones
+    if not should_pack(linears, rows):
+        return None
+    try:
+        packs = _PACKS[owner] = Packs(linears, rows)
+    except Exception as e:  # a private op: any failure means unpacked
+        _give_up(e)
+        return None
+    return packs
+
+
+def _packed_forward(linear: nn.Linear, packed: Tensor, version: int, rows: int) -> Callable[[Tensor], Tensor]:
     weight, bias, d_in = linear.weight, linear.bias, linear.in_features
 
     def forward(x: Tensor) -> Tensor:  # (..., d_in) -> (..., d_out)
-        if x.numel() == rows * d_in and x.dtype == torch.float32 and weight._version == version:
-            return torch.ops.mkl._mkl_linear(x, packed, weight, bias, rows)
+        if not _broken and x.numel() == rows * d_in and x.dtype == torch.float32 and weight._version == version:
+            try:
+                return torch.ops.mkl._mkl_linear(x, packed, weight, bias, rows)
+            except Exception as e:  # a private op: any failure means unpacked
+                _give_up(e)
         return F.linear(x, weight, bias)
 
     return forward

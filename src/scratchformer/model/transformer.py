@@ -87,16 +87,25 @@ class TransformerBase(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())  # tied weights are counted once
 
-    def inference_layout(self) -> TransformerBase:
+    def inference_layout(self, measured: bool = False) -> TransformerBase:
         """Store every Linear weight (out, in) column-major: the same values and shapes (state dicts, tying and
         interop are unchanged), but `x @ W^T` then reaches MKL as a plain GEMM on an (in, out) matrix, which
-        runs 1.3-1.7x faster for the 4-128 rows of a decoding step on a CPU (benchmarks/bench_decode.py).
+        ran 1.3-1.7x faster for the 4-128 rows of a decoding step on a Xeon (benchmarks/bench_fast_paths.py).
+        measured=True (load_run): only if decoding/autotune.py measures it faster on this CPU for these shapes
+        (float32 CPU weights; else, and with SCRATCHFORMER_AUTOTUNE=0, the weights stay row-major).
         For decoding: training still works on this layout but gains nothing. Returns self."""
+        weights = [m.weight for m in self.modules() if isinstance(m, nn.Linear) and m.weight.dim() == 2
+                   and m.weight.is_contiguous() and m.weight.size(1) > 1]
+        weights = list({id(w): w for w in weights}.values())  # a tied weight once
+        if measured:
+            from scratchformer.decoding.autotune import linear_layout  # decoding imports the model: import late
+
+            cpu_fp32 = all(w.device.type == "cpu" and w.dtype == torch.float32 for w in weights)
+            if not (weights and cpu_fp32 and linear_layout(weights) == "column-major"):
+                return self
         with torch.no_grad():
-            for m in self.modules():
-                w = m.weight if isinstance(m, nn.Linear) else None
-                if w is not None and w.dim() == 2 and w.is_contiguous() and w.size(1) > 1:
-                    w.data = w.data.t().contiguous().t()  # (out, in) view of an (in, out) contiguous buffer
+            for w in weights:
+                w.data = w.data.t().contiguous().t()  # (out, in) view of an (in, out) contiguous buffer
         return self
 
     def _init_weights(self) -> None:

@@ -1,0 +1,196 @@
+"""Measured choices between fast paths: time the candidates once per machine and shape, keep the outcome.
+
+    choice = autotune.choose("linear-layout", shapes, {"row-major": run_a, "column-major": run_b}, "row-major")
+
+A fast path that pays on one CPU can cost on another (column-major Linear weights and MKL-packed GEMMs
+measured 1.15-1.7x faster on a Xeon; other CPUs, MKL builds and thread counts differ). So each decision is
+timed on the real shapes: every candidate runs a few ms, the minimum of several interleaved repetitions
+counts, and a candidate replaces the default only when it is clearly faster (MARGIN). The outcome is kept
+per (decision, CPU model name, torch version, thread count, shapes) in a JSON file under
+$XDG_CACHE_HOME/scratchformer (else ~/.cache/scratchformer), written atomically; an unreadable or corrupt
+file is measured again, an unwritable folder is simply not used. A machine already busy (1-minute load
+average above its core count) cannot time a few ms reliably: then the default serves this process and nothing
+is cached, so a quieter run measures. SCRATCHFORMER_AUTOTUNE=0 measures nothing and takes every default (the
+plain row-major layout, no packing); the test suite runs that way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ENV = "SCRATCHFORMER_AUTOTUNE"
+MARGIN = 1.10  # a candidate must run the measured work >= 10% faster than the default to replace it
+REPEATS = 5  # timed calls per candidate (after one warm-up call); the minimum counts
+_VERSION = 1  # of the cache file's layout
+
+Measure = Callable[[str, Callable[[], object]], float]  # (candidate name, its work) -> seconds for one call
+
+
+def enabled() -> bool:
+    """False when SCRATCHFORMER_AUTOTUNE=0: take the defaults, measure nothing."""
+    return os.environ.get(ENV, "1").strip() != "0"
+
+
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux), else what the platform module knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.lower().startswith(("model name", "hardware")) and ":" in line:  # x86; some ARM kernels
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def default_cache_path() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "scratchformer" / "autotune.json"
+
+
+def machine_busy() -> bool:
+    """The 1-minute load average exceeds the core count: timings would measure the other jobs."""
+    try:
+        return os.getloadavg()[0] > (os.cpu_count() or 1)
+    except OSError:  # no load average (some platforms)
+        return False
+
+
+def time_once(name: str, work: Callable[[], object]) -> float:
+    """Wall-clock seconds of one call of `work` (the real Measure; tests inject a fake one)."""
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start
+
+
+class Tuner:
+    """Decides, measures and remembers. `measure` and `path` are injectable (tests: a fake clock, a tmp file)."""
+
+    def __init__(self, path: Path | None = None, measure: Measure = time_once, repeats: int = REPEATS,
+                 margin: float = MARGIN, busy: Callable[[], bool] = machine_busy) -> None:
+        self.path, self.measure, self.repeats, self.margin, self.busy = path, measure, repeats, margin, busy
+        self._memo: dict[str, str] = {}  # key -> choice, for this process
+
+    def choose(self, decision: str, shapes: Any, candidates: Mapping[str, Callable[[], object]],
+               default: str) -> str:
+        """The name of the candidate to use for `decision` on these `shapes` (JSON-able): the default unless
+        another measured faster by more than the margin. Measured once per key; later calls read the cache."""
+        if not enabled() or len(candidates) < 2:
+            return default
+        key = json.dumps([decision, cpu_name(), torch.__version__, torch.get_num_threads(), shapes])
+        if key in self._memo:
+            return self._memo[key]
+        stored = self._read().get(key)
+        if isinstance(stored, dict) and stored.get("choice") in candidates:
+            choice = stored["choice"]
+        elif self.busy():
+            choice = default  # for this process only: not cached
+        else:
+            times = self._time(candidates)
+            choice = pick(times, default, self.margin)
+            self._write(key, {"choice": choice, "seconds": times})
+        self._memo[key] = choice
+        return choice
+
+    def _time(self, candidates: Mapping[str, Callable[[], object]]) -> dict[str, float]:
+        """Min seconds per candidate over interleaved repetitions (a warm-up call each first)."""
+        for name, work in candidates.items():
+            self.measure(name, work)
+        best = dict.fromkeys(candidates, float("inf"))
+        for _ in range(self.repeats):
+            for name, work in candidates.items():
+                best[name] = min(best[name], self.measure(name, work))
+        return best
+
+    def _file(self) -> Path:
+        return self.path if self.path is not None else default_cache_path()
+
+    def _read(self) -> dict[str, Any]:
+        """The cached choices; {} when the file is missing, unreadable, corrupt or from another layout."""
+        try:
+            data = json.loads(self._file().read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict) or data.get("version") != _VERSION or not isinstance(data.get("choices"), dict):
+            return {}
+        return data["choices"]
+
+    def _write(self, key: str, entry: dict[str, Any]) -> None:
+        """Add one choice to the file (temporary file + rename); an unwritable place means no cache, no error."""
+        path = self._file()
+        choices = {**self._read(), key: entry}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".autotune.", suffix=".json", dir=path.parent)
+            try:
+                with os.fdopen(fd, "w") as f:
+                    json.dump({"version": _VERSION, "choices": choices}, f, indent=1)
+                os.replace(tmp, path)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def pick(seconds: Mapping[str, float], default: str, margin: float = MARGIN) -> str:
+    """The fastest candidate if it beats the default by more than `margin` (a ratio), else the default."""
+    fastest = min(seconds, key=seconds.__getitem__)
+    return fastest if seconds[default] > margin * seconds[fastest] else default
+
+
+TUNER = Tuner()  # the process's tuner (tests replace it)
+
+
+def choose(decision: str, shapes: Any, candidates: Mapping[str, Callable[[], object]], default: str) -> str:
+    """TUNER.choose: see Tuner.choose."""
+    return TUNER.choose(decision, shapes, candidates, default)
+
+
+# -- the decisions -----------------------------------------------------------------------------------------
+
+LAYOUT_ROWS = (1, 8, 32)  # rows of the decoding steps timed for the layout: batch 1, a beam or small batch, a batch
+
+
+def shape_counts(weights: list[torch.Tensor]) -> list[list[int]]:
+    """[[out, in, how many], ...] of 2-D weights, sorted: the shapes part of a key, and the work to time."""
+    counts: dict[tuple[int, int], int] = {}
+    for w in weights:
+        counts[tuple(w.shape)] = counts.get(tuple(w.shape), 0) + 1
+    return [[o, i, n] for (o, i), n in sorted(counts.items())]
+
+
+def linear_layout(weights: list[torch.Tensor], rows: tuple[int, ...] = LAYOUT_ROWS) -> str:
+    """"column-major" or "row-major" for these (out, in) Linear weights on this CPU: one decoding step's
+    GEMMs (each shape as many times as the model has it) timed at each of `rows`, with either layout."""
+    shapes = shape_counts(weights)
+    firsts = {tuple(w.shape): w.detach() for w in reversed(weights)}  # one real weight per shape
+    made: dict[str, list[tuple[torch.Tensor, int]]] = {}
+
+    def layout(name: str) -> list[tuple[torch.Tensor, int]]:  # made on the warm-up call, only if measured
+        if name not in made:
+            made[name] = [((w.contiguous() if name == "row-major" else w.t().contiguous().t()), n)
+                          for w, n in ((firsts[(o, i)], n) for o, i, n in shapes)]
+        return made[name]
+
+    inputs = {(r, i): torch.randn(r, i) for r in rows for _, i, _ in shapes}
+
+    def step(name: str) -> Callable[[], object]:
+        def work() -> None:
+            with torch.no_grad():
+                for r in rows:
+                    for w, n in layout(name):
+                        for _ in range(n):
+                            torch.nn.functional.linear(inputs[(r, w.size(1))], w)
+        return work
+
+    return choose("linear-layout", {"shapes": shapes, "rows": list(rows)},
+                  {"row-major": step("row-major"), "column-major": step("column-major")}, "row-major")
