@@ -10,7 +10,8 @@ sinusoid halves, decoder starting from the zero pad embedding) is built by us, w
 decode the same 16-token sources with the KV cache, forced to exactly 64 new tokens (ours: force_len /
 min_len = max_len; HF: min_new_tokens = max_new_tokens; CTranslate2: min_decoding_length =
 max_decoding_length), greedy and beam 4, batch 1 and batch 32; every candidate of a setting is timed in one
-interleaved loop. Ours decodes as `load_run` prepares it (the layout autotune measures faster); `--int8` is `quantize_int8`.
+interleaved loop. Ours decodes as `load_run` prepares it (the layout autotune measures faster); `--int8` is
+`quantize_int8`.
 Figures: generated tokens/s (batch x 64 / seconds).
 
 Also ours with and without the KV cache (greedy, batch 1) at 64 and 256 new tokens.

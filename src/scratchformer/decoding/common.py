@@ -127,9 +127,10 @@ class Seq2SeqSteps:
         self.model, self.memory, self.src_mask, self.group = model, memory, src_mask, group
         self.cache = model.new_cache() if use_cache else None
         self.rows = memory.size(0) * group
-        # pack=True: GEMM weights packed for the starting row count (CPU, where autotune measures it faster; packing.py). It pays only when
-        # that count holds for the whole call, so the searches ask for it only then (one sentence in beam search,
-        # or every sentence forced to the same length); in batched free decoding sentences finish early.
+        # pack=True: GEMM weights packed for the starting row count (CPU, where autotune measures it faster;
+        # packing.py). It pays only when that count holds for the whole call, so the searches ask for it only
+        # then (one sentence in beam search, or every sentence forced to the same length); in batched free
+        # decoding sentences finish early.
         self._pack_pending = pack  # packed on the first cached step, closed when the row count changes
         self._packing = ExitStack()
 
