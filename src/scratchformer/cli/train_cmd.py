@@ -36,8 +36,8 @@ _NONE = object()  # `--clip-norm none`: an explicit None, told apart from a flag
 # What --resume may change: how long and how the run goes on, not what is trained. Anything else given with
 # --resume must equal the saved train_config.json (it would make a different run).
 SAFE_ON_RESUME = ("max_steps", "time_limit", "max_epochs", "accum_steps", "eval_every", "save_every", "log_every",
-                  "keep_last", "bleu_samples", "device", "dtype", "clip_norm", "lr_factor", "compile", "fsdp",
-                  "on_error")
+                  "keep_last", "patience", "bleu_samples", "device", "dtype", "clip_norm", "lr_factor", "compile",
+                  "fsdp", "on_error")
 
 
 def _flag_type(hint):

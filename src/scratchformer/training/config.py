@@ -51,8 +51,9 @@ class TrainConfig:
     eval_every: int = 250
     save_every: int = 250
     keep_last: int = 5
+    patience: int | None = None  # stop after this many evaluations without a better validation loss
     bleu_samples: int = 200  # validation sentences translated (greedy) for BLEU at each evaluation
-    dtype: str = "fp32"  # fp32 | bf16 | fp16 (autocast; fp16 uses a gradient scaler, GPU only)
+    dtype: str = "fp32"  # fp32 | bf16 | fp16 | auto (autocast; fp16: gradient scaler, GPU; auto: measured, bf16|fp32)
     compile: bool = False
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     on_error: str = "stop"  # malformed corpus lines: stop | skip
@@ -64,8 +65,8 @@ class TrainConfig:
         check_field_types(type(self), {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, _label)
         if self.task not in TASKS:
             raise ConfigError(f"task={self.task!r} is not one of {', '.join(TASKS)} (--task)")
-        if self.dtype not in ("fp32", "bf16", "fp16"):
-            raise ConfigError(f"dtype={self.dtype!r} is not one of fp32, bf16, fp16 (--dtype)")
+        if self.dtype not in ("fp32", "bf16", "fp16", "auto"):
+            raise ConfigError(f"dtype={self.dtype!r} is not one of fp32, bf16, fp16, auto (--dtype)")
         for name in ("max_tokens", "accum_steps", "max_steps", "warmup", "max_len"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)} ({_flag(name)})")
@@ -93,6 +94,8 @@ class TrainConfig:
              "a number of minutes > 0")
         need(self.max_epochs is None or self.max_epochs > 0, "max_epochs", "> 0")
         need(self.min_freq >= 1, "min_freq", ">= 1")
+        need(self.patience is None or self.patience >= 1, "patience", ">= 1 (evaluations), or none")
+        need(self.patience is None or self.eval_every > 0, "patience", "used with --eval-every > 0")
         need(DEVICE_PATTERN.fullmatch(self.device) is not None, "device", "auto, cpu, cuda, cuda:N or mps")
 
     def to_dict(self) -> dict[str, Any]:

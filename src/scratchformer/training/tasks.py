@@ -188,7 +188,7 @@ class EncoderTaskTrainer(Trainer):
         return {k: v.to(self.device) for k, v in batch.items()}
 
     def _logits_and_loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, LossOutput]:
-        dtype = DTYPES[self.cfg.dtype]
+        dtype = DTYPES[self.dtype]
         autocast = torch.autocast(self.device.type, dtype=dtype) if dtype else contextlib.nullcontext()
         with autocast:
             if self.cfg.task == "mlm":

@@ -58,6 +58,7 @@ def load_tokenizers(run_dir: Path) -> tuple[Tokenizer, Tokenizer]:
 class Trainer:
     def __init__(self, cfg: TrainConfig, run_dir: str | Path, resume: bool = False, quiet: bool = False) -> None:
         self.cfg, self.run_dir, self.resume, self.quiet = cfg, Path(run_dir), resume, quiet
+        self.dtype = "fp32" if cfg.dtype == "auto" else cfg.dtype  # `auto` is measured in prepare()
         self.dist = dist_utils.setup(cfg.device)
         self.device = self.dist.device
         self.stop_requested = False
@@ -119,6 +120,7 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self._data_and_config()
         self.model = build_model(self.model_config).to(self.device)
+        self.dtype = self._resolve_dtype()
         self.train_model: torch.nn.Module = self.model
         if self.dist.enabled:
             if cfg.fsdp:
@@ -134,6 +136,7 @@ class Trainer:
         self.scheduler = noam_scheduler(self.optimizer, self.model_config.d_model, cfg.warmup, cfg.lr_factor)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.dtype == "fp16")
         self.step, self.epoch, self.cursor, self.best_valid, self.elapsed = 0, 0, 0, math.inf, 0.0
+        self.best_step = 0  # the update whose validation loss is best_valid (for --patience)
         if self.dist.is_main:
             self.model_config.save(run / "config.json")
             ckpt.write_json(run / "train_config.json", cfg.to_dict())
@@ -143,6 +146,20 @@ class Trainer:
             metrics = run / "metrics.jsonl"
             if metrics.is_symlink() or metrics.exists():
                 metrics.unlink()
+
+    def _resolve_dtype(self) -> str:
+        """--dtype, with `auto` measured: bf16 autocast where it runs this model's FFN faster than fp32
+        (decoding/autotune.py); every rank takes bf16 only if all of them measured it faster."""
+        if self.cfg.dtype != "auto":
+            return self.cfg.dtype
+        from scratchformer.decoding.autotune import training_dtype
+
+        c = self.model_config
+        mine = training_dtype(c.d_model, c.d_ff, self.device)
+        votes = dist_utils.all_reduce_sum(1 if mine == "bf16" else 0, self.dist)
+        chosen = "bf16" if votes == self.dist.world_size else "fp32"
+        self.log(f"--dtype auto: {chosen} (measured on {self.device})")
+        return chosen
 
     def _data_and_config(self) -> None:
         """Tokenizers, train/valid examples and the ModelConfig (the task-specific part of `prepare`).
@@ -217,6 +234,7 @@ class Trainer:
                 self.scaler.load_state_dict(state["scaler"])
             step, epoch, cursor = state["step"], state["epoch"], state["cursor"]
             best_valid, elapsed = state["best_valid"], state["elapsed"]
+            best_step = int(state.get("best_step", step))  # older states lack it: count patience from here
             rng = state["rng_cpu"][self.dist.rank] if isinstance(state["rng_cpu"], list) else state["rng_cpu"]
             torch.set_rng_state(rng)
         except (KeyError, TypeError, ValueError, RuntimeError) as e:
@@ -225,6 +243,7 @@ class Trainer:
             raise ckpt.CheckpointError(f"{found}: the trainer state does not fit this run ({type(e).__name__}: "
                                        f"{str(e).splitlines()[0] if str(e) else ''})") from None
         self.step, self.epoch, self.cursor, self.best_valid, self.elapsed = step, epoch, cursor, best_valid, elapsed
+        self.best_step = best_step
         if torch.cuda.is_available() and state.get("rng_cuda") is not None:
             torch.cuda.set_rng_state(state["rng_cuda"])
 
@@ -289,7 +308,7 @@ class Trainer:
 
     # -- one update -----------------------------------------------------------------------------------------
     def _forward_loss(self, batch: dict[str, torch.Tensor]):
-        dtype = DTYPES[self.cfg.dtype]
+        dtype = DTYPES[self.dtype]
         autocast = torch.autocast(self.device.type, dtype=dtype) if dtype else contextlib.nullcontext()
         with autocast:
             if self.cfg.task == "translate":
@@ -384,7 +403,7 @@ class Trainer:
 
     def _state(self) -> dict[str, Any]:
         return {"step": self.step, "epoch": self.epoch, "cursor": self.cursor, "best_valid": self.best_valid,
-                "elapsed": self.elapsed, "optimizer": self.optimizer.state_dict(),
+                "best_step": self.best_step, "elapsed": self.elapsed, "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
                 "rng_cpu": torch.get_rng_state(), "world_size": self.dist.world_size,
                 "rng_cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None}
@@ -403,7 +422,7 @@ class Trainer:
         result = {"kind": "valid", "step": self.step, **self.validate()}
         self._record(result)
         if result["valid_nll"] < self.best_valid:
-            self.best_valid = result["valid_nll"]
+            self.best_valid, self.best_step = result["valid_nll"], self.step
             if self.cfg.fsdp and self.dist.enabled:  # gathering the shards is a collective: every rank joins
                 from scratchformer.training.fsdp import save_full_weights
 
@@ -415,6 +434,15 @@ class Trainer:
         for src, hyp in result.get("samples", []):
             self.log(f"    {src}  ->  {hyp}")
         return result
+
+    def _out_of_patience(self) -> bool:
+        """--patience N: the validation loss has not improved for N evaluations (fairseq's --patience)."""
+        patience = self.cfg.patience
+        if patience is None or self.step - self.best_step < patience * self.cfg.eval_every:
+            return False
+        self.log(f"no better validation loss for {patience} evaluations (best {self.best_valid:.4f} at step "
+                 f"{self.best_step}): stopping at step {self.step}")
+        return True
 
     def _on_signal(self, signum, frame) -> None:
         self.stop_requested = True
@@ -468,6 +496,8 @@ class Trainer:
                                   "elapsed_s": round(self.elapsed, 1)})
                 if cfg.eval_every and self.step % cfg.eval_every == 0:
                     last_valid = self._evaluate_and_keep_best()
+                    if self._out_of_patience():
+                        break  # saved below
                 if cfg.save_every and self.step % cfg.save_every == 0:
                     self.save()
                 if cfg.time_limit is not None and self.elapsed >= cfg.time_limit * 60:
