@@ -3,6 +3,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+# pytest workers (pytest-xdist): one per core, at most 4 (each test runs one torch thread)
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 
 .PHONY: install demo test test-kernels test-slow lint bench clean
 
@@ -22,7 +24,7 @@ demo: install
 
 test: install
 	$(BIN)/ruff check src tests benchmarks scripts
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 # The `kernels` subset (tests/conftest.py) again under other kernels and thread counts: AVX2 ATen and MKL with 2
 # threads, then ATen's and MKL's baseline (SSE) code with 1, as on a CPU other than the one the figures came from.
