@@ -79,3 +79,12 @@ def test_dtype_auto_trains_with_the_measured_choice(monkeypatch, tmp_path):
 def test_dtype_auto_with_autotune_off_is_fp32(monkeypatch):
     monkeypatch.setenv(autotune.ENV, "0")
     assert autotune.training_dtype(32, 64, torch.device("cpu"), rows=16) == "fp32"
+
+
+def test_the_software_recipe_is_a_valid_config_on_a_bundled_corpus():
+    from scratchformer.data.corpus import load_pairs
+    from scratchformer.training.config import RECIPES
+
+    cfg = TrainConfig.from_dict(RECIPES["software"])
+    assert cfg.corpus == "software" and cfg.patience and cfg.dtype == "auto"
+    assert len(load_pairs(cfg.corpus, "train")) > len(load_pairs("en-zh", "train"))

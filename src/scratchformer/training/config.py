@@ -131,6 +131,12 @@ RECIPES: dict[str, dict[str, Any]] = {
     # the shipped checkpoint: as long as the corpus rewards on a CPU
     "long": dict(preset="demo", max_steps=8000, warmup=1000, lr_factor=1.0, max_tokens=4096, eval_every=500,
                  save_every=250, bleu_samples=0, time_limit=75.0, model={"tie_embeddings": True}),
+    # the broader software-documentation corpus (docs/corpus.md): LibreOffice help + GIMP, Debian FAQ, maint-guide,
+    # Debian Edu, Django, JupyterLab; trained until validation stops improving (--patience), bf16 where measured
+    # faster. The model size is the shipped one until scripts/sweep_software.py has measured the alternatives.
+    "software": dict(corpus="software", preset="demo", max_steps=40000, warmup=1000, lr_factor=1.0, max_tokens=4096,
+                     eval_every=500, save_every=250, keep_last=5, patience=6, bleu_samples=0, dtype="auto",
+                     model={"tie_embeddings": True}),
     # GPT-like language model on both sides of en-zh as plain text (gpt-tiny, byte-level BPE): 0.4-0.65 s per
     # update on 1 thread, 5-9 min (docs/lm.md)
     "lm-demo": dict(task="lm", corpus="en-zh", preset="gpt-tiny", tgt_tokenizer="bpe", tgt_vocab_size=8000,
