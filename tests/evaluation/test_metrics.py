@@ -89,3 +89,23 @@ def test_perplexity_of_an_encoder_decoder():
     model.train()
     assert perplexity(model, [batch]) == pytest.approx(math.exp(nll.item()), rel=1e-5)
     assert model.training  # mode restored
+
+
+def test_spurious_quotes_count_only_sentences_whose_reference_has_none():
+    from scratchformer.evaluation.metrics import spurious_quote_rate
+
+    hyps = ["点击「确定」。", "点击确定。", "打开「文件」。", "选择「格式」。"]
+    refs = ["点击确定。", "点击确定。", "打开文件。", "选择「格式」。"]  # the last reference quotes: not counted
+    assert spurious_quote_rate(hyps, refs) == pytest.approx(2 / 3)
+    assert spurious_quote_rate(["「a」"], ["「a」"]) == 0.0
+
+
+def test_unseen_ngram_rate_is_the_share_of_output_ngrams_no_training_target_has():
+    from scratchformer.evaluation.metrics import char_ngrams, unseen_ngram_rate
+
+    assert char_ngrams("ab cd", 2) == {"ab", "bc", "cd"}  # whitespace removed first
+    train = ["打开文件", "保存文档"]
+    assert unseen_ngram_rate(["打开文件"], train, n=2) == 0.0  # all copied from training
+    assert unseen_ngram_rate(["关闭窗口"], train, n=2) == 1.0
+    assert unseen_ngram_rate(["打开窗口"], train, n=2) == pytest.approx(2 / 3)  # 打开 seen; 开窗, 窗口 not
+    assert unseen_ngram_rate([""], train) == 0.0

@@ -7,14 +7,23 @@ from pathlib import Path
 from typing import Any
 
 from scratchformer.data.corpus import load_pairs
-from scratchformer.errors import ConfigError
+from scratchformer.errors import ConfigError, ScratchformerError
 from scratchformer.runs import Run, load_run
 
 
 def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha: float = 0.6,
-                   show: int = 0) -> dict[str, Any]:
+                   show: int = 0, train_targets: list[str] | None = None) -> dict[str, Any]:
+    """BLEU, chrF, exact match and time; for Chinese targets also the spurious-quote rate and, given the training
+    targets, the share of unseen character 4-grams in the outputs and in the references."""
     from scratchformer.decoding import translate_texts
-    from scratchformer.evaluation.metrics import bleu, chrf, exact_match
+    from scratchformer.evaluation.metrics import (
+        bleu,
+        chrf,
+        exact_match,
+        has_cjk,
+        spurious_quote_rate,
+        unseen_ngram_rate,
+    )
 
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     start = time.time()
@@ -26,6 +35,11 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha:
         "exact_match": round(exact_match(hyps, refs), 4), "seconds": round(seconds, 1),
         "bleu_signature": b["signature"], "chrf_signature": c["signature"],
     }
+    if has_cjk(refs):
+        result["spurious_quote_rate"] = round(spurious_quote_rate(hyps, refs), 4)
+        if train_targets:
+            result["unseen_4grams_hyp"] = round(unseen_ngram_rate(hyps, train_targets), 4)
+            result["unseen_4grams_ref"] = round(unseen_ngram_rate(refs, train_targets), 4)
     if show:
         result["samples"] = [{"src": s, "ref": r, "hyp": h} for s, r, h in list(zip(sources, refs, hyps))[:show]]
     return result
@@ -44,4 +58,17 @@ def evaluate_run(run_dir: str | Path, split: str = "test", beam: int = 1, alpha:
     pairs = load_pairs(source, split, on_error="skip")
     if limit:
         pairs = pairs[:limit]
-    return {"run_dir": str(run_dir), "corpus": source, "split": split, **evaluate_pairs(run, pairs, beam, alpha, show)}
+    return {"run_dir": str(run_dir), "corpus": source, "split": split,
+            **evaluate_pairs(run, pairs, beam, alpha, show, _train_targets(run))}
+
+
+def _train_targets(run: Run) -> list[str] | None:
+    """The target side of the corpus the run was trained on, if it can still be read (else no n-gram figure)."""
+    trained_on = run.train_config.corpus if run.train_config else None
+    if trained_on is None:
+        return None
+    try:
+        return [t for _, t in load_pairs(trained_on, "train", on_error="skip")]
+    except ScratchformerError:  # a user's corpus file that has moved since: evaluation goes on without it
+        return None
+

@@ -89,3 +89,33 @@ def perplexity(model: nn.Module, batches: Iterable[Mapping[str, Tensor] | Tensor
     if count == 0:
         raise ValueError("no non-pad target tokens in the batches: perplexity is undefined")
     return math.exp(total / count)
+
+
+# -- does the model use its source? (a model that ignores the source writes fluent training-corpus text) -------
+
+QUOTES = "「」"  # LibreOffice's help quotes UI names this way; other projects rarely do
+
+
+def spurious_quote_rate(hyps: Sequence[str], refs: Sequence[str]) -> float:
+    """Share of the sentences whose reference has no 「」 quotes but whose output has some (0.0 when every
+    reference has quotes)."""
+    _check(hyps, refs)
+    unquoted = [h for h, r in zip(hyps, refs) if not any(q in r for q in QUOTES)]
+    return sum(any(q in h for q in QUOTES) for h in unquoted) / len(unquoted) if unquoted else 0.0
+
+
+def char_ngrams(text: str, n: int) -> set[str]:
+    """The character n-grams of `text` with whitespace removed (Chinese has no words to count)."""
+    s = "".join(text.split())
+    return {s[i : i + n] for i in range(len(s) - n + 1)}
+
+
+def unseen_ngram_rate(texts: Sequence[str], corpus_targets: Iterable[str], n: int = 4) -> float:
+    """Share of the character n-grams of `texts` that occur in no sentence of `corpus_targets` (e.g. the
+    training targets). Compare the outputs' rate with the references': far below it means the model reproduces
+    training phrases instead of translating what it is given."""
+    seen: set[str] = set()
+    for t in corpus_targets:
+        seen |= char_ngrams(t, n)
+    grams = [g for t in texts for g in char_ngrams(t, n)]
+    return sum(g not in seen for g in grams) / len(grams) if grams else 0.0
