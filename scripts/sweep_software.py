@@ -5,9 +5,10 @@
     .venv/bin/python scripts/sweep_software.py                  # runs/sweep/<size>/, then a table on stdout
     .venv/bin/python scripts/sweep_software.py --steps 500      # the budget per size (optimiser updates)
 
-Resumable: a size whose run finished (summary.json) is skipped, an interrupted one is continued with --resume.
-Every size uses the recipe's data, tokenizers and schedule; only the model differs. Prints one JSON line per
-size and writes runs/sweep/results.jsonl.
+Resumable: a size already measured at this budget in docs/sweep_software.jsonl (committed, so it survives a new
+checkout) or with a finished run (runs/sweep/SIZE/summary.json) is skipped; an interrupted run is continued with
+--resume. Every size uses the recipe's data, tokenizers and schedule; only the model differs. Prints one JSON
+line per size and appends each new one to docs/sweep_software.jsonl.
 """
 
 from __future__ import annotations
@@ -58,19 +59,29 @@ def run_size(name: str, overrides: dict, steps: int, root: Path) -> dict:
     return summary
 
 
+def measured(results: Path, steps: int) -> dict[str, dict]:
+    """Sizes already measured at this budget, from the committed results file."""
+    if not results.exists():
+        return {}
+    rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+    return {r["size"]: r for r in rows if r.get("steps") == steps}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=500)
     p.add_argument("--root", type=Path, default=Path("runs/sweep"))
+    p.add_argument("--results", type=Path, default=Path("docs/sweep_software.jsonl"))
     p.add_argument("--sizes", nargs="*", default=list(SIZES), choices=list(SIZES))
     a = p.parse_args()
     a.root.mkdir(parents=True, exist_ok=True)
-    results = []
+    done = measured(a.results, a.steps)
     for name in a.sizes:
-        summary = run_size(name, SIZES[name], a.steps, a.root)
+        summary = done.get(name) or run_size(name, SIZES[name], a.steps, a.root)
         print(json.dumps(summary), flush=True)
-        results.append(summary)
-    (a.root / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
+        if name not in done:
+            with open(a.results, "a", encoding="utf-8") as f:
+                f.write(json.dumps(summary) + "\n")
 
 
 if __name__ == "__main__":
