@@ -35,7 +35,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from scratchformer.config import ModelConfig
+from scratchformer.config import ModelConfig, regular_file
 from scratchformer.errors import ScratchformerError
 
 
@@ -108,6 +108,7 @@ def load_weights(model: torch.nn.Module, path: Path) -> None:
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"{path} is missing: the run directory holds no weights (was training finished?)")
+    regular_file(path, CheckpointError)  # a FIFO would block the read for ever
     try:
         tensors = load_file(str(path))
     except Exception as e:  # a truncated or foreign file
@@ -146,6 +147,8 @@ def check_tensor(path: Path, name: str, t: torch.Tensor, like: torch.Tensor) -> 
 
 def load_config(run_dir: Path) -> ModelConfig:
     path = Path(run_dir) / "config.json"
+    if Path(run_dir).exists() and not Path(run_dir).is_dir():
+        raise CheckpointError(f"{run_dir} is not a run directory (it is a file): give the folder of a run")
     if not Path(run_dir).is_dir():
         raise CheckpointError(f"run directory {run_dir} does not exist")
     if not path.exists():
@@ -402,7 +405,7 @@ def checkpoint_candidates(run_dir: Path) -> list[Path]:
                    reverse=True)
     pointer = root / "latest"
     try:
-        named = root / pointer.read_text().strip() if pointer.exists() else None
+        named = root / pointer.read_text().strip() if pointer.is_file() else None  # not a FIFO: it would block
     except (OSError, UnicodeDecodeError):
         named = None
     if named in found:
