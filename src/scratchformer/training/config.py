@@ -112,10 +112,7 @@ class TrainConfig:
     @classmethod
     def load(cls, path: str | Path) -> TrainConfig:
         """train_config.json (or a --config file); a ConfigError naming the file for any bad value."""
-        data = read_json(path, "training config")
-        if not isinstance(data, dict):
-            raise ConfigError(f"training config {path} holds a JSON {type(data).__name__}, not an object of "
-                              "TrainConfig fields")
+        data = read_json(path, "training config")  # a JSON object, or a one-line error naming the file
         try:
             return cls.from_dict(data)
         except ConfigError as e:
