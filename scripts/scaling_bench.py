@@ -66,7 +66,7 @@ def _batch_fill(run: Path, a: argparse.Namespace) -> dict:
     """Real tokens in a batch of max_tokens padded tokens (padding and the shorter side are what is lost)."""
     from scratchformer.data.batching import encode_pairs, token_batches
     from scratchformer.data.corpus import load_pairs
-    from scratchformer.training.trainer import load_tokenizers
+    from scratchformer.runs import load_tokenizers
 
     src_tok, tgt_tok = load_tokenizers(run)
     examples = encode_pairs(load_pairs(a.corpus, "train"), src_tok, tgt_tok, 128)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from scratchformer import runs
 from scratchformer.data.corpus import load_pairs
 from scratchformer.evaluation.evaluate import evaluate_pairs
 from scratchformer.runs import load_run
@@ -31,12 +32,8 @@ def main() -> None:
     run_dir, out = args.run_dir, args.out
 
     candidates = {"best": run_dir / "model.safetensors"}
-    last = ckpt.list_checkpoints(run_dir)[-5:]
-    if len(last) >= 2:
-        from safetensors.torch import save_file
-
-        avg_path = run_dir / "averaged.safetensors"
-        save_file(ckpt.average_checkpoints(last), str(avg_path), metadata={"format": "pt"})
+    if len(runs.list_checkpoints(run_dir)) >= 2:
+        last, avg_path = ckpt.average_last(run_dir, 5)
         candidates["average of " + ", ".join(p.name for p in last)] = avg_path
     valid = load_pairs("en-zh", "valid")[: args.valid_limit]
     scores = {}
@@ -47,7 +44,7 @@ def main() -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     run = load_run(run_dir, candidates[chosen])
-    ckpt.save_weights(run.model, out / "model.safetensors", dtype=torch.float16)
+    runs.save_weights(run.model, out / "model.safetensors", dtype=torch.float16)
     for name in ("config.json", "train_config.json", "tokenizer_src.json", "tokenizer_tgt.json", "metrics.jsonl",
                  "curve.png"):
         if (run_dir / name).exists():
@@ -70,7 +67,7 @@ def main() -> None:
                  for b, r in results.items()},
         "stored_dtype": "float16",
     }
-    ckpt.write_json(out / "README.json", meta)
+    runs.write_json(out / "README.json", meta)
     print(json.dumps(meta, indent=1, ensure_ascii=False))
 
 

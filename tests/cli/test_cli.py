@@ -124,7 +124,7 @@ def test_malformed_corpus_line_is_reported_with_its_number(capsys, tmp_path):
 def test_training_reads_each_split_once(capsys, tmp_path, monkeypatch):
     """The train split feeds both the tokenizer and the examples from one read (a `--on-error skip` warning or a
     slow corpus shows up once)."""
-    import scratchformer.training.trainer as trainer
+    import scratchformer.training.tasks.translate as trainer
 
     reads, real = [], trainer.load_pairs
 

@@ -10,8 +10,7 @@ from torch import nn
 from scratchformer import ModelConfig, build_model
 from scratchformer.data.tokenizers import train_tokenizer
 from scratchformer.decoding import autotune
-from scratchformer.runs import load_run
-from scratchformer.training.checkpoint import save_weights
+from scratchformer.runs import load_run, save_weights
 
 from .conftest import FakeClock
 

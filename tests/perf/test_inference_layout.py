@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from scratchformer.decoding import beam_search, greedy_decode
-from scratchformer.training.checkpoint import load_weights, save_weights
+from scratchformer.runs import load_weights, save_weights
 
 
 def test_same_outputs_same_state(tiny_model, tiny_sources):

@@ -19,7 +19,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from scratchformer import ModelConfig, build_model
+from scratchformer import ModelConfig, build_model, runs
+from scratchformer.runs import files
 from scratchformer.training import checkpoint as ckpt
 
 from .conftest import SRC, TOY_TRAIN, assert_one_line_error, cli
@@ -141,7 +142,7 @@ def test_consolidate_refuses_a_planted_dcp_metadata_payload(tmp_path):
     import pickle
 
     (shards / ".metadata").write_bytes(pickle.dumps(Payload(marker)))
-    with pytest.raises(ckpt.CheckpointError, match=r"refusing to unpickle .*\.metadata.*builtins\.exec"):
+    with pytest.raises(runs.CheckpointError, match=r"refusing to unpickle .*\.metadata.*builtins\.exec"):
         fsdp.consolidate(run, out=tmp_path / "bad.safetensors")
     assert not marker.exists()
 
@@ -152,7 +153,7 @@ def test_consolidate_names_a_truncated_shard(tmp_path):
     run = _sharded_run(tmp_path)
     shard = run / "checkpoints" / "step-00000002" / fsdp.SHARDS / "__0_0.distcp"
     shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
-    with pytest.raises(ckpt.CheckpointError, match=r"__0_0\.distcp is truncated") as e:
+    with pytest.raises(runs.CheckpointError, match=r"__0_0\.distcp is truncated") as e:
         fsdp.consolidate(run)
     assert "\n" not in str(e.value)
 
@@ -188,7 +189,7 @@ def test_overwrite_of_a_real_run_keeps_the_users_files(toy_run, tmp_path):
     assert (run / "NOTES.md").read_text() == "my notes\n"
     assert "kept NOTES.md" in result.err
     load_file(str(run / "checkpoints" / STEP_12 / "model.safetensors"))
-    assert json.loads((run / ckpt.MARKER).read_text())["created_by"] == "scratchformer"
+    assert json.loads((run / runs.MARKER).read_text())["created_by"] == "scratchformer"
 
 
 # -- 3. one training per run directory ------------------------------------------------------------------------
@@ -196,7 +197,7 @@ def test_overwrite_of_a_real_run_keeps_the_users_files(toy_run, tmp_path):
 def test_a_second_training_into_a_run_in_use_names_the_first_pid(tmp_path):
     run = tmp_path / "run"
     first = _popen_train(run, *TOY_TRAIN, "--max-steps", "100000", "--save-every", "100000")
-    lock = run / ckpt.LOCK
+    lock = run / runs.LOCK
     try:
         _wait_for(lambda: (lock.exists() and lock.read_text().strip()) or (run / "metrics.jsonl").exists(), first)
         assert lock.read_text().split()[0] == str(first.pid)
@@ -281,7 +282,7 @@ def test_a_signal_saves_a_checkpoint_skips_the_test_report_and_exits_128_plus_si
     summary = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
     assert len(summary) == 1 and summary[0]["interrupted"] is True  # the summary, and no test-report JSON
     assert "split" not in summary[0]
-    last = ckpt.latest_checkpoint(run)
+    last = runs.latest_checkpoint(run)
     assert last is not None and int(last.name.split("-")[1]) == summary[0]["step"]  # saved where it stopped
 
 
@@ -328,7 +329,7 @@ def test_a_full_disk_during_a_save_is_one_line_and_keeps_the_previous_checkpoint
     from scratchformer.cli import main
 
     calls = []
-    real_save = ckpt.save_file
+    real_save = files.save_file
 
     def disk_fills_up(tensors, path, *args, **kwargs):
         calls.append(path)
@@ -336,7 +337,7 @@ def test_a_full_disk_during_a_save_is_one_line_and_keeps_the_previous_checkpoint
             raise OSError(28, "No space left on device")
         return real_save(tensors, path, *args, **kwargs)
 
-    monkeypatch.setattr(ckpt, "save_file", disk_fills_up)
+    monkeypatch.setattr(files, "save_file", disk_fills_up)
     run = tmp_path / "run"
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -349,9 +350,9 @@ def test_a_full_disk_during_a_save_is_one_line_and_keeps_the_previous_checkpoint
     assert status == 2 and len(err) == 1, err
     assert "No space left on device" in err[0] and str(run) in err[0]
     step6 = run / "checkpoints" / STEP_6
-    assert ckpt.latest_checkpoint(run) == step6
+    assert runs.latest_checkpoint(run) == step6
     assert ckpt.load_trainer_state(step6)["step"] == 6
-    ckpt.load_weights(build_model(ModelConfig.load(run / "config.json")), step6 / "model.safetensors")
+    runs.load_weights(build_model(ModelConfig.load(run / "config.json")), step6 / "model.safetensors")
     assert [p.name for p in (run / "checkpoints").iterdir() if p.name.startswith(".")] == []
 
 
@@ -361,7 +362,7 @@ def test_average_of_checkpoints_from_different_configs_names_both(toy_run, tmp_p
     run = _copy(toy_run, tmp_path)
     config = ModelConfig.load(run / "config.json")
     other = build_model(config.replace(d_ff=config.d_ff * 2))
-    save_file(ckpt.state_dict_for_saving(other), str(run / "checkpoints" / STEP_6 / "model.safetensors"))
+    save_file(runs.state_dict_for_saving(other), str(run / "checkpoints" / STEP_6 / "model.safetensors"))
     result = cli("average", str(run), "--last", "2")
     assert_one_line_error(result, STEP_6, STEP_12, "different configs", code=2)
 
@@ -377,6 +378,6 @@ def test_cleaning_a_killed_save_removes_only_the_trainers_temporary_names(tmp_pa
     (tmp_path / "checkpoints" / ".step-00000004.abc").mkdir(parents=True)
     (tmp_path / ".model.safetensors.k2j3.tmp").write_bytes(b"half")
     (tmp_path / ".my-notes.tmp").write_text("the user's\n")
-    removed = ckpt.clean_partial_saves(tmp_path)
+    removed = runs.clean_partial_saves(tmp_path)
     assert sorted(p.name for p in removed) == [".model.safetensors.k2j3.tmp", ".step-00000004.abc"]
     assert (tmp_path / ".my-notes.tmp").exists()

@@ -11,9 +11,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from scratchformer import ModelConfig, build_model
+from scratchformer import ModelConfig, build_model, runs
 from scratchformer.errors import ConfigError
-from scratchformer.training import checkpoint as ckpt
 from scratchformer.training.config import TrainConfig
 
 from .conftest import TOY_TRAIN, assert_one_line_error, cli
@@ -26,7 +25,7 @@ def test_a_diverging_run_stops_at_the_first_nan_and_saves_nothing_after_it(tmp_p
                  "--lr-factor", "1e6", "--clip-norm", "none", "--out", str(run))
     assert_one_line_error(result, "loss became nan at step", "the last finite checkpoint is step", "--lr-factor",
                           code=2)
-    saved = ckpt.list_checkpoints(run)
+    saved = runs.list_checkpoints(run)
     assert saved, "no checkpoint before the divergence: the test needs one"
     assert f"checkpoint is step {int(saved[-1].name.split('-')[1])}" in result.err
     for folder in saved:
@@ -49,12 +48,12 @@ def test_translate_with_nan_weights_is_one_line_naming_the_tensor(toy_run, tmp_p
 
 def test_load_weights_refuses_integer_tensors_where_floats_belong(tmp_path):
     model = build_model(ModelConfig.preset("tiny"))
-    state = ckpt.state_dict_for_saving(model)
+    state = runs.state_dict_for_saving(model)
     name = next(n for n, t in state.items() if t.is_floating_point())
     state[name] = torch.zeros_like(state[name], dtype=torch.int32)
     save_file(state, str(tmp_path / "m.safetensors"))
-    with pytest.raises(ckpt.CheckpointError, match=f"{name} is torch.int32, not a floating-point tensor"):
-        ckpt.load_weights(build_model(ModelConfig.preset("tiny")), tmp_path / "m.safetensors")
+    with pytest.raises(runs.CheckpointError, match=f"{name} is torch.int32, not a floating-point tensor"):
+        runs.load_weights(build_model(ModelConfig.preset("tiny")), tmp_path / "m.safetensors")
 
 
 # -- 5. --resume with changed flags -------------------------------------------------------------------------
@@ -67,7 +66,7 @@ def test_resume_applies_safe_flag_changes_and_says_which(toy_run, tmp_path):
     assert "resume: max_steps 12 -> 14; keep_last 5 -> 1" in result.err
     saved = json.loads((run / "train_config.json").read_text())
     assert saved["max_steps"] == 14 and saved["keep_last"] == 1
-    assert [p.name for p in ckpt.list_checkpoints(run)] == ["step-00000014"]  # keep_last took effect
+    assert [p.name for p in runs.list_checkpoints(run)] == ["step-00000014"]  # keep_last took effect
 
 
 @pytest.mark.parametrize("flags, needle", [(["--seed", "2"], "--seed 2"), (["--preset", "demo"], "--preset 'demo'"),
@@ -77,7 +76,7 @@ def test_resume_refuses_flags_that_make_a_different_run(toy_run, tmp_path, flags
     shutil.copytree(toy_run, run)
     result = cli("train", *TOY_TRAIN, "--max-steps", "14", "--resume", "--out", str(run), *flags)
     assert_one_line_error(result, needle, "different run", code=2)
-    assert ckpt.latest_checkpoint(run).name == "step-00000012"  # nothing trained
+    assert runs.latest_checkpoint(run).name == "step-00000012"  # nothing trained
 
 
 # -- 8. TrainConfig validation ------------------------------------------------------------------------------

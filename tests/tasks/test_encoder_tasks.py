@@ -13,7 +13,7 @@ from scratchformer.errors import ConfigError
 from scratchformer.evaluation.encoder import evaluate_encoder
 from scratchformer.runs import load_run
 from scratchformer.training.config import RECIPES, TrainConfig
-from scratchformer.training.tasks import train_encoder_task
+from scratchformer.training.trainer import train as train_encoder_task
 
 SMALL = {"d_model": 64, "n_heads": 4, "d_ff": 256, "n_encoder_layers": 2, "dropout": 0.0,
          "attention_dropout": 0.0, "max_len": 32}

@@ -119,7 +119,7 @@ def test_long_prompt_is_cut_on_the_left_with_a_warning_or_refused(lm_run, capsys
 def test_a_run_that_is_not_a_language_model_is_refused(tmp_path, capsys):
     from scratchformer import ModelConfig, build_model
     from scratchformer.data.tokenizers import train_tokenizer
-    from scratchformer.training.checkpoint import save_weights
+    from scratchformer.runs import save_weights
 
     tok = train_tokenizer("char", ["abc"])
     config = ModelConfig.preset("bert-tiny", tgt_vocab_size=tok.vocab_size, d_model=16, n_heads=2, d_ff=16)

@@ -13,8 +13,7 @@ from scratchformer.model.heads import (
     with_head,
 )
 from scratchformer.model.transformer import EncoderOnly
-from scratchformer.runs import load_run
-from scratchformer.training.checkpoint import save_weights, state_dict_for_saving
+from scratchformer.runs import load_run, save_weights, state_dict_for_saving
 
 B, L, D, V, K = 3, 7, 32, 50, 4
 

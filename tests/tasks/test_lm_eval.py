@@ -10,8 +10,7 @@ from scratchformer.cli import main
 from scratchformer.errors import ConfigError
 from scratchformer.evaluation.lm import evaluate_lm
 from scratchformer.model import build_model
-from scratchformer.runs import load_run
-from scratchformer.training.checkpoint import save_weights
+from scratchformer.runs import load_run, save_weights
 
 from .conftest import help_sentences
 

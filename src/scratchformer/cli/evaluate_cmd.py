@@ -54,18 +54,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_average(args: argparse.Namespace) -> int:
-    from safetensors.torch import save_file
+    from scratchformer.training.checkpoint import average_last
 
-    from scratchformer.training import checkpoint as ckpt
-
-    if args.last < 1:
-        raise ckpt.CheckpointError(f"--last {args.last}: give the number of checkpoints to average (2 or more)")
-    paths = ckpt.list_checkpoints(Path(args.run_dir))[-args.last :]
-    if len(paths) < 2:
-        raise ckpt.CheckpointError(f"{args.run_dir}/checkpoints holds {len(paths)} checkpoint(s); averaging needs 2+")
-    out = Path(args.out or Path(args.run_dir) / "averaged.safetensors")
-    with ckpt.atomic_path(out) as tmp:
-        save_file(ckpt.average_checkpoints(paths), str(tmp), metadata={"format": "pt"})
+    paths, out = average_last(Path(args.run_dir), args.last, Path(args.out) if args.out else None)
     print(f"averaged {', '.join(p.name for p in paths)} -> {out}")
     return 0
 

@@ -41,10 +41,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
 from torch import nn
 
-from scratchformer.errors import ConfigError
+from scratchformer import runs
+from scratchformer.errors import CheckpointError, ConfigError, UnsafeCheckpointError
+from scratchformer.runs.weights import save_state
 from scratchformer.training import checkpoint as ckpt
 from scratchformer.training import distributed as dist_utils
 from scratchformer.training.distributed import DistInfo
@@ -150,8 +151,7 @@ def save_full_weights(model: nn.Module, path: Path, info: DistInfo) -> None:
     """Gather the sharded weights and write them as one safetensors file on rank 0 (the format of a 1-GPU run)."""
     state = full_state_dict(model)
     if info.is_main:
-        with ckpt.atomic_path(Path(path)) as tmp:
-            save_file(state, str(tmp), metadata={"format": "pt"})
+        save_state(state, Path(path))
     dist_utils.barrier(info)
 
 
@@ -162,45 +162,41 @@ def is_sharded_checkpoint(path: Path) -> bool:
 
 
 def list_sharded_checkpoints(run_dir: Path) -> list[Path]:
-    root = ckpt.checkpoint_dir(run_dir)
+    root = runs.checkpoint_dir(run_dir)
     if not root.exists():
         return []
     return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-")
-                  and ckpt.has_trainer_state(p) and is_sharded_checkpoint(p))
+                  and runs.has_trainer_state(p) and is_sharded_checkpoint(p))
 
 
-def save_fsdp_checkpoint(trainer: Any) -> Path:
+def save_fsdp_checkpoint(run_dir: Path, step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
+                         state: dict[str, Any], keep_last: int, info: DistInfo) -> Path:
     """checkpoints/step-N/{dcp/, trainer_state.json, trainer_state.safetensors}: every rank writes its shards
     into a temporary folder, then rank 0 renames it and points `latest` at it. A crash at any moment leaves the
-    previous checkpoint intact."""
+    previous checkpoint intact. `state`: the trainer's counters and RNG (the optimiser's moments go to dcp/)."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
-    info = trainer.dist
-    root = ckpt.checkpoint_dir(trainer.run_dir)
-    final = root / f"step-{trainer.step:08d}"
+    root = runs.checkpoint_dir(run_dir)
+    final = root / f"step-{step:08d}"
     tmp = root / f".{final.name}.partial"  # one name for all ranks: they all write into it
     if info.is_main:
         root.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)  # left by a save that was killed
         tmp.mkdir()
     dist_utils.barrier(info)
-    model_state, optim_state = get_state_dict(trainer.train_model, trainer.optimizer)
+    model_state, optim_state = get_state_dict(model, optimizer)
     dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=str(tmp / SHARDS))
     if info.is_main:
-        state = trainer._state()
-        state.pop("optimizer")  # the optimiser's moments are sharded: they are in dcp/
-        state["sharded"] = True
-        ckpt.write_trainer_state(tmp, state)
+        ckpt.write_trainer_state(tmp, {**state, "sharded": True})
     dist_utils.barrier(info)  # every rank's shard file is complete
     if info.is_main:
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
-        with ckpt.atomic_path(root / "latest") as t:
+        with runs.atomic_path(root / "latest") as t:
             t.write_text(final.name + "\n")
-        keep = trainer.cfg.keep_last
-        for old in list_sharded_checkpoints(trainer.run_dir)[:-keep] if keep > 0 else []:
+        for old in list_sharded_checkpoints(run_dir)[:-keep_last] if keep_last > 0 else []:
             shutil.rmtree(old, ignore_errors=True)
     dist_utils.barrier(info)  # nobody reads `latest` or exits before it points at the new checkpoint
     return final
@@ -213,7 +209,7 @@ def load_sharded_state(model: nn.Module, optimizer: torch.optim.Optimizer | None
 
     shards = Path(path) / SHARDS
     if not (shards / ".metadata").exists():
-        raise ckpt.CheckpointError(f"{path} holds no sharded checkpoint ({shards}/.metadata is missing)")
+        raise CheckpointError(f"{path} holds no sharded checkpoint ({shards}/.metadata is missing)")
     if optimizer is None:
         from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
 
@@ -237,14 +233,14 @@ def _dcp_load(state: dict[str, Any], shards: Path) -> None:
         warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
         try:
             dcp.load(state, storage_reader=safe_reader_class()(str(shards)), planner=safe_planner_class()())
-        except ckpt.CheckpointError:
+        except CheckpointError:
             raise
         except Exception as e:  # DCP wraps a rank's failure (a damaged shard) in CheckpointException
             unsafe = re.search(r"refusing to unpickle [^\n]*", str(e))
             if unsafe:
-                raise ckpt.UnsafeCheckpointError(f"{shards}: {unsafe.group(0)}") from None
+                raise UnsafeCheckpointError(f"{shards}: {unsafe.group(0)}") from None
             first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
-            raise ckpt.CheckpointError(f"{shards}: cannot read the sharded checkpoint ({first[:300]})") from None
+            raise CheckpointError(f"{shards}: cannot read the sharded checkpoint ({first[:300]})") from None
 
 
 # -- reading DCP checkpoints without running code from them ---------------------------------------------------
@@ -266,7 +262,7 @@ class _MetadataUnpickler(pickle.Unpickler):
         if module == _DCP_METADATA or (module, name) in _ALLOWED or \
                 (module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)):
             return super().find_class(module, name)
-        raise ckpt.UnsafeCheckpointError(f"refusing to unpickle {self.path}: it references {module}.{name}, which "
+        raise UnsafeCheckpointError(f"refusing to unpickle {self.path}: it references {module}.{name}, which "
                                          "is not part of a torch.distributed.checkpoint metadata file")
 
 
@@ -276,17 +272,17 @@ def read_dcp_metadata(path: Path) -> Any:
     try:
         with open(path, "rb") as f:
             metadata = _MetadataUnpickler(f, path).load()
-    except ckpt.CheckpointError:
+    except CheckpointError:
         raise
     except FileNotFoundError:
-        raise ckpt.CheckpointError(f"{path} is missing: the sharded checkpoint is incomplete") from None
+        raise CheckpointError(f"{path} is missing: the sharded checkpoint is incomplete") from None
     except Exception as e:  # truncated or foreign: EOFError, UnpicklingError, ...
-        raise ckpt.CheckpointError(f"{path} is not a readable checkpoint metadata file ({type(e).__name__}: "
+        raise CheckpointError(f"{path} is not a readable checkpoint metadata file ({type(e).__name__}: "
                                    f"{e})") from None
     from torch.distributed.checkpoint.metadata import Metadata
 
     if not isinstance(metadata, Metadata):
-        raise ckpt.CheckpointError(f"{path} is not a torch.distributed.checkpoint metadata file")
+        raise CheckpointError(f"{path} is not a torch.distributed.checkpoint metadata file")
     return metadata
 
 
@@ -300,11 +296,11 @@ def check_shard_files(shards: Path) -> None:
     for name, size in sorted(need.items()):
         path = Path(shards) / name
         if Path(name).is_absolute() or ".." in Path(name).parts:
-            raise ckpt.CheckpointError(f"{shards}/.metadata points outside the checkpoint ({name})")
+            raise CheckpointError(f"{shards}/.metadata points outside the checkpoint ({name})")
         if not path.exists():
-            raise ckpt.CheckpointError(f"{path} is missing: the sharded checkpoint is incomplete")
+            raise CheckpointError(f"{path} is missing: the sharded checkpoint is incomplete")
         if path.stat().st_size < size:
-            raise ckpt.CheckpointError(f"{path} is truncated ({path.stat().st_size} bytes, the metadata says "
+            raise CheckpointError(f"{path} is truncated ({path.stat().st_size} bytes, the metadata says "
                                        f"{size}): the sharded checkpoint is damaged; use an earlier one")
 
 
@@ -336,7 +332,7 @@ def safe_planner_class() -> type:
                 torch.load(safe, weights_only=True)  # refuses anything but plain values
             except Exception as e:
                 why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
-                raise ckpt.UnsafeCheckpointError(f"refusing to unpickle {read_item.dest_index.fqn} of a sharded "
+                raise UnsafeCheckpointError(f"refusing to unpickle {read_item.dest_index.fqn} of a sharded "
                                                  f"checkpoint: not a plain value ({why})") from None
             safe.seek(0)
             super().load_bytes(read_item, safe)
@@ -351,19 +347,19 @@ def consolidate(run_dir: str | Path, step: int | None = None, out: str | Path | 
     from scratchformer.model import build_model
 
     run_dir = Path(run_dir)
-    config = ckpt.load_config(run_dir)
+    config = runs.load_config(run_dir)
     if step is None:
-        found = ckpt.latest_checkpoint(run_dir)
+        found = runs.latest_checkpoint(run_dir)
         if found is None or not is_sharded_checkpoint(found):
             sharded = list_sharded_checkpoints(run_dir)
             found = sharded[-1] if sharded else None
     else:
-        found = ckpt.checkpoint_dir(run_dir) / f"step-{step:08d}"
+        found = runs.checkpoint_dir(run_dir) / f"step-{step:08d}"
     if found is None or not is_sharded_checkpoint(found):
-        raise ckpt.CheckpointError(f"no sharded (FSDP) checkpoint {found or 'in ' + str(run_dir / 'checkpoints')}: "
+        raise CheckpointError(f"no sharded (FSDP) checkpoint {found or 'in ' + str(run_dir / 'checkpoints')}: "
                                    "consolidate reads checkpoints written by `train --fsdp` under torchrun")
     model = build_model(config)
     load_sharded_state(model, None, found)
     target = Path(out) if out is not None else found / "model.safetensors"
-    ckpt.save_weights(model, target)
+    runs.save_weights(model, target)
     return target

@@ -1,0 +1,73 @@
+"""Model FLOPs and model-FLOP utilisation (MFU), as nanoGPT logs it: the matmul work a step needs, over what
+the hardware's matmuls can do in that time.
+
+    forward_flops(config, batch, src_len, tgt_len)   matmul FLOPs of one forward pass on a padded batch
+    matmul_rate(device, dtype)                       this device's measured (n x n) @ (n x n) rate, FLOP/s
+
+Counted: every Linear (2 FLOPs per multiply-add), Q K^T and A V of every attention, the output layer.
+Elementwise work, softmax and LayerNorm are not (the usual MFU convention). A training step is 3 forwards
+(the backward pass does twice the forward's matmuls), so 6 x (matmul parameters) x tokens + attention.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from scratchformer.config import ModelConfig
+
+
+def encoder_layer_flops(d: int, d_ff: int, batch: int, length: int) -> float:
+    tokens = batch * length
+    return 2 * tokens * (4 * d * d + 2 * d * d_ff) + 2 * 2 * batch * length * length * d
+
+
+def decoder_layer_flops(d: int, d_ff: int, batch: int, tgt_len: int, src_len: int | None) -> float:
+    """A decoder layer on (B, L_tgt); with `src_len`, its cross-attention over a (B, L_src) memory too."""
+    tt = batch * tgt_len
+    flops = 2 * tt * (4 * d * d + 2 * d * d_ff) + 2 * 2 * batch * tgt_len * tgt_len * d  # self-attention + FFN
+    if src_len is not None:
+        flops += (2 * tt * 2 * d * d  # cross-attention q, o
+                  + 2 * batch * src_len * 2 * d * d  # k, v of the memory
+                  + 2 * 2 * batch * tgt_len * src_len * d)
+    return flops
+
+
+def transformer_flops(d_model: int, d_ff: int, n_enc: int, n_dec: int, vocab: int, batch: int, src_len: int,
+                      tgt_len: int, backward: bool = True) -> float:
+    """Matmul FLOPs of one encoder-decoder step (forward + backward = 3x forward) on (B, L_src) -> (B, L_tgt)."""
+    forward = (n_enc * encoder_layer_flops(d_model, d_ff, batch, src_len)
+               + n_dec * decoder_layer_flops(d_model, d_ff, batch, tgt_len, src_len)
+               + 2 * batch * tgt_len * d_model * vocab)
+    return forward * (3 if backward else 1)
+
+
+def forward_flops(c: ModelConfig, batch: int, src_len: int, tgt_len: int = 0) -> float:
+    """Matmul FLOPs of one forward pass of any architecture on a padded batch: (B, L_src) [-> (B, L_tgt)].
+    A decoder-only or encoder model reads `src_len` as its sequence length."""
+    d, d_ff = c.d_model, c.d_ff
+    if c.arch == "encoder-decoder":
+        return transformer_flops(d, d_ff, c.n_encoder_layers, c.n_decoder_layers, c.tgt_vocab_size, batch,
+                                 src_len, tgt_len, backward=False)
+    if c.arch == "decoder":
+        return c.n_decoder_layers * decoder_layer_flops(d, d_ff, batch, src_len, None) + \
+            2 * batch * src_len * d * c.tgt_vocab_size
+    return c.n_encoder_layers * encoder_layer_flops(d, d_ff, batch, src_len)  # heads: a small share, not counted
+
+
+def matmul_rate(device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32, n: int = 1024,
+                repeats: int = 5) -> float:
+    """This device's matmul rate (FLOP/s) in `dtype`: the best of `repeats` (n x n) @ (n x n) products."""
+    device = torch.device(device)
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    torch.mm(a, b)
+    sync()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        sync()
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best

@@ -1,0 +1,136 @@
+"""From what a command line asks for to a finished run: the settings' precedence, the run directory's
+preparation (lock, --overwrite, --resume) and the call of the trainer. `scratchformer train` only parses flags.
+
+Precedence: built-in defaults < --recipe < --config FILE < explicit flags (and KEY=VALUE model overrides). With
+nothing given it is the `demo` recipe (or lm-demo / mlm-demo / classify-demo for --task lm / mlm / classify).
+--resume applies the flags that may change (SAFE_ON_RESUME, each change said on stderr) and refuses the others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from scratchformer import runs
+from scratchformer.errors import ConfigError
+from scratchformer.training.config import RECIPES, TrainConfig  # MERGE-FIX: scratchformer.config after h-model
+
+DEFAULT_PRESETS = {"lm": "gpt-tiny", "mlm": "bert-tiny", "classify": "bert-tiny"}  # when no preset is given
+DEFAULT_RECIPES = {"lm": "lm-demo", "mlm": "mlm-demo", "classify": "classify-demo"}  # else "demo"
+# What --resume may change: how long and how the run goes on, not what is trained. Anything else given with
+# --resume must equal the saved train_config.json (it would make a different run).
+SAFE_ON_RESUME = ("max_steps", "time_limit", "max_epochs", "accum_steps", "eval_every", "save_every", "log_every",
+                  "keep_last", "patience", "bleu_samples", "device", "dtype", "clip_norm", "lr_factor", "compile",
+                  "fsdp", "on_error")
+
+
+def default_recipe(recipe: str | None, config_file: str | None, resume: bool, task: str | None) -> str | None:
+    """The recipe when none is named: `demo` (or the task's demo), unless --config or --resume says more."""
+    if recipe is None and config_file is None and not resume:
+        return DEFAULT_RECIPES.get(task or "translate", "demo")
+    return recipe
+
+
+def read_config_file(path: str) -> dict:
+    """The options of `--config FILE`: a JSON object, or a one-line ConfigError."""
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"--config {path} is a directory: give a JSON file of training options")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"--config {path} does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"--config {path} is not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config {path} holds a JSON {type(data).__name__}: it must be an object of training "
+                          "options, e.g. {\"max_steps\": 2000}")
+    return data
+
+
+def given_settings(recipe: str | None, config_file: str | None, flags: dict[str, Any],
+                   model: dict[str, Any]) -> dict[str, Any]:
+    """What a command line asks for: --recipe < --config FILE < explicit flags (and KEY=VALUE model overrides)."""
+    settings: dict[str, Any] = {}
+    if recipe:
+        settings.update(RECIPES[recipe])
+    if config_file:
+        settings.update(read_config_file(config_file))
+    settings.update(flags)
+    if model:
+        settings["model"] = {**settings.get("model", {}), **model}
+    return settings
+
+
+def prepare_out(out: Path) -> None:
+    """--out exists as a writable directory afterwards, or a one-line ConfigError naming it."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a directory: choose another --out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as e:
+        raise ConfigError(f"--out {out}: cannot write there ({e.strerror or e}): choose another --out") from None
+
+
+def resumed_config(out: Path, given: dict, is_main: bool) -> TrainConfig:
+    """train_config.json of the run, with the flags that are safe to change applied (and said), or a one-line
+    ConfigError for a flag that would make a different run."""
+    saved = TrainConfig.load(out / "train_config.json").to_dict()
+    changed = []
+    for key, value in given.items():
+        old = saved.get(key)
+        if key == "model":
+            diff = sorted(k for k, v in value.items() if k not in old or old[k] != v)
+            if diff:
+                k = diff[0]
+                raise ConfigError(f"--resume {out}: model override {k}={value[k]!r} differs from the run's "
+                                  f"{old.get(k, '(preset default)')!r}: it would make a different run; drop it, or "
+                                  "train a new run into another --out")
+            continue
+        if value == old and type(value) is type(old):
+            continue
+        if key not in SAFE_ON_RESUME:
+            flag = "--" + key.replace("_", "-")
+            raise ConfigError(f"--resume {out}: {flag} {value!r} differs from the run's {old!r}: it would make a "
+                              "different run; drop the flag, or train a new run into another --out")
+        changed.append(f"{key} {old!r} -> {value!r}")
+        saved[key] = value
+    if changed and is_main:
+        print(f"resume: {'; '.join(changed)}", file=sys.stderr)
+    return TrainConfig.from_dict(saved)
+
+
+def launch(given: dict[str, Any], out: Path, resume: bool = False, overwrite: bool = False,
+           quiet: bool = False) -> tuple[TrainConfig, dict[str, Any]]:
+    """Train what `given` asks for into `out`: (the TrainConfig used, the trainer's summary).
+
+    Safety: `out` is locked while training (RUN_DIR/.lock names the holder's pid); --overwrite deletes only what
+    training wrote, and only in a folder marked as a run; bad values fail before anything is written."""
+    from scratchformer.training.trainer import train
+
+    settings = dict(given)
+    if "preset" not in settings and settings.get("task", "translate") in DEFAULT_PRESETS:
+        settings["preset"] = DEFAULT_PRESETS[settings["task"]]
+    cfg = TrainConfig.from_dict(settings)  # bad values fail here, before anything is written
+    is_main = os.environ.get("RANK", "0") == "0"  # under torchrun only rank 0 locks, deletes and reports
+    prepare_out(out)
+    with runs.run_lock(out) if is_main else contextlib.nullcontext():
+        if runs.holds_run(out) and not resume:
+            if not overwrite:
+                raise ConfigError(f"{out} already holds a run: add --resume to continue it, --overwrite to start "
+                                  "over, or choose another --out")
+            if is_main:
+                kept = runs.clear_run(out)
+                if kept:
+                    print(f"--overwrite {out}: kept {', '.join(kept)} (not written by scratchformer train)",
+                          file=sys.stderr)
+        if resume and (out / "train_config.json").exists():
+            cfg = resumed_config(out, given, is_main)
+        return cfg, train(cfg, out, resume=resume, quiet=quiet)

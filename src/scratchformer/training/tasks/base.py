@@ -1,0 +1,136 @@
+"""A Task is one job the trainer can learn (fairseq's Task, torchtune's recipe): its data, the model it needs
+and its loss. The training loop (training/trainer.py) knows none of them; a new job is a new file here.
+
+    task.setup(resume)         tokenizers (trained into the run, or reused on --resume), train/valid examples,
+                               -> the ModelConfig to build
+    task.examples(split)       the encoded examples of a split
+    task.lengths(examples)     what token-bucketed batching sorts by
+    task.collate(examples)     a batch of CPU tensors, with "n_tokens": what the loss divides by
+    task.loss(model, batch)    LossOutput (under the trainer's autocast)
+    task.valid_step(...)       the loss and extra sums of one validation batch (accuracy counts)
+    task.valid_metrics(...)    validation figures beyond the loss (BLEU, accuracy), logged and recorded
+    task.final_report(model)   figures on valid and test after training (the encoder tasks), or None
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from scratchformer.config import ModelConfig
+from scratchformer.data.tokenizers import Tokenizer, train_tokenizer
+from scratchformer.errors import ConfigError
+from scratchformer.runs import load_tokenizers
+from scratchformer.training import distributed as dist_utils
+from scratchformer.training.distributed import DistInfo
+from scratchformer.training.loss import LossOutput
+
+PRESET_FOR_ARCH = {"encoder-decoder": "demo", "decoder": "gpt-tiny", "encoder": "bert-tiny"}  # named in errors
+
+
+class Task:
+    """The part of training that depends on the job; see the module docstring."""
+
+    name: ClassVar[str]
+    arch: ClassVar[str]  # the architecture the task trains
+    shard_validation: ClassVar[bool] = True  # under DDP each rank may score 1/world of the validation batches
+    reports: ClassVar[bool] = False  # has a final_report (figures on valid and test after training)
+
+    def __init__(self, cfg: Any, run_dir: Path, dist: DistInfo, log: Callable[[str], None]) -> None:
+        self.cfg, self.run_dir, self.dist, self.log = cfg, Path(run_dir), dist, log
+        self.src_tok: Tokenizer
+        self.tgt_tok: Tokenizer
+        self.train_examples: list = []
+        self.valid_examples: list = []
+
+    # -- data and model -------------------------------------------------------------------------------------
+    def setup(self, resume: bool) -> ModelConfig:
+        raise NotImplementedError
+
+    def examples(self, split: str, loaded: list | None = None) -> list:
+        raise NotImplementedError
+
+    def lengths(self, examples: list) -> list:
+        return [len(s) for s in examples]
+
+    def collate(self, examples: list) -> dict[str, Tensor]:
+        raise NotImplementedError
+
+    def batch_shape(self, batch: dict[str, Tensor]) -> tuple[int, int, int]:
+        """(B, L_src, L_tgt) of a collated batch, for the model-FLOP count (one sequence: L_tgt = 0)."""
+        b, length = batch["input_ids"].shape
+        return b, length, 0
+
+    def after_build(self, model: torch.nn.Module) -> None:
+        """Called once on a fresh run (step 0) after the model is built: e.g. start from another run's weights."""
+
+    # -- loss and validation --------------------------------------------------------------------------------
+    def loss(self, model: torch.nn.Module, batch: dict[str, Tensor]) -> LossOutput:
+        raise NotImplementedError
+
+    def valid_step(self, model: torch.nn.Module, batch: dict[str, Tensor]) -> tuple[LossOutput, dict[str, float]]:
+        return self.loss(model, batch), {}
+
+    @contextlib.contextmanager
+    def validating(self) -> Iterator[None]:
+        """Held around a whole validation pass (the masked LM fixes its masks here)."""
+        yield
+
+    def valid_metrics(self, model: torch.nn.Module, sums: dict[str, float], n: float) -> dict[str, Any]:
+        return {}
+
+    def describe(self, result: dict[str, Any]) -> list[str]:
+        """Lines to log after a validation's loss line."""
+        return []
+
+    def final_report(self, model: torch.nn.Module) -> dict[str, Any] | None:
+        return None
+
+    # -- shared helpers -------------------------------------------------------------------------------------
+    def train_tokenizers(self, resume: bool, src_texts: list[str], tgt_texts: list[str],
+                         separate: bool) -> tuple[Tokenizer, Tokenizer]:
+        """The run's tokenizers: reused on --resume, else trained on rank 0 (source and target apart when
+        `separate`, else one on both sides) while the other ranks wait."""
+        cfg, run = self.cfg, self.run_dir
+        reuse = (run / "tokenizer_tgt.json").exists() and resume
+        dist_utils.barrier(self.dist)  # every rank decides before rank 0 may write: all skip the barrier below or none
+        if reuse:
+            return load_tokenizers(run)
+        if self.dist.is_main:
+            if separate:
+                train_tokenizer(cfg.src_tokenizer, src_texts, cfg.src_vocab_size, cfg.min_freq).save(
+                    run / "tokenizer_src.json")
+                train_tokenizer(cfg.tgt_tokenizer, tgt_texts, cfg.tgt_vocab_size, cfg.min_freq).save(
+                    run / "tokenizer_tgt.json")
+            else:
+                tok = train_tokenizer(cfg.tgt_tokenizer, src_texts + tgt_texts, cfg.tgt_vocab_size, cfg.min_freq)
+                tok.save(run / "tokenizer_tgt.json")
+        dist_utils.barrier(self.dist)
+        return load_tokenizers(run)
+
+    def preset_config(self, resume: bool, **sizes: int) -> ModelConfig:
+        """config.json of the run on --resume, else the preset with the model overrides and the vocabulary sizes."""
+        cfg, run = self.cfg, self.run_dir
+        if (run / "config.json").exists() and resume:
+            return ModelConfig.load(run / "config.json")
+        overrides = dict(cfg.model)
+        overrides.setdefault("max_len", max(cfg.max_len, ModelConfig.preset(cfg.preset).max_len))
+        overrides.update(sizes)
+        return ModelConfig.preset(cfg.preset, **overrides)
+
+    def check_arch(self, config: ModelConfig) -> ModelConfig:
+        if config.arch != self.arch:
+            raise ConfigError(f"task {self.cfg.task!r} needs a{'n' if self.arch[0] == 'e' else ''} {self.arch} model "
+                              f"but preset {self.cfg.preset!r} is {config.arch!r}; pick another --preset (e.g. "
+                              f"{PRESET_FOR_ARCH[self.arch]})")
+        return config
+
+    def check_examples(self) -> None:
+        if not self.train_examples:
+            raise ConfigError(f"corpus {self.cfg.corpus!r} has no training examples shorter than "
+                              f"max_len={self.cfg.max_len}")

@@ -1,0 +1,86 @@
+"""Sentence classification (BERT fine-tuning): `text<TAB>label` lines of `cfg.corpus` (splits train / valid /
+test) -> EncoderForClassification (the <s> token's vector -> pooler -> K classes); plain cross-entropy per
+sentence (label smoothing is not applied). `cfg.init` = a run directory (an mlm run, or any encoder run) whose
+tokenizer and encoder weights start the training; without it the tokenizer is trained on the labelled train
+split. After training: accuracy on valid and test next to the majority-class baseline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from scratchformer.config import ModelConfig
+from scratchformer.data.corpus import load_pairs
+from scratchformer.data.masking import pad_right
+from scratchformer.errors import ConfigError
+from scratchformer.evaluation.encoder import (
+    classification_report,
+    encode_sentences,  # MERGE-FIX: data.batching after h-surface
+)
+from scratchformer.training.loss import LossOutput
+from scratchformer.training.tasks.encoder import EncoderTask, load_encoder_weights
+
+
+def classification_loss(logits: Tensor, labels: Tensor) -> LossOutput:
+    """logits (B, K), labels (B,) class indices -> cross-entropy, as a LossOutput counting sentences."""
+    nll = F.cross_entropy(logits.float(), labels, reduction="none")  # (B,)
+    return LossOutput(nll.mean(), nll.sum(), nll.detach().sum(), labels.numel())
+
+
+class ClassificationTask(EncoderTask):
+    name, head = "classify", "classification"
+
+    def setup(self, resume: bool) -> ModelConfig:
+        cfg = self.cfg
+        pairs = load_pairs(cfg.corpus, "train", on_error=cfg.on_error)
+        texts, labels = [t for t, _ in pairs], sorted({y for _, y in pairs})
+        if len(labels) < 2:
+            raise ConfigError(f"{cfg.corpus}: the train split has {len(labels)} label(s); "
+                              "classification needs `text<TAB>label` lines with 2 or more labels")
+        config = self.encoder_setup(resume, texts, labels)
+        self.labels = list(config.labels or [])
+        self.train_examples = self.examples("train", pairs)  # read once: for the tokenizer and the examples
+        self.valid_examples = self.examples("valid")
+        if not self.train_examples:
+            raise ConfigError(f"corpus {cfg.corpus!r} has no training sentences")
+        return config
+
+    def examples(self, split: str, loaded: list | None = None) -> list:
+        cfg = self.cfg
+        pairs = loaded if loaded is not None else load_pairs(cfg.corpus, split, on_error=cfg.on_error)
+        unknown = sorted({y for _, y in pairs} - set(self.labels))
+        if unknown:
+            raise ConfigError(f"{cfg.corpus} ({split}): labels {unknown[:3]} do not occur in the train split")
+        seqs = encode_sentences(self.tgt_tok, [t for t, _ in pairs], cfg.max_len)
+        return [(s, self.labels.index(y)) for s, (_, y) in zip(seqs, pairs)]
+
+    def lengths(self, examples: list) -> list:
+        return [len(s) for s, _ in examples]
+
+    def collate(self, examples: list) -> dict[str, Tensor]:
+        return {"input_ids": pad_right([s for s, _ in examples]),
+                "labels": torch.tensor([y for _, y in examples]), "n_tokens": torch.tensor(len(examples))}
+
+    def after_build(self, model: torch.nn.Module) -> None:
+        if self.cfg.init:
+            path = load_encoder_weights(model.base, Path(self.cfg.init))
+            self.log(f"encoder weights from {path}")
+
+    def logits_and_loss(self, model: torch.nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, LossOutput]:
+        logits = model(batch["input_ids"])  # (B, K)
+        return logits, batch["labels"], classification_loss(logits, batch["labels"])
+
+    def final_report(self, model: torch.nn.Module) -> dict[str, Any]:
+        cfg, report = self.cfg, {}
+        train_labels = [y for _, y in load_pairs(cfg.corpus, "train", on_error=cfg.on_error)]
+        for split in ("valid", "test"):
+            pairs = load_pairs(cfg.corpus, split, on_error=cfg.on_error)
+            scores = classification_report(model, self.tgt_tok, pairs, train_labels, cfg.max_len)
+            report.update({f"{split}_{k}": v for k, v in scores.items()})
+            self.log(f"{split}: accuracy {scores['accuracy']:.4f} (majority class {scores['majority_class']!r}: "
+                     f"{scores['majority_accuracy']:.4f})")
+        return report

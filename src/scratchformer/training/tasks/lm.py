@@ -1,0 +1,40 @@
+"""Language modelling (GPT-like): text -> <s> ids </s> -> decoder-only model, next-token loss."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from scratchformer.config import ModelConfig
+from scratchformer.data.batching import collate_lm
+from scratchformer.data.corpus import load_text
+from scratchformer.data.tokenizers import PAD_ID
+from scratchformer.evaluation.encoder import encode_sentences  # MERGE-FIX: data.batching after h-surface
+from scratchformer.training.loss import LossOutput, label_smoothed_loss
+from scratchformer.training.tasks.base import Task
+
+
+class LanguageModelTask(Task):
+    name, arch = "lm", "decoder"
+
+    def setup(self, resume: bool) -> ModelConfig:
+        cfg = self.cfg
+        train = load_text(cfg.corpus, "train", side=cfg.text_side, on_error=cfg.on_error)
+        self.src_tok, self.tgt_tok = self.train_tokenizers(resume, [], train, separate=False)
+        self.train_examples = self.examples("train", train)
+        self.valid_examples = self.examples("valid")
+        self.check_examples()
+        return self.check_arch(self.preset_config(resume, tgt_vocab_size=self.tgt_tok.vocab_size))
+
+    def examples(self, split: str, loaded: list | None = None) -> list:
+        cfg = self.cfg
+        texts = loaded if loaded is not None else load_text(cfg.corpus, split, side=cfg.text_side,
+                                                            on_error=cfg.on_error)
+        return [s for s in encode_sentences(self.tgt_tok, texts, cfg.max_len) if len(s) > 2]
+
+    def collate(self, examples: list) -> dict[str, Tensor]:
+        return collate_lm(examples, PAD_ID)
+
+    def loss(self, model: torch.nn.Module, batch: dict[str, Tensor]) -> LossOutput:
+        logits = model(batch["input_ids"])  # (B, L, V)
+        return label_smoothed_loss(logits, batch["labels"], self.cfg.label_smoothing, PAD_ID)
