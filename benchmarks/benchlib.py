@@ -30,6 +30,8 @@ from typing import Any
 
 import torch
 
+from scratchformer.inspect.flops import matmul_rate, transformer_flops  # noqa: F401 (re-exported)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -151,30 +153,10 @@ def _round(x: float | None) -> float | None:
 
 def matmul_flops(threads: int, n: int = 2048, repeats: int = 5) -> float:
     """This machine's float32 matmul rate (FLOP/s): the best of `repeats` (n x n) @ (n x n) products."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    torch.mm(a, b)
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        torch.mm(a, b)
-        best = min(best, time.perf_counter() - start)
-    return 2 * n**3 / best
+    return matmul_rate("cpu", torch.float32, n, repeats)
 
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def transformer_flops(d_model: int, d_ff: int, n_enc: int, n_dec: int, vocab: int, batch: int, src_len: int,
-                      tgt_len: int, backward: bool = True) -> float:
-    """Matmul FLOPs of one encoder-decoder training step (forward + backward = 3x forward) on a padded batch
-    (B, L_src) -> (B, L_tgt): every Linear (2 FLOPs per multiply-add), Q K^T and A V of every attention, and
-    the output layer. Elementwise work, softmax and LayerNorm are not counted (the usual MFU convention).
-    Equals 6 x (matmul parameters) x tokens + attention."""
-    d, ts, tt = d_model, batch * src_len, batch * tgt_len
-    enc_layer = 2 * ts * (4 * d * d + 2 * d * d_ff) + 2 * 2 * batch * src_len * src_len * d
-    dec_layer = (2 * tt * (4 * d * d + 2 * d * d + 2 * d * d_ff)  # self q,k,v,o; cross q,o; FFN
-                 + 2 * ts * 2 * d * d  # cross-attention k, v of the memory
-                 + 2 * 2 * batch * tgt_len * tgt_len * d + 2 * 2 * batch * tgt_len * src_len * d)
-    forward = n_enc * enc_layer + n_dec * dec_layer + 2 * tt * d * vocab
-    return forward * (3 if backward else 1)
