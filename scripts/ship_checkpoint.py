@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from scratchformer.data.corpus import load_pairs
-from scratchformer.evaluation.evaluate import evaluate_pairs
+from scratchformer.evaluation.translation import evaluate_pairs
 from scratchformer.runs import load_run
 from scratchformer.training import checkpoint as ckpt
 

@@ -195,10 +195,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _report_test(run_dir: Path) -> None:
-    try:
-        from scratchformer.evaluation.evaluate import evaluate_run
-    except ImportError:
-        return
+    """Print the test-split translation scores of the run just trained, as JSON."""
+    from scratchformer.evaluation.translation import evaluate_run
+
     result = evaluate_run(run_dir, split="test", beam=1, limit=None, show=5)
     print(json.dumps(result, ensure_ascii=False))
 

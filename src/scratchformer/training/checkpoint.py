@@ -453,3 +453,17 @@ def average_checkpoints(paths: list[Path]) -> dict[str, torch.Tensor]:
         for name, t in tensors.items():
             total[name] = total.get(name, 0) + t.double()
     return {name: (t / len(paths)).float() for name, t in total.items()}
+
+
+def average_last(run_dir: str | Path, last: int, out: str | Path | None) -> tuple[list[Path], Path]:
+    """Average the last `last` checkpoints of a run into `out` (default RUN_DIR/averaged.safetensors), written
+    atomically; return the checkpoints averaged and the file written."""
+    if last < 1:
+        raise CheckpointError(f"--last {last}: give the number of checkpoints to average (2 or more)")
+    paths = list_checkpoints(Path(run_dir))[-last:]
+    if len(paths) < 2:
+        raise CheckpointError(f"{run_dir}/checkpoints holds {len(paths)} checkpoint(s); averaging needs 2+")
+    out = Path(out or Path(run_dir) / "averaged.safetensors")
+    with atomic_path(out) as tmp:
+        save_file(average_checkpoints(paths), str(tmp), metadata={"format": "pt"})
+    return paths, out
