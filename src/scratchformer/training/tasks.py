@@ -32,11 +32,12 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from scratchformer.config import ModelConfig
+from scratchformer.data.batching import encode_sentences
 from scratchformer.data.corpus import load_pairs, load_text
 from scratchformer.data.masking import add_mask_token, collate_mlm, pad_right
 from scratchformer.data.tokenizers import PAD_ID, train_tokenizer
 from scratchformer.errors import ConfigError
-from scratchformer.evaluation.encoder import classification_report, encode_sentences, mlm_scores
+from scratchformer.evaluation.encoder import classification_report, mlm_scores
 from scratchformer.model.heads import with_head
 from scratchformer.training import checkpoint as ckpt
 from scratchformer.training import distributed as dist_utils
