@@ -5,7 +5,7 @@
 
 The run is models/en-zh when it exists, else /tmp/bench-run, trained first if missing with
 `scratchformer train --recipe demo --out /tmp/bench-run --max-steps 200` (a few minutes; a weak model, but the
-same code path). Both evaluations use scratchformer.evaluation.evaluate (greedy, sacreBLEU with the zh tokenizer)
+same code path). Both evaluations use scratchformer.evaluation.translation (greedy, sacreBLEU with the zh tokenizer)
 on the first N test sentences; the int8 model is `quantize_int8` of the float one. Also times both translations
 (informative: small batches of real sentences, not the fixed-length figures of bench_decode).
 """
@@ -22,7 +22,7 @@ from benchlib import ROOT, add_common_args, emit, log, setup_threads
 
 from scratchformer.data.corpus import load_pairs
 from scratchformer.decoding.quantize import quantize_int8
-from scratchformer.evaluation.evaluate import evaluate_pairs
+from scratchformer.evaluation.translation import evaluate_pairs
 from scratchformer.runs import load_run
 
 DEFAULT_RUN, FALLBACK_RUN = ROOT / "models" / "en-zh", Path("/tmp/bench-run")

@@ -18,7 +18,7 @@ import torch
 
 from scratchformer import runs
 from scratchformer.data.corpus import load_pairs
-from scratchformer.evaluation.evaluate import evaluate_pairs
+from scratchformer.evaluation.translation import evaluate_pairs
 from scratchformer.runs import load_run
 from scratchformer.training import checkpoint as ckpt
 

@@ -14,7 +14,8 @@ def counted(model, *inputs) -> int:
     return fc.get_total_flops()
 
 
-@pytest.mark.parametrize("preset,arch", [("tiny", "encoder-decoder"), ("gpt-tiny", "decoder"), ("bert-tiny", "encoder")])
+@pytest.mark.parametrize("preset,arch", [("tiny", "encoder-decoder"), ("gpt-tiny", "decoder"),
+                                         ("bert-tiny", "encoder")])
 def test_forward_flops_match_torch_flop_counter(preset, arch):
     c = ModelConfig.preset(preset, dropout=0.0, fused=False)  # by-hand attention: its bmm are counted
     assert c.arch == arch

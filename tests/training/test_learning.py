@@ -3,7 +3,7 @@
 import json
 import random
 
-from scratchformer.evaluation.evaluate import evaluate_run
+from scratchformer.evaluation.translation import evaluate_run
 from scratchformer.training.config import RECIPES, TrainConfig
 from scratchformer.training.trainer import train
 

@@ -1,7 +1,8 @@
 """The command line: `scratchformer <command> ...`. Thin: it parses arguments and wires library parts.
 
-Each command lives in its own module with `register(subparsers)`; a ScratchformerError (or any ValueError
-raised by our checks, OSError for files) becomes one line on stderr and exit status 2, never a traceback.
+Each command lives in its own module, cli/<command>_cmd.py, with `register(subparsers)`; a ScratchformerError
+(or any ValueError raised by our checks, OSError for files) becomes one line on stderr and exit status 2, never
+a traceback.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import warnings
 
 from scratchformer.errors import ScratchformerError
 
-COMMAND_MODULES = ["inspect_cmds", "train_cmd", "translate_cmd", "evaluate_cmd", "generate_cmd", "distributed_cmd"]
+# One module per command, in the order `scratchformer --help` lists them.
+COMMAND_MODULES = ["params_cmd", "shapes_cmd", "plot_cmd", "train_cmd", "translate_cmd", "evaluate_cmd", "average_cmd",
+                   "generate_cmd", "consolidate_cmd"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,13 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"scratchformer.cli.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"scratchformer.cli.{name}":
-                continue  # command not built yet
-            raise
-        module.register(sub)
+        importlib.import_module(f"scratchformer.cli.{name}").register(sub)
     return parser
 
 

@@ -1,12 +1,11 @@
 """`scratchformer evaluate RUN_DIR`: sacreBLEU / chrF on a split (translation), perplexity (language model),
-accuracy vs the majority class (classifier) or masked-token accuracy (masked LM);
-`scratchformer average RUN_DIR`: average the last checkpoints' weights, as the paper does."""
+accuracy vs the majority class (classifier) or masked-token accuracy (masked LM). Wiring only: the run's
+config.json picks the evaluator, which loads the run once."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 
 def _check_flags(args: argparse.Namespace) -> None:
@@ -26,10 +25,11 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from scratchformer.runs import load_run
+    """Score the run with the evaluator of its architecture; print the result (or JSON with --json)."""
+    from scratchformer.runs import load_config
 
     _check_flags(args)
-    arch = load_run(args.run_dir, args.weights).model_config.arch
+    arch = load_config(args.run_dir).arch  # config.json only: the evaluator loads the model
     if arch == "decoder":
         from scratchformer.evaluation.lm import evaluate_lm
 
@@ -39,7 +39,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         result = evaluate_encoder(args.run_dir, args.split, weights=args.weights, corpus=args.corpus)
     else:
-        from scratchformer.evaluation.evaluate import evaluate_run
+        from scratchformer.evaluation.translation import evaluate_run
 
         result = evaluate_run(args.run_dir, args.split, args.beam, args.alpha, args.limit, args.show, args.corpus,
                               args.weights)
@@ -53,15 +53,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_average(args: argparse.Namespace) -> int:
-    from scratchformer.training.checkpoint import average_last
-
-    paths, out = average_last(Path(args.run_dir), args.last, Path(args.out) if args.out else None)
-    print(f"averaged {', '.join(p.name for p in paths)} -> {out}")
-    return 0
-
-
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `evaluate` subcommand."""
     p = sub.add_parser("evaluate", help="BLEU/chrF (translation), perplexity (language model) or accuracy "
                        "(encoder tasks) on a split")
     p.add_argument("run_dir")
@@ -75,8 +68,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("average", help="average the weights of the last N checkpoints (the paper uses 5)")
-    p.add_argument("run_dir")
-    p.add_argument("--last", type=int, default=5)
-    p.add_argument("--out", help="output file (default RUN_DIR/averaged.safetensors)")
-    p.set_defaults(func=cmd_average)

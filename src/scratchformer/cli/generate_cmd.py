@@ -12,8 +12,9 @@ import sys
 import warnings
 from collections.abc import Callable
 
+from scratchformer.decoding.sampling import DEFAULT_MAX_NEW
+
 REPLACEMENT = "\ufffd"  # what a byte-level tokenizer decodes half a UTF-8 character to
-DEFAULT_MAX_NEW = 60
 
 
 def _prompts(args: argparse.Namespace) -> list[str]:
@@ -61,7 +62,7 @@ def _warn_one_line(message, category, filename, lineno, file=None, line=None) ->
 def cmd_generate(args: argparse.Namespace) -> int:
     from scratchformer.cli.common import set_threads
     from scratchformer.data.tokenizers import BOS_ID, EOS_ID
-    from scratchformer.decoding.sampling import check_sampling_args, sample
+    from scratchformer.decoding.sampling import check_sampling_args, fit_prompts, sample
     from scratchformer.errors import ConfigError
     from scratchformer.runs import load_run
 
@@ -82,15 +83,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise ConfigError("no prompt: give one as an argument or on stdin")
     tok = run.tgt_tok
     prompts = [[BOS_ID, *tok.encode(t)] for t in texts]
-    max_len = run.model_config.max_len  # by default leave the prompts room (3/4 of max_len at least)
-    max_new = args.max_new_tokens or min(DEFAULT_MAX_NEW, max(max_len - max(map(len, prompts)), max_len // 4, 1))
-    room = max_len - max_new + 1  # prompt positions left: the last new token is never fed back
-    if room < 1:
-        raise ConfigError(f"--max-new-tokens {max_new} does not fit in the model's max_len={max_len}")
-    too_long = sum(len(p) > room for p in prompts)
-    if too_long and args.truncate == "error":  # refused before anything is printed
-        raise ConfigError(f"{too_long} prompt(s) longer than {room} tokens: with --max-new-tokens {max_new} they "
-                          f"exceed the model's max_len={max_len}; shorten them or pass --truncate left")
+    max_new = fit_prompts(prompts, run.model_config.max_len, args.max_new_tokens, args.truncate,  # before printing
+                          flags={"max_new": "--max-new-tokens {}", "truncate": "--truncate left"})
     options = dict(max_new_tokens=max_new, temperature=args.temperature, top_k=args.top_k,
                    top_p=args.top_p, seed=args.seed, eos=EOS_ID, truncate=args.truncate)
     with warnings.catch_warnings():

@@ -61,7 +61,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if summary.pop("is_main", True):
         print(json.dumps({"run_dir": str(out), **summary}, ensure_ascii=False))
         if cfg.task == "translate" and args.test_after and not status:
-            from scratchformer.evaluation.evaluate import evaluate_run  # MERGE-FIX: evaluation.translation
+            from scratchformer.evaluation.translation import evaluate_run
 
             print(json.dumps(evaluate_run(out, split="test", beam=1, limit=None, show=5), ensure_ascii=False))
     return status

@@ -52,6 +52,11 @@ def encode_pairs(
     return out
 
 
+def encode_sentences(tok: Tokenizer, texts: Sequence[str], max_len: int) -> list[list[int]]:
+    """``[BOS] + encode(text)[: max_len - 2] + [EOS]`` per text: every sentence kept, cut to max_len tokens."""
+    return [[BOS_ID, *ids[: max_len - 2], EOS_ID] for ids in tok.encode_batch(list(texts))]
+
+
 def _is_pairs(lengths: Lengths) -> bool:
     return len(lengths) > 0 and hasattr(lengths[0], "__len__")
 

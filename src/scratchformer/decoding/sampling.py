@@ -16,9 +16,11 @@ import torch
 from torch import Tensor
 
 from scratchformer.decoding.common import check_id_lists, eval_mode, model_device, pad_ids
+from scratchformer.errors import ConfigError
 from scratchformer.model.transformer import DecoderOnly
 
 NEG_INF = float("-inf")
+DEFAULT_MAX_NEW = 60  # new tokens per prompt when none are asked for (fewer if max_len leaves no room)
 
 
 def check_sampling_args(temperature: float, top_k: int | None, top_p: float | None) -> None:
@@ -81,7 +83,8 @@ def sample(
     check_id_lists(input_ids, "prompts")
     if max_new_tokens == 0 or not input_ids:
         return [[] for _ in input_ids]
-    prompts = _fit_prompts(input_ids, max_new_tokens, model.config.max_len, truncate)
+    fit_prompts(input_ids, model.config.max_len, max_new_tokens, truncate)
+    prompts = _cut_left(input_ids, max_new_tokens, model.config.max_len)
     device = model_device(model)
     generator = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
     with eval_mode(model):
@@ -90,15 +93,34 @@ def sample(
                             lambda logits: pick_next(logits, temperature, top_k, top_p, generator))
 
 
-def _fit_prompts(prompts: Sequence[Sequence[int]], max_new: int, max_len: int, truncate: str) -> list[list[int]]:
-    # prompt P tokens + max_new new ones use P + max_new - 1 positions (the last new token is never fed back)
-    room = max_len - max_new + 1
+def fit_prompts(prompts: Sequence[Sequence[int]], max_len: int, max_new: int | None = None, truncate: str = "left",
+                flags: dict[str, str] | None = None) -> int:
+    """The number of tokens to add to `prompts` (max_new; None: DEFAULT_MAX_NEW, fewer to leave the prompts room)
+    once it fits max_len, else a one-line ConfigError; so is a too long prompt when truncate="error"."""
+    flags = {"max_new": "max_new_tokens={}", "truncate": "truncate='left'", **(flags or {})}  # a CLI's spelling
+    if max_new is None:  # by default leave the prompts room (3/4 of max_len at least)
+        max_new = min(DEFAULT_MAX_NEW, max(max_len - max(map(len, prompts)), max_len // 4, 1))
+    room = prompt_room(max_len, max_new)
+    asked = flags["max_new"].format(max_new)
     if room < 1:
-        raise ValueError(f"max_new_tokens={max_new} does not fit in the model's max_len={max_len}")
+        raise ConfigError(f"{asked} does not fit in the model's max_len={max_len}")
+    too_long = sum(len(p) > room for p in prompts)
+    if too_long and truncate == "error":
+        raise ConfigError(f"{too_long} prompt(s) longer than {room} tokens: with {asked} they exceed the model's "
+                          f"max_len={max_len}; shorten them or pass {flags['truncate']}")
+    return max_new
+
+
+def prompt_room(max_len: int, max_new: int) -> int:
+    """Prompt tokens that fit before max_new new ones: P + max_new tokens use P + max_new - 1 positions (the last
+    new token is never fed back)."""
+    return max_len - max_new + 1
+
+
+def _cut_left(prompts: Sequence[Sequence[int]], max_new: int, max_len: int) -> list[list[int]]:
+    """The prompts with their start cut to fit max_len (with a warning saying how many were cut)."""
+    room = prompt_room(max_len, max_new)
     long = sum(len(p) > room for p in prompts)
-    if long and truncate == "error":
-        raise ValueError(f"{long} prompt(s) longer than {room} tokens: with max_new_tokens={max_new} they exceed "
-                         f"max_len={max_len}; shorten them or pass truncate='left'")
     if long:
         warnings.warn(f"cut {long} prompt(s) on the left to {room} tokens to fit max_len={max_len}", stacklevel=3)
     return [list(p[-room:]) for p in prompts]

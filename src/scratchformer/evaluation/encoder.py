@@ -20,18 +20,13 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from scratchformer.data.batching import token_batches
+from scratchformer.data.batching import encode_sentences, token_batches
 from scratchformer.data.corpus import load_pairs, load_text
 from scratchformer.data.masking import MASK, collate_mlm, pad_right
-from scratchformer.data.tokenizers import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from scratchformer.data.tokenizers import PAD_ID, Tokenizer
 from scratchformer.errors import ConfigError
 
 EVAL_MAX_TOKENS = 8192  # padded tokens per inference batch
-
-
-def encode_sentences(tok: Tokenizer, texts: Sequence[str], max_len: int) -> list[list[int]]:
-    """[<s>] + ids + [</s>] per text, cut to max_len tokens (classification keeps every sentence)."""
-    return [[BOS_ID, *ids[: max_len - 2], EOS_ID] for ids in tok.encode_batch(list(texts))]
 
 
 def _batches(seqs: Sequence[Sequence[int]]) -> list[list[int]]:

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scratchformer.data.batching import collate_lm, token_batches
+from scratchformer.data.batching import collate_lm, encode_sentences, token_batches
 from scratchformer.data.corpus import load_text
-from scratchformer.data.tokenizers import BOS_ID, EOS_ID, PAD_ID
+from scratchformer.data.tokenizers import PAD_ID
 from scratchformer.errors import ConfigError
 from scratchformer.evaluation.metrics import perplexity
 
@@ -39,8 +39,7 @@ def evaluate_lm(run_dir: str | Path, split: str = "test", weights: str | Path | 
         raise ConfigError(f"{run_dir} has no train_config.json naming its corpus: pass --corpus")
     max_len = min(tc.max_len if tc else run.model_config.max_len, run.model_config.max_len)
     texts = [t for t in load_text(source, split, side=tc.text_side if tc else "both", on_error="skip") if t]
-    seqs = [[BOS_ID, *ids[: max_len - 2], EOS_ID] for ids in run.tgt_tok.encode_batch(texts)]
-    seqs = [s for s in seqs if len(s) > 2]
+    seqs = [s for s in encode_sentences(run.tgt_tok, texts, max_len) if len(s) > 2]
     if not seqs:
         raise ConfigError(f"{source} ({split}) has no sentences to score")
     start = time.time()

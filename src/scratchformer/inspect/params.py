@@ -1,4 +1,5 @@
-"""Parameter table: exact counts per component of Figure 1, beside the seeds' closed-form estimate.
+"""Parameter table: exact counts per component of Figure 1, beside the seeds' closed-form estimate,
+and the paper's Table 3 column beside ours (`table3`).
 
 The seeds' estimate: each layer holds about 12 d^2 parameters (4 attention matrices of d^2, an FFN of
 2 * d * 4d), so N layers hold 12 N d^2, plus V d for the embedding.
@@ -10,7 +11,8 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from scratchformer.config import ModelConfig
+from scratchformer.config import PAPER_PARAMS_M, ModelConfig
+from scratchformer.model import build_model
 from scratchformer.model.transformer import TransformerBase
 
 
@@ -134,3 +136,17 @@ def parameter_summary(model: TransformerBase, paper_m: float | None = None) -> d
         "paper_millions": paper_m,
         "components": {r.component: r.total for r in rows},
     }
+
+
+def table3() -> list[dict]:
+    """Every Table 3 row with a parameter count: ours, the paper's, and both differences from the base row."""
+    base_ours = build_model(ModelConfig.preset("paper-base")).num_parameters()
+    rows = []
+    for name, paper in PAPER_PARAMS_M.items():
+        config = ModelConfig.preset(name)
+        ours = base_ours if name == "paper-base" else build_model(config).num_parameters()
+        rows.append({"preset": name, "ours_M": round(ours / 1e6, 2), "paper_M": paper,
+                     "ours_minus_base_M": round((ours - base_ours) / 1e6, 2),
+                     "paper_minus_base_M": paper - PAPER_PARAMS_M["paper-base"],
+                     "closed_form_M": round(closed_form(config) / 1e6, 2)})
+    return rows

@@ -14,13 +14,11 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from scratchformer.config import ModelConfig
+from scratchformer.data.batching import encode_sentences
 from scratchformer.data.corpus import load_pairs
 from scratchformer.data.masking import pad_right
 from scratchformer.errors import ConfigError
-from scratchformer.evaluation.encoder import (
-    classification_report,
-    encode_sentences,  # MERGE-FIX: data.batching after h-surface
-)
+from scratchformer.evaluation.encoder import classification_report
 from scratchformer.training.loss import LossOutput
 from scratchformer.training.tasks.encoder import EncoderTask, load_encoder_weights
 

@@ -6,10 +6,9 @@ import torch
 from torch import Tensor
 
 from scratchformer.config import ModelConfig
-from scratchformer.data.batching import collate_lm
+from scratchformer.data.batching import collate_lm, encode_sentences
 from scratchformer.data.corpus import load_text
 from scratchformer.data.tokenizers import PAD_ID
-from scratchformer.evaluation.encoder import encode_sentences  # MERGE-FIX: data.batching after h-surface
 from scratchformer.training.loss import LossOutput, label_smoothed_loss
 from scratchformer.training.tasks.base import Task
 

@@ -12,14 +12,12 @@ import torch
 from torch import Tensor
 
 from scratchformer.config import ModelConfig
+from scratchformer.data.batching import encode_sentences
 from scratchformer.data.corpus import load_text
 from scratchformer.data.masking import collate_mlm
 from scratchformer.data.tokenizers import PAD_ID
 from scratchformer.errors import ConfigError
-from scratchformer.evaluation.encoder import (
-    encode_sentences,  # MERGE-FIX: data.batching after h-surface
-    mlm_scores,
-)
+from scratchformer.evaluation.encoder import mlm_scores
 from scratchformer.training.loss import LossOutput, label_smoothed_loss
 from scratchformer.training.tasks.encoder import EncoderTask
 

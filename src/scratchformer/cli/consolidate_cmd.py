@@ -11,6 +11,7 @@ import json
 
 
 def cmd_consolidate(args: argparse.Namespace) -> int:
+    """Write the consolidated weights and print where, as JSON."""
     from scratchformer.training.fsdp import consolidate
 
     path = consolidate(args.run_dir, step=args.step, out=args.out)
@@ -19,6 +20,7 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `consolidate` subcommand."""
     p = sub.add_parser("consolidate", help="merge an FSDP checkpoint's shards into one model.safetensors")
     p.add_argument("run_dir")
     p.add_argument("--step", type=int, help="checkpoint step (default: the latest sharded checkpoint)")

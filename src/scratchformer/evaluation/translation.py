@@ -1,4 +1,5 @@
-"""Evaluate a run on a split of its corpus: sacreBLEU and chrF (with signatures), exact match, timing."""
+"""Evaluate a translation (encoder-decoder) run on a split of its corpus: sacreBLEU and chrF (with signatures),
+exact match, timing, and for Chinese targets two checks that the model uses its source."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha:
 def evaluate_run(run_dir: str | Path, split: str = "test", beam: int = 1, alpha: float = 0.6,
                  limit: int | None = None, show: int = 0, corpus: str | None = None,
                  weights: str | Path | None = None) -> dict[str, Any]:
+    """Translation scores of a run on `split` of its training corpus (or of `corpus`), the first `limit` pairs."""
     run = load_run(run_dir, weights)
     if run.model_config.arch != "encoder-decoder":
         raise ConfigError(f"{run_dir} holds a {run.model_config.arch} model: translation metrics need an "

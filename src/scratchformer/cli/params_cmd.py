@@ -1,0 +1,46 @@
+"""`scratchformer params`: the parameter table of a model per component (or Table 3's rows), wiring only."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from scratchformer.cli.common import add_model_args, config_from_args
+
+
+def cmd_params(args: argparse.Namespace) -> int:
+    """Print the parameter table of the configured model, or every Table 3 row with --table3."""
+    from scratchformer.config import PAPER_PARAMS_M
+    from scratchformer.inspect.params import format_table, parameter_rows, parameter_summary, table3
+    from scratchformer.model import build_model
+
+    if args.table3:
+        rows = table3()
+        if args.json:
+            print(json.dumps(rows))
+            return 0
+        print(f"{'preset':16s} {'ours':>8s} {'paper':>6s} {'ours-base':>10s} {'paper-base':>11s}")
+        for r in rows:
+            print(f"{r['preset']:16s} {r['ours_M']:>7.2f}M {r['paper_M']:>5}M {r['ours_minus_base_M']:>+9.2f}M "
+                  f"{r['paper_minus_base_M']:>+10}M")
+        return 0
+    config = config_from_args(args)
+    model = build_model(config)
+    paper = PAPER_PARAMS_M.get(args.preset) if not args.overrides else None
+    if args.json:
+        print(json.dumps({"preset": args.preset, **parameter_summary(model, paper)}))
+    else:
+        print(f"preset {args.preset}: d_model={config.d_model} h={config.n_heads} d_k={config.head_dim_k} "
+              f"d_v={config.head_dim_v} d_ff={config.d_ff} N={config.n_encoder_layers}+{config.n_decoder_layers} "
+              f"vocab={config.src_vocab_size}/{config.tgt_vocab_size} tied={config.tie_embeddings}\n")
+        print(format_table(parameter_rows(model), config, paper))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `params` subcommand."""
+    p = sub.add_parser("params", help="parameter table per component, with the closed-form estimate")
+    add_model_args(p)
+    p.add_argument("--json", action="store_true", help='print {"total": N, ...} as JSON')
+    p.add_argument("--table3", action="store_true", help="all Table 3 rows beside the paper's parameter column")
+    p.set_defaults(func=cmd_params)
