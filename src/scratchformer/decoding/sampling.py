@@ -15,10 +15,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from scratchformer.decoding.common import check_id_lists, eval_mode, model_device, pad_ids
+from scratchformer.decoding.common import NEG_INF, check_id_lists, eval_mode, model_device, pad_ids
 from scratchformer.model.transformer import DecoderOnly
-
-NEG_INF = float("-inf")
 
 
 def check_sampling_args(temperature: float, top_k: int | None, top_p: float | None) -> None:
