@@ -11,12 +11,11 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.config import ModelConfig
+from scratchformer.config import ModelConfig, TrainConfig
 from scratchformer.data.tokenizers import Tokenizer
 from scratchformer.model import build_model
 from scratchformer.model.transformer import TransformerBase
 from scratchformer.training import checkpoint as ckpt
-from scratchformer.training.config import TrainConfig
 from scratchformer.training.trainer import load_tokenizers
 
 

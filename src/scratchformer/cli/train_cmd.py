@@ -24,9 +24,9 @@ import typing
 from pathlib import Path
 
 from scratchformer.cli.common import parse_bool, parse_overrides
+from scratchformer.config import RECIPES, TrainConfig
 from scratchformer.errors import ConfigError
 from scratchformer.training import checkpoint as ckpt
-from scratchformer.training.config import RECIPES, TrainConfig
 
 _HINTS = typing.get_type_hints(TrainConfig)
 DEFAULT_PRESETS = {"lm": "gpt-tiny", "mlm": "bert-tiny", "classify": "bert-tiny"}  # when no preset is given

@@ -31,7 +31,8 @@ from torch import Tensor
 
 from scratchformer.config import ModelConfig, regular_file
 from scratchformer.errors import ConfigError
-from scratchformer.model.transformer import TransformerBase, build_model
+from scratchformer.model.build import build_model
+from scratchformer.model.transformer import TransformerBase
 
 SUPPORTED = ("bert", "gpt2", "marian")
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",

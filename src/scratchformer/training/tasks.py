@@ -12,7 +12,7 @@ classify  `text<TAB>label` lines of `cfg.corpus` (splits train / valid / test) -
 
 Everything else is the Trainer's: token-bucketed batches, Noam schedule, clipping, checkpoints and resume,
 metrics.jsonl, the best weights on validation loss in model.safetensors. The head is recorded in
-config.json (`extra`: head, mask_id / n_classes and labels), so `load_run` rebuilds the full model.
+config.json (its fields head, mask_id / n_classes and labels), so `load_run` rebuilds the full model.
 Afterwards the best weights are scored on valid and test (evaluation/encoder.py): accuracy next to the
 majority-class baseline, or masked-token accuracy and perplexity. "tokens" in the logs count what the loss
 counts: selected tokens (mlm) or sentences (classify).
@@ -31,7 +31,7 @@ from safetensors.torch import load_file
 from torch import Tensor
 from torch.nn import functional as F
 
-from scratchformer.config import ModelConfig
+from scratchformer.config import ModelConfig, TrainConfig
 from scratchformer.data.corpus import load_pairs, load_text
 from scratchformer.data.masking import add_mask_token, collate_mlm, pad_right
 from scratchformer.data.tokenizers import PAD_ID, train_tokenizer
@@ -40,7 +40,6 @@ from scratchformer.evaluation.encoder import classification_report, encode_sente
 from scratchformer.model.heads import with_head
 from scratchformer.training import checkpoint as ckpt
 from scratchformer.training import distributed as dist_utils
-from scratchformer.training.config import TrainConfig
 from scratchformer.training.loss import LossOutput, label_smoothed_loss
 from scratchformer.training.trainer import DTYPES, Trainer, load_tokenizers
 
@@ -116,8 +115,8 @@ class EncoderTaskTrainer(Trainer):
         else:
             self.model_config = self._new_config(texts, labels)
             self.src_tok, self.tgt_tok = load_tokenizers(run)
-        self.mask_id = self.model_config.extra.get("mask_id")
-        self.labels = list(self.model_config.extra.get("labels", []))
+        self.mask_id = self.model_config.mask_id
+        self.labels = list(self.model_config.labels or [])
         self.train_examples = self._examples("train", train)  # read once: for the tokenizer and the examples
         self.valid_examples = self._examples("valid")
         if not self.train_examples:
@@ -131,8 +130,7 @@ class EncoderTaskTrainer(Trainer):
             base = ckpt.load_config(init)
             if base.arch != "encoder":
                 raise ConfigError(f"--init {init} holds a {base.arch} model; it must be an encoder (an mlm run)")
-            base = base.replace(**cfg.model, extra={k: v for k, v in base.extra.items()
-                                                    if k not in ("head", "n_classes", "labels")})
+            base = base.replace(**cfg.model, head=None, n_classes=None, labels=None)
             if self.dist.is_main:
                 shutil.copyfile(init / "tokenizer_tgt.json", run / "tokenizer_tgt.json")
             dist_utils.barrier(self.dist)
@@ -148,7 +146,7 @@ class EncoderTaskTrainer(Trainer):
             overrides.setdefault("max_len", max(cfg.max_len, ModelConfig.preset(cfg.preset).max_len))
             overrides["tgt_vocab_size"] = tok.vocab_size
             base = ModelConfig.preset(cfg.preset, **overrides)
-            base.extra["mask_id"] = tok.token_to_id("<mask>")
+            base = base.replace(mask_id=tok.token_to_id("<mask>"))
         if base.arch != "encoder":
             raise ConfigError(f"task {cfg.task!r} needs an encoder model but preset {cfg.preset!r} is "
                               f"{base.arch!r}; pick --preset bert-tiny")

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from scratchformer.config import ModelConfig
+from scratchformer.config import ModelConfig, TrainConfig
 from scratchformer.data.batching import collate_lm, collate_pairs, encode_pairs, token_batches
 from scratchformer.data.corpus import load_pairs, load_text
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID, PAD_ID, Tokenizer, load_tokenizer, train_tokenizer
@@ -30,7 +30,6 @@ from scratchformer.errors import ConfigError
 from scratchformer.model import build_model
 from scratchformer.training import checkpoint as ckpt
 from scratchformer.training import distributed as dist_utils
-from scratchformer.training.config import TrainConfig
 from scratchformer.training.loss import label_smoothed_loss
 from scratchformer.training.schedule import noam_scheduler, paper_optimizer
 
