@@ -17,10 +17,10 @@ import warnings
 
 from benchlib import emit, log
 
+from scratchformer.config import TrainConfig
 from scratchformer.data.batching import encode_pairs, pad_efficiency, random_batches, token_batches
 from scratchformer.data.corpus import load_pairs
 from scratchformer.data.tokenizers import train_tokenizer
-from scratchformer.training.config import TrainConfig
 
 
 def corpus_lengths(corpus: str = "en-zh") -> list[tuple[int, int]]:

@@ -5,7 +5,9 @@ import math
 import pytest
 import torch
 
-from scratchformer.decoding.search import Hypothesis, beam_search, beam_search_core, greedy_decode, length_penalty
+from scratchformer.decoding.beam import Hypothesis, beam_search, beam_search_core
+from scratchformer.decoding.common import length_penalty
+from scratchformer.decoding.greedy import greedy_decode
 
 PAD, BOS, EOS, A, B, C = 0, 1, 2, 3, 4, 5
 V = 6

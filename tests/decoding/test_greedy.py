@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from scratchformer.decoding.search import beam_search, greedy_decode
+from scratchformer.decoding.beam import beam_search
+from scratchformer.decoding.greedy import greedy_decode
 
 
 def test_cached_equals_uncached_tokens_and_step_logits(seq2seq, random_sources):

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from scratchformer import ModelConfig, build_model
-from scratchformer.decoding.search import pick_next, sample
+from scratchformer.decoding.sampling import pick_next, sample
 
 PROMPTS = [[1, 5, 9, 13], [1, 7], [1, 20, 30, 40, 41, 42, 43], [1]]
 

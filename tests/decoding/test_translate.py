@@ -3,7 +3,9 @@
 import pytest
 
 from scratchformer.data.tokenizers import SPECIALS, CharTokenizer
-from scratchformer.decoding.search import beam_search, greedy_decode, translate_texts
+from scratchformer.decoding.beam import beam_search
+from scratchformer.decoding.greedy import greedy_decode
+from scratchformer.decoding.translate import translate_texts
 
 SRC_TOK = CharTokenizer([*SPECIALS, *"abcdefghij klmnopqrstuvw"])  # 28 ids < the model's 30
 TGT_TOK = CharTokenizer([*SPECIALS, *"一二三四五六七八九十百千万亿天地人日月山水火木金土石"])  # 30 ids

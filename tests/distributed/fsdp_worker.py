@@ -11,11 +11,11 @@ from pathlib import Path
 
 import torch
 
+from scratchformer.config import TrainConfig
 from scratchformer.data.corpus import load_pairs
 from scratchformer.decoding.greedy import greedy_decode
 from scratchformer.decoding.translate import translate_texts
 from scratchformer.training import distributed as dist_utils
-from scratchformer.training.config import TrainConfig
 from scratchformer.training.fsdp import is_sharded, root_unsharded
 from scratchformer.training.trainer import Trainer
 

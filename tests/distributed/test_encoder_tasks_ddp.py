@@ -24,4 +24,4 @@ def test_mlm_then_classify_on_two_ranks(launcher, tmp_path):
         assert [r["step"] for r in records if r["kind"] == "valid"] == [2, 4]
         assert sorted(p.name for p in (tmp_path / task / "checkpoints").iterdir() if p.is_dir()) == \
             ["step-00000002", "step-00000004"]
-    assert json.loads((tmp_path / "classify" / "config.json").read_text())["extra"]["labels"] == ["neg", "pos"]
+    assert json.loads((tmp_path / "classify" / "config.json").read_text())["labels"] == ["neg", "pos"]

@@ -174,7 +174,7 @@ def test_a_config_json_that_is_not_an_object_is_one_line(content, tmp_path):
 
 
 def test_train_config_json_types_are_checked_too(tmp_path):
-    from scratchformer.training.config import TrainConfig
+    from scratchformer.config import TrainConfig
 
     with pytest.raises(ConfigError, match=r"max_steps.*'256'.*int"):
         TrainConfig.from_dict({"max_steps": "256"})

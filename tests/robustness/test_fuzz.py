@@ -19,10 +19,9 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from scratchformer.cli import main  # noqa: E402
-from scratchformer.config import ModelConfig  # noqa: E402
+from scratchformer.config import ModelConfig, TrainConfig  # noqa: E402
 from scratchformer.data.corpus import load_pairs, load_text  # noqa: E402
 from scratchformer.errors import ScratchformerError  # noqa: E402
-from scratchformer.training.config import TrainConfig  # noqa: E402
 
 TRIED: Counter[str] = Counter()
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,

@@ -12,8 +12,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from scratchformer import ModelConfig, build_model, runs
+from scratchformer.config import TrainConfig
 from scratchformer.errors import ConfigError
-from scratchformer.training.config import TrainConfig
 
 from .conftest import TOY_TRAIN, assert_one_line_error, cli
 

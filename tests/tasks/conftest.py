@@ -5,7 +5,7 @@ import random
 import pytest
 import torch
 
-from scratchformer.training.config import TrainConfig
+from scratchformer.config import TrainConfig
 from scratchformer.training.trainer import train
 
 OBJECTS = ["table", "cell", "chart", "page", "slide", "frame", "field", "style", "macro", "formula"]

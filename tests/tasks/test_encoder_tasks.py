@@ -7,12 +7,12 @@ import random
 import pytest
 
 from scratchformer.cli import main
+from scratchformer.config import RECIPES, TrainConfig
 from scratchformer.data.corpus import load_pairs
 from scratchformer.data.masking import MASK
 from scratchformer.errors import ConfigError
 from scratchformer.evaluation.encoder import evaluate_encoder
 from scratchformer.runs import load_run
-from scratchformer.training.config import RECIPES, TrainConfig
 from scratchformer.training.trainer import train as train_encoder_task
 
 SMALL = {"d_model": 64, "n_heads": 4, "d_ff": 256, "n_encoder_layers": 2, "dropout": 0.0,
@@ -40,7 +40,7 @@ def test_mlm_then_classify_beats_the_majority_baseline(slice_dir, tmp_path):
     assert mlm["step"] == 40 and 0 < mlm["valid_masked_accuracy"] < 1 and mlm["valid_mlm_ppl"] > 1
     run = load_run(tmp_path / "mlm")
     assert type(run.model).__name__ == "EncoderForMLM"
-    assert run.model_config.extra["mask_id"] == run.tgt_tok.token_to_id(MASK) == run.tgt_tok.vocab_size - 1
+    assert run.model_config.mask_id == run.tgt_tok.token_to_id(MASK) == run.tgt_tok.vocab_size - 1
 
     cls_cfg = TrainConfig(task="classify", corpus=str(slice_dir / "train.tsv"), init=str(tmp_path / "mlm"),
                           max_steps=300, warmup=30, lr_factor=0.12, max_tokens=768, **COMMON)
@@ -48,7 +48,7 @@ def test_mlm_then_classify_beats_the_majority_baseline(slice_dir, tmp_path):
     assert summary["step"] == 300 and summary["valid_accuracy"] > summary["valid_majority_accuracy"]
     cls = load_run(tmp_path / "cls")
     assert type(cls.model).__name__ == "EncoderForClassification"
-    assert cls.model_config.extra["labels"] == ["basic", "calc", "chart", "impress-draw", "math", "writer"]
+    assert cls.model_config.labels == ["basic", "calc", "chart", "impress-draw", "math", "writer"]
     assert cls.model_config.extra["init"] == str(tmp_path / "mlm")
     assert (tmp_path / "cls" / "tokenizer_tgt.json").read_bytes() == (tmp_path / "mlm" / "tokenizer_tgt.json"
                                                                        ).read_bytes()

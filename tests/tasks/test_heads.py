@@ -5,13 +5,8 @@ import torch
 
 from scratchformer import ConfigError, ModelConfig, build_model
 from scratchformer.data.tokenizers import train_tokenizer
-from scratchformer.model.heads import (
-    ClassificationHead,
-    EncoderForClassification,
-    EncoderForMLM,
-    MLMHead,
-    with_head,
-)
+from scratchformer.model.build import EncoderForClassification, EncoderForMLM
+from scratchformer.model.heads import ClassificationHead, MLMHead, with_head
 from scratchformer.model.transformer import EncoderOnly
 from scratchformer.runs import load_run, save_weights, state_dict_for_saving
 

@@ -7,7 +7,8 @@ import torch
 from scratchformer import ModelConfig
 from scratchformer.data.masking import MASK, add_mask_token, collate_mlm, mask_tokens
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID, PAD_ID, UNK_ID, load_tokenizer, train_tokenizer
-from scratchformer.model.heads import EncoderForMLM, with_head
+from scratchformer.model.build import EncoderForMLM
+from scratchformer.model.heads import with_head
 from scratchformer.training.tasks import mlm_logits_and_loss
 
 V = 1000

@@ -3,8 +3,8 @@
 import json
 import random
 
+from scratchformer.config import RECIPES, TrainConfig
 from scratchformer.evaluation.translation import evaluate_run
-from scratchformer.training.config import RECIPES, TrainConfig
 from scratchformer.training.trainer import train
 
 

@@ -4,9 +4,9 @@ autocast only where it is measured faster). No timing here: autotune gets a fake
 import pytest
 import torch
 
+from scratchformer.config import TrainConfig
 from scratchformer.decoding import autotune
 from scratchformer.training import trainer as trainer_mod
-from scratchformer.training.config import TrainConfig
 from scratchformer.training.trainer import Trainer, train
 
 TOY = dict(corpus="toy", preset="tiny", src_tokenizer="word", tgt_tokenizer="char", warmup=10, max_tokens=512,
@@ -82,8 +82,8 @@ def test_dtype_auto_with_autotune_off_is_fp32(monkeypatch):
 
 
 def test_the_software_recipe_is_a_valid_config_on_a_bundled_corpus():
+    from scratchformer.config import RECIPES
     from scratchformer.data.corpus import load_pairs
-    from scratchformer.training.config import RECIPES
 
     cfg = TrainConfig.from_dict(RECIPES["software"])
     assert cfg.corpus == "software" and cfg.patience and cfg.dtype == "auto"

@@ -87,10 +87,12 @@ def parse_value(key: str, text: str) -> Any:
         fields = ", ".join(f.name for f in dataclasses.fields(ModelConfig))
         raise ConfigError(f"unknown config field {key!r}; fields: {fields}")
     hint = _TYPES[key]
-    args = typing.get_args(hint)
+    args = typing.get_args(hint) if typing.get_origin(hint) is not typing.Literal else ()
     if text.lower() in ("none", "null") and type(None) in args:
         return None
     base = next((a for a in args if a is not type(None)), hint) if args else hint
+    if typing.get_origin(base) is typing.Literal:  # norm=pre: a name of a choice, checked by ModelConfig
+        base = type(typing.get_args(base)[0])
     try:
         if base is bool:
             return parse_bool(text)

@@ -16,7 +16,7 @@ import typing
 from pathlib import Path
 
 from scratchformer.cli.common import parse_bool, parse_overrides
-from scratchformer.training.config import RECIPES, TrainConfig  # MERGE-FIX: scratchformer.config after h-model
+from scratchformer.config import RECIPES, TrainConfig
 from scratchformer.training.launch import default_recipe, given_settings, launch
 
 _HINTS = typing.get_type_hints(TrainConfig)

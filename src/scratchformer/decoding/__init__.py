@@ -1,4 +1,17 @@
-"""Decoding on the KV cache: greedy, beam search (GNMT length penalty), sampling; text in, text out."""
+"""Decoding on the KV cache, a face only: greedy, beam search (GNMT length penalty), sampling; text in, text out.
 
-from scratchformer.decoding.search import *  # noqa: F401,F403
-from scratchformer.decoding.search import __all__  # noqa: F401
+    common.py     Seq2SeqSteps, length_limits, length_penalty, NEG_INF   what every decoder shares
+    greedy.py     greedy_decode                  argmax each step, finished sentences drop out of the batch
+    beam.py       beam_search, beam_search_core  fairseq-style beam with the GNMT length penalty
+    sampling.py   sample                         temperature / top-k / top-p for GPT-like models
+    translate.py  translate_texts                strings -> strings
+"""
+
+from scratchformer.decoding.beam import Hypothesis, beam_search, beam_search_core
+from scratchformer.decoding.common import length_penalty
+from scratchformer.decoding.greedy import GreedyOutput, greedy_decode
+from scratchformer.decoding.sampling import pick_next, sample
+from scratchformer.decoding.translate import translate_texts
+
+__all__ = ["GreedyOutput", "Hypothesis", "beam_search", "beam_search_core", "greedy_decode", "length_penalty",
+           "pick_next", "sample", "translate_texts"]

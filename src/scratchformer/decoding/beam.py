@@ -28,6 +28,7 @@ from torch import Tensor
 
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID
 from scratchformer.decoding.common import (
+    NEG_INF,
     Seq2SeqSteps,
     as_src_tensor,
     eval_mode,
@@ -37,8 +38,6 @@ from scratchformer.decoding.common import (
     special_ids,
 )
 from scratchformer.model.transformer import EncoderDecoder
-
-NEG_INF = float("-inf")
 
 # step_fn(tokens (N, t) with BOS first, index (N,) | None) -> log-probs (N, V) of the next token.
 # Row i of `tokens` continues row index[i] of the previous call (None on the first call).

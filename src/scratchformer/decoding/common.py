@@ -26,6 +26,7 @@ from scratchformer.errors import InputError
 from scratchformer.model.transformer import EncoderDecoder
 
 PAPER_EXTRA_LEN = 50  # section 6.1: "maximum output length to input length + 50"
+NEG_INF = float("-inf")  # the score of a token or hypothesis that must never be chosen
 
 
 def model_device(model: nn.Module) -> torch.device:

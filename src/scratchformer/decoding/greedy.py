@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from scratchformer.decoding.common import (
+    NEG_INF,
     Seq2SeqSteps,
     as_src_tensor,
     eval_mode,
@@ -24,8 +25,6 @@ from scratchformer.decoding.common import (
     special_ids,
 )
 from scratchformer.model.transformer import EncoderDecoder
-
-NEG_INF = float("-inf")
 
 
 @dataclass

@@ -15,11 +15,10 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from scratchformer.decoding.common import check_id_lists, eval_mode, model_device, pad_ids
+from scratchformer.decoding.common import NEG_INF, check_id_lists, eval_mode, model_device, pad_ids
 from scratchformer.errors import ConfigError
 from scratchformer.model.transformer import DecoderOnly
 
-NEG_INF = float("-inf")
 DEFAULT_MAX_NEW = 60  # new tokens per prompt when none are asked for (fewer if max_len leaves no room)
 
 

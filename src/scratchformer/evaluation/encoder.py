@@ -78,7 +78,7 @@ def mlm_scores(model: nn.Module, seqs: Sequence[Sequence[int]], mask_id: int, se
 def classification_report(model: nn.Module, tok: Tokenizer, pairs: Sequence[tuple[str, str]],
                           train_labels: Sequence[str], max_len: int) -> dict[str, Any]:
     """Accuracy of `model` on (text, label) pairs next to the train split's majority class."""
-    labels = list(model.config.extra["labels"])
+    labels = list(model.config.labels)
     unknown = sorted({y for _, y in pairs} - set(labels))
     if unknown:
         raise ConfigError(f"labels {unknown[:3]} are not among the model's classes {labels}")
@@ -96,7 +96,7 @@ def evaluate_encoder(run_dir: str | Path, split: str = "test", weights: str | Pa
     from scratchformer.runs import load_run
 
     run = load_run(run_dir, weights)
-    head = run.model_config.extra.get("head")
+    head = run.model_config.head
     tc = run.train_config
     source = corpus or (tc.corpus if tc else None)
     if source is None:
@@ -109,7 +109,7 @@ def evaluate_encoder(run_dir: str | Path, split: str = "test", weights: str | Pa
         train_labels = [y for _, y in load_pairs(trained_on, "train", on_error="skip")]
         return {**result, **classification_report(run.model, run.tgt_tok, pairs, train_labels, max_len)}
     if head == "mlm":
-        mask_id = run.model_config.extra.get("mask_id", run.tgt_tok.token_to_id(MASK))
+        mask_id = run.model_config.mask_id if run.model_config.mask_id is not None else run.tgt_tok.token_to_id(MASK)
         texts = load_text(source, split, side=tc.text_side if tc else "both", on_error="skip")
         seqs = [s for s in encode_sentences(run.tgt_tok, texts, max_len) if len(s) > 2]
         return {**result, "sentences": len(seqs),

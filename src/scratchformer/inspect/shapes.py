@@ -22,7 +22,8 @@ from torch import Tensor, nn
 from scratchformer.config import ModelConfig
 from scratchformer.errors import InputError
 from scratchformer.model.attention import ScaledDotProductAttention
-from scratchformer.model.transformer import TransformerBase, build_model
+from scratchformer.model.build import build_model
+from scratchformer.model.transformer import TransformerBase
 
 # (shape, dtype tag): the tag is "" for floating tensors (the usual case), else e.g. "int64" or "bool"
 TensorInfo = tuple[tuple[int, ...], str]
@@ -74,8 +75,8 @@ def role_sizes(config: ModelConfig, batch: int, src_len: int, tgt_len: int) -> d
         roles["V"] = c.tgt_vocab_size
     else:
         roles.update({"V_src": c.src_vocab_size, "V_tgt": c.tgt_vocab_size})
-    if isinstance(c.extra.get("n_classes"), int):
-        roles["K"] = c.extra["n_classes"]
+    if c.n_classes is not None:
+        roles["K"] = c.n_classes
     return roles
 
 
@@ -100,13 +101,11 @@ def _probe_config(config: ModelConfig, p: dict[str, int]) -> ModelConfig:
     src_vocab, tgt_vocab = floor + p["src_vocab"], floor + p["tgt_vocab"]
     if config.shared_vocab:
         src_vocab = tgt_vocab
-    extra = dict(config.extra)
-    if isinstance(extra.get("n_classes"), int):
-        extra["n_classes"] = p["n_classes"]
-        extra.pop("labels", None)
+    n_classes = p["n_classes"] if config.n_classes is not None else None
     return config.replace(d_model=p["d_model"], n_heads=p["n_heads"], d_k=p["d_k"], d_v=p["d_v"], d_ff=p["d_ff"],
                           src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab, max_len=max(p["src_len"], p["tgt_len"]),
-                          dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, extra=extra)
+                          dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, n_classes=n_classes,
+                          labels=None, mask_id=None)
 
 
 def _info(x: Tensor) -> TensorInfo:

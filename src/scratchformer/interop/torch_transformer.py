@@ -13,7 +13,8 @@ from torch import nn
 
 from scratchformer.config import ModelConfig
 from scratchformer.errors import ConfigError
-from scratchformer.model.transformer import EncoderDecoder, build_model
+from scratchformer.model.build import build_model
+from scratchformer.model.transformer import EncoderDecoder
 
 
 def _pairs(model: EncoderDecoder, ref: nn.Transformer) -> list[tuple[torch.Tensor, torch.Tensor]]:

@@ -1,16 +1,14 @@
-"""Task heads on top of the encoder stack (BERT): masked-token prediction and sentence classification.
+"""Task heads for the encoder stack (BERT): masked-token prediction and sentence classification.
 
     MLMHead             (B, L, D) -> (B, L, V)  dense D->D, activation, LayerNorm, then the token embedding
                                                  transposed (tied) + a bias: BERT's "cls.predictions"
     ClassificationHead  (B, L, D) -> (B, K)     the first token's vector (<s>, BERT's [CLS]) -> dense + tanh
                                                  (BERT's pooler) -> dropout -> linear to K classes
-    EncoderForMLM             EncoderOnly + MLMHead
-    EncoderForClassification  EncoderOnly + ClassificationHead
+    with_head           an encoder ModelConfig -> the same with its head recorded
 
-The wrappers hold an unchanged `EncoderOnly` as `.base`, so its weights move between them (pre-train with
-MLM, fine-tune a classifier) under the names `base.*`. Which head a model has is written in
-`config.extra["head"]` ("mlm" | "classification", with "n_classes" and "labels"), so `build_model(config)`
-and `load_run` rebuild the whole model from a run directory.
+Which head a model has is a typed field of its config (`head`: "mlm" | "classification", with `n_classes` and
+`labels`), so `build_model(config)` and `load_run` rebuild the whole model from a run directory. The models that
+put a head on an `EncoderOnly` (EncoderForMLM, EncoderForClassification) are assembled in model/build.py.
 """
 
 from __future__ import annotations
@@ -20,11 +18,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from scratchformer.config import ModelConfig
+from scratchformer.config.model import HEAD_FIELDS, ModelConfig
 from scratchformer.errors import ConfigError
 from scratchformer.model.feedforward import ACTIVATIONS
 from scratchformer.model.norm import LayerNorm
-from scratchformer.model.transformer import EncoderOnly, TransformerBase
 
 
 class MLMHead(nn.Module):
@@ -68,66 +65,7 @@ class ClassificationHead(nn.Module):
 
 def with_head(config: ModelConfig, head: str, **extra: Any) -> ModelConfig:
     """A copy of an encoder config that records its head: with_head(c, "classification", n_classes=3, labels=[..])."""
-    if config.arch != "encoder":
-        raise ConfigError(f"task heads sit on an encoder model, not {config.arch!r}: pick --preset bert-tiny")
-    if head not in HEADS:
-        raise ConfigError(f"unknown head {head!r}; heads: {', '.join(HEADS)}")
-    return config.replace(extra={**config.extra, "head": head, **extra})
-
-
-class EncoderForMLM(TransformerBase):
-    """model(input_ids (B, L)) -> logits (B, L, V) over the vocabulary at every position.
-
-    select (B, L) bool: only those positions are scored, logits (n, V) in row-major order; pre-training
-    needs only the ~15% masked positions, so the (B, L, V) product is never formed.
-    """
-
-    def __init__(self, config: ModelConfig) -> None:
-        super().__init__()
-        self.config = config
-        self.base = EncoderOnly(config)
-        self.mlm_head = MLMHead(self.base.embed.token.weight, config.activation, config.layer_norm_eps)
-        self.set_fused(config.fused)  # the head's LayerNorm follows the config too
-
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
-                token_type_ids: Tensor | None = None, select: Tensor | None = None) -> Tensor:
-        hidden = self.base(input_ids, attention_mask, token_type_ids)  # (B, L, D)
-        if select is not None:
-            hidden = hidden[select]  # (n, D)
-        return self.mlm_head(hidden)  # (B, L, V) or (n, V)
-
-
-class EncoderForClassification(TransformerBase):
-    """model(input_ids (B, L)) -> logits (B, K); K and the label names come from config.extra."""
-
-    def __init__(self, config: ModelConfig) -> None:
-        super().__init__()
-        n_classes = config.extra.get("n_classes")
-        if not isinstance(n_classes, int):
-            raise ConfigError("config.extra has no integer 'n_classes': build the config with "
-                              "with_head(config, 'classification', n_classes=K)")
-        self.config = config
-        self.base = EncoderOnly(config)
-        self.head = ClassificationHead(config.d_model, n_classes, config.dropout)
-        self.set_fused(config.fused)  # the head's LayerNorm follows the config too
-
-    @property
-    def labels(self) -> list[str]:
-        return list(self.config.extra.get("labels") or range(self.config.extra["n_classes"]))
-
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
-                token_type_ids: Tensor | None = None) -> Tensor:
-        return self.head(self.base(input_ids, attention_mask, token_type_ids))  # (B, K)
-
-
-HEADS: dict[str, type[TransformerBase]] = {"mlm": EncoderForMLM, "classification": EncoderForClassification}
-
-
-def build_with_head(config: ModelConfig) -> TransformerBase:
-    """The model named by config.extra["head"], freshly initialised."""
-    head = config.extra.get("head")
-    if head not in HEADS:
-        raise ConfigError(f"config.extra['head']={head!r} is not one of {', '.join(HEADS)}")
-    if config.arch != "encoder":
-        raise ConfigError(f"head {head!r} needs arch 'encoder', the config says {config.arch!r}")
-    return HEADS[head](config)
+    # n_classes, labels and mask_id are fields; any other keyword is kept as a note in `extra`, as it always was
+    fields = {k: v for k, v in extra.items() if k in HEAD_FIELDS}
+    notes = {k: v for k, v in extra.items() if k not in HEAD_FIELDS}
+    return config.replace(head=head, **fields, extra={**config.extra, **notes})

@@ -41,11 +41,6 @@ def combine(*masks: Tensor | None) -> Tensor | None:
     return out
 
 
-def attention_mask_to_4d(attention_mask: Tensor) -> Tensor:
-    """Hugging Face style (B, L) 1/0 mask -> our (B, 1, 1, L) boolean mask."""
-    return attention_mask.bool()[:, None, None, :]
-
-
 def require_bool(mask: Tensor, name: str = "mask") -> None:
     """A one-line InputError unless `mask` is boolean: a 0/1 float or int mask is ambiguous (TensorFlow writes
     1 = masked, the opposite of ours) and would be read silently one way or the other, so it is refused."""

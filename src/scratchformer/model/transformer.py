@@ -4,7 +4,8 @@
     EncoderDecoder  the paper: model(src, tgt) -> logits (B, L_tgt, V); encode() / decode() as in the seeds
     EncoderOnly     BERT-like: bidirectional self-attention with a padding mask -> hidden (B, L, D)
     DecoderOnly     GPT-like: causal self-attention, no cross-attention -> logits (B, L, V)
-    build_model     ModelConfig -> one of the above
+
+Which one a ModelConfig names, and the task heads on EncoderOnly, are picked in model/build.py.
 
 "BERT keeps only the encoder, GPT only the decoder; the difference is the mask and the loss."
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from scratchformer.config import ModelConfig, check_fits_in_memory
+from scratchformer.config import ModelConfig
 from scratchformer.errors import InputError
 from scratchformer.model.attention import MultiHeadAttention, ScaledDotProductAttention
 from scratchformer.model.decoder import Decoder, DecoderCache, DecoderLayer
@@ -287,24 +288,3 @@ class DecoderOnly(TransformerBase):
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
                 position_ids: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:
         return self.generator.logits(self.hidden(input_ids, attention_mask, position_ids, cache))
-
-
-ARCHITECTURES: dict[str, type[TransformerBase]] = {
-    "encoder-decoder": EncoderDecoder,
-    "encoder": EncoderOnly,
-    "decoder": DecoderOnly,
-}
-
-
-def build_model(config: ModelConfig) -> TransformerBase:
-    """ModelConfig -> EncoderDecoder | EncoderOnly | DecoderOnly, freshly initialised.
-
-    An encoder config whose extra["head"] names a task head ("mlm", "classification") gives that model
-    (model/heads.py), so a run directory rebuilds what it trained."""
-    config.validate()
-    check_fits_in_memory(config)  # before allocating: d_ff=10**12 is one line, not a crash or a frozen machine
-    if config.extra.get("head") is not None:
-        from scratchformer.model.heads import build_with_head  # heads build on EncoderOnly: a late import
-
-        return build_with_head(config)
-    return ARCHITECTURES[config.arch](config)

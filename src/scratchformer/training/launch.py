@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from scratchformer import runs
+from scratchformer.config import RECIPES, TrainConfig
 from scratchformer.errors import ConfigError
-from scratchformer.training.config import RECIPES, TrainConfig  # MERGE-FIX: scratchformer.config after h-model
 
 DEFAULT_PRESETS = {"lm": "gpt-tiny", "mlm": "bert-tiny", "classify": "bert-tiny"}  # when no preset is given
 DEFAULT_RECIPES = {"lm": "lm-demo", "mlm": "mlm-demo", "classify": "classify-demo"}  # else "demo"

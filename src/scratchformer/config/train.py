@@ -1,4 +1,5 @@
-"""TrainConfig: how a model is trained (the model itself is a ModelConfig). Saved as train_config.json."""
+"""TrainConfig: how a model is trained (the model itself is a ModelConfig), saved as train_config.json; and RECIPES,
+the named settings of `scratchformer train --recipe NAME`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scratchformer.config import check_field_types, read_json, reject_unknown_fields
+from scratchformer.config.fields import check_field_types, read_json, reject_unknown_fields
 from scratchformer.errors import ConfigError
 
 TASKS = ("translate", "lm", "mlm", "classify")

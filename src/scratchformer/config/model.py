@@ -5,6 +5,9 @@
     config.save("config.json"); ModelConfig.load("config.json")
 
 Names follow the paper: d_model, h (`n_heads`), d_k, d_v, d_ff, N (`n_encoder_layers`, `n_decoder_layers`).
+Each choice is a `Literal` type, written once: the tuples of allowed names (ARCHS, ...) are read from it, and
+model/feedforward.py's ACTIVATIONS table has exactly the Activation names (a test checks it).
+Also here: the memory check made before a model is allocated, and the presets (Table 3 and small ones).
 """
 
 from __future__ import annotations
@@ -13,27 +16,28 @@ import dataclasses
 import json
 import math
 import os
-import stat
-import types
-import typing
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
+from scratchformer.config.fields import check_choices, check_field_types, read_json, reject_unknown_fields
 from scratchformer.errors import ConfigError
 
-ARCHS = ("encoder-decoder", "encoder", "decoder")
-NORMS = ("post", "pre")
-POSITIONS = ("sinusoidal", "sinusoidal-concat", "learned")
-ACTIVATIONS = ("relu", "gelu", "gelu-tanh", "silu")
+Arch = Literal["encoder-decoder", "encoder", "decoder"]
+Norm = Literal["post", "pre"]
+Positions = Literal["sinusoidal", "sinusoidal-concat", "learned"]
+Activation = Literal["relu", "gelu", "gelu-tanh", "silu"]
+Head = Literal["mlm", "classification"]
+ARCHS, NORMS, POSITIONS, ACTIVATIONS = get_args(Arch), get_args(Norm), get_args(Positions), get_args(Activation)
+# The task head's fields; older config.json files kept them in `extra`, from where __post_init__ moves them.
+HEAD_FIELDS = ("head", "n_classes", "labels", "mask_id")
 
 
 @dataclass
 class ModelConfig:
     """The architecture. Defaults are the paper's base model (Table 3, first row)."""
 
-    arch: str = "encoder-decoder"  # "encoder-decoder" (paper) | "encoder" (BERT-like) | "decoder" (GPT-like)
+    arch: Arch = "encoder-decoder"  # "encoder-decoder" (paper) | "encoder" (BERT-like) | "decoder" (GPT-like)
     src_vocab_size: int = 37000  # encoder vocabulary (unused by single-stack models)
     tgt_vocab_size: int = 37000  # decoder vocabulary; the one vocabulary of single-stack models
     d_model: int = 512
@@ -46,10 +50,10 @@ class ModelConfig:
     dropout: float = 0.1  # P_drop: sublayer outputs and embedding + position sums
     attention_dropout: float = 0.0  # on the attention weights (nn.Transformer and BERT use P_drop here)
     activation_dropout: float = 0.0  # inside the FFN, after the activation
-    norm: str = "post"  # "post": LayerNorm(x + Sublayer(x)) (paper) | "pre": x + Sublayer(LayerNorm(x))
+    norm: Norm = "post"  # "post": LayerNorm(x + Sublayer(x)) (paper) | "pre": x + Sublayer(LayerNorm(x))
     final_norm: bool | None = None  # LayerNorm after each stack; None -> True for pre-norm, False for post
-    positions: str = "sinusoidal"  # interleaved sin/cos (paper) | "sinusoidal-concat" (sin|cos halves) | "learned"
-    activation: str = "relu"  # "relu" (paper) | "gelu" (exact erf) | "gelu-tanh" | "silu" (swish: Marian)
+    positions: Positions = "sinusoidal"  # interleaved sin/cos (paper) | "sinusoidal-concat" (sin|cos) | "learned"
+    activation: Activation = "relu"  # "relu" (paper) | "gelu" (exact erf) | "gelu-tanh" | "silu" (swish: Marian)
     tie_embeddings: bool = True  # share target embedding and pre-softmax weights (and source, if same vocab)
     scale_embeddings: bool = True  # multiply token embeddings by sqrt(d_model) (paper section 3.4)
     max_len: int = 512  # longest sequence the positions cover
@@ -63,10 +67,28 @@ class ModelConfig:
     type_vocab_size: int = 0  # BERT's token-type (segment) embeddings; 0 = none
     embedding_norm: bool = False  # LayerNorm right after the input layer (BERT)
     fused: bool = True  # use PyTorch's fused kernels (SDPA, F.layer_norm) for the same formulas
+    # A task head on an encoder (model/build.py builds it): "mlm" (BERT's masked-LM) | "classification"
+    head: Head | None = None
+    n_classes: int | None = None  # classification: K
+    labels: list[str] | None = None  # classification: the K class names, in logit order
+    mask_id: int | None = None  # the <mask> token's id (the encoder tasks' vocabulary)
     extra: dict[str, Any] = field(default_factory=dict)  # free-form notes (e.g. where weights came from)
 
     def __post_init__(self) -> None:
+        self._adopt_head_from_extra()
         self.validate()
+
+    def _adopt_head_from_extra(self) -> None:
+        """Older config.json files recorded the head in `extra`: move those keys into their fields."""
+        if not isinstance(self.extra, dict) or not any(k in self.extra for k in HEAD_FIELDS):
+            return
+        for name in HEAD_FIELDS:
+            if name in self.extra and getattr(self, name) is None:
+                setattr(self, name, self.extra[name])
+            elif name in self.extra and getattr(self, name) != self.extra[name]:
+                raise ConfigError(f"{name}={getattr(self, name)!r} disagrees with extra[{name!r}]="
+                                  f"{self.extra[name]!r}: keep one of them")
+        self.extra = {k: v for k, v in self.extra.items() if k not in HEAD_FIELDS}
 
     # -- derived sizes ----------------------------------------------------------------------------
     @property
@@ -92,10 +114,7 @@ class ModelConfig:
                 raise ConfigError(msg)
 
         check_field_types(type(self), {f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
-        need(self.arch in ARCHS, f"arch={self.arch!r} is not one of {', '.join(ARCHS)}")
-        need(self.norm in NORMS, f"norm={self.norm!r} is not one of {', '.join(NORMS)}")
-        need(self.positions in POSITIONS, f"positions={self.positions!r} is not one of {', '.join(POSITIONS)}")
-        need(self.activation in ACTIVATIONS, f"activation={self.activation!r} is not one of {ACTIVATIONS}")
+        check_choices(self)  # arch, norm, positions, activation, head: one of their Literal's names
         for name in ("d_model", "n_heads", "d_ff", "max_len", "tgt_vocab_size"):
             need(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
         if self.arch == "encoder-decoder":
@@ -118,6 +137,22 @@ class ModelConfig:
         n_layers = {"encoder-decoder": (self.n_encoder_layers, self.n_decoder_layers),
                     "encoder": (self.n_encoder_layers,), "decoder": (self.n_decoder_layers,)}[self.arch]
         need(all(n > 0 for n in n_layers), f"a {self.arch} model needs at least one layer per stack")
+        self._validate_head()
+
+    def _validate_head(self) -> None:
+        """The task head's fields: a head sits on an encoder; a classifier has K >= 2 classes (and K labels)."""
+        if self.head is not None and self.arch != "encoder":
+            raise ConfigError(f"head={self.head!r}: task heads sit on an encoder model, not {self.arch!r} "
+                              "(arch='encoder', e.g. --preset bert-tiny)")
+        if self.head == "classification" and (self.n_classes is None or self.n_classes < 2):
+            raise ConfigError(f"head='classification' needs n_classes >= 2, got {self.n_classes}")
+        if self.labels is not None:
+            if not all(isinstance(label, str) for label in self.labels):
+                raise ConfigError(f"labels must be a list of strings, got {self.labels!r}"[:200])
+            if len(self.labels) != self.n_classes:
+                raise ConfigError(f"labels names {len(self.labels)} classes, n_classes={self.n_classes}")
+        if self.mask_id is not None and not 0 <= self.mask_id < self.tgt_vocab_size:
+            raise ConfigError(f"mask_id={self.mask_id} is outside the vocabulary [0, {self.tgt_vocab_size})")
 
     # -- presets and files ------------------------------------------------------------------------
     @classmethod
@@ -149,113 +184,6 @@ class ModelConfig:
             return cls.from_dict(data)
         except ConfigError as e:  # say which file holds the bad value
             raise ConfigError(f"{path}: {e}") from None
-
-
-def reject_unknown_fields(cls: type, data: Mapping[str, Any], what: str,
-                          label: Callable[[str], str] = str) -> None:
-    """A one-line ConfigError if `data` is not a mapping, names keys that are not fields of the dataclass `cls`,
-    or holds a value whose type does not fit its field's type hint (what a JSON file can get wrong)."""
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{what} must be a JSON object of field: value pairs, got {type(data).__name__}")
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = {str(k) for k in data} - known
-    if unknown:
-        raise ConfigError(f"unknown {what} {sorted(unknown)}; known fields: {', '.join(sorted(known))}")
-    check_field_types(cls, data, label)
-
-
-# -- types of dataclass fields (JSON files can hold anything) ------------------------------------------------------
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _field_hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
-
-
-def _fits(value: Any, hint: Any) -> bool:
-    """Whether `value` fits the type hint: bool is not an int, an int is a float, containers by their outer type."""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(_fits(value, a) for a in typing.get_args(hint))
-    if hint is Any:
-        return True
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    kind = origin or hint
-    return isinstance(value, kind) if isinstance(kind, type) else True
-
-
-def _type_name(hint: Any) -> str:
-    """The Python name of a type hint: "int", "int or None", "dict"."""
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in typing.get_args(hint))
-    if hint is type(None):
-        return "None"
-    kind = typing.get_origin(hint) or hint
-    return getattr(kind, "__name__", str(kind))
-
-
-def _json_words(hint: Any) -> str:
-    """What a JSON file must hold for that hint: "an integer or null", "true or false", "a JSON object"."""
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return " or ".join(_json_words(a) for a in typing.get_args(hint))
-    kind = typing.get_origin(hint) or hint
-    words = {int: "an integer", float: "a number", bool: "true or false", str: "a string", dict: "a JSON object",
-             list: "a JSON list", type(None): "null"}
-    return words.get(kind, _type_name(hint))
-
-
-def check_field_types(cls: type, data: Mapping[str, Any], label: Callable[[str], str] = str) -> None:
-    """A one-line ConfigError naming the first field of `data` whose value does not fit the type hint of that field
-    of the dataclass `cls` ("d_model='256' must be int (an integer), got str"); keys that are not fields are left
-    alone. `label` names a field in the message (TrainConfig: its command-line flag)."""
-    hints = _field_hints(cls)
-    for name, value in data.items():
-        if name in hints and not _fits(value, hints[name]):
-            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-            raise ConfigError(f"{label(name)}={shown} must be {_type_name(hints[name])} ({_json_words(hints[name])}), "
-                              f"got {type(value).__name__}")
-
-
-# -- files --------------------------------------------------------------------------------------------------------
-def regular_file(path: str | Path, error: type[Exception] = ConfigError) -> Path:
-    """`path`, checked before it is opened: a FIFO would block the read for ever, a folder or a device fails later
-    with a worse message. A missing path passes (each caller words that case itself)."""
-    path = Path(path)
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        return path
-    except OSError as e:
-        raise error(f"{path}: cannot read it: {e.strerror}") from None
-    if not stat.S_ISREG(mode):
-        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
-        raise error(f"{path} is not a regular file (it is {kind})")
-    return path
-
-
-def read_json(path: str | Path, what: str) -> dict[str, Any]:
-    """A JSON file's object, or a one-line ConfigError naming `what` and the file. A UTF-8 BOM is allowed."""
-    path = regular_file(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except FileNotFoundError:
-        raise ConfigError(f"{what} {path} does not exist") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{what} {path} is not UTF-8 text: {e.reason} at byte {e.start}") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{what} {path} is not valid JSON: {e}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{what} {path} must hold a JSON object, got {type(data).__name__}")
-    return data
 
 
 # -- memory -------------------------------------------------------------------------------------------------------

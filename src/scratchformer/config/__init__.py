@@ -1,0 +1,24 @@
+"""Configs, a face only: ModelConfig (config/model.py: the architecture, its typed choices, presets, the memory
+check), TrainConfig and RECIPES (config/train.py), and the checks they share (config/fields.py)."""
+
+from scratchformer.config.fields import check_field_types, read_json, regular_file, reject_unknown_fields
+from scratchformer.config.model import (
+    ACTIVATIONS,
+    ARCHS,
+    NORMS,
+    PAPER_PARAMS_M,
+    POSITIONS,
+    PRESETS,
+    ModelConfig,
+    available_memory,
+    check_fits_in_memory,
+    human_bytes,
+    parameter_bytes,
+)
+from scratchformer.config.train import DEVICE_PATTERN, RECIPES, TASKS, TrainConfig
+
+__all__ = [
+    "ACTIVATIONS", "ARCHS", "DEVICE_PATTERN", "NORMS", "PAPER_PARAMS_M", "POSITIONS", "PRESETS", "RECIPES", "TASKS",
+    "ModelConfig", "TrainConfig", "available_memory", "check_field_types", "check_fits_in_memory", "human_bytes",
+    "parameter_bytes", "read_json", "regular_file", "reject_unknown_fields",
+]

@@ -1,0 +1,158 @@
+"""The generic checks of a config dataclass: its fields' types and choices, unknown keys, and JSON files.
+
+    reject_unknown_fields(cls, data, what)   a mapping's keys are fields of `cls` and its values fit their types
+    check_field_types(cls, data)             each value fits its field's type hint (what a JSON file can get wrong)
+    check_choices(obj)                       each `Literal[...]`-typed field holds one of its names
+    literal_names(hint)                      Literal["post", "pre"] -> ("post", "pre"): a choice is written once
+    regular_file(path) / read_json(path)     a file checked before it is read, and its JSON object
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import stat
+import types
+import typing
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from scratchformer.errors import ConfigError
+
+
+def reject_unknown_fields(cls: type, data: Mapping[str, Any], what: str,
+                          label: Callable[[str], str] = str) -> None:
+    """A one-line ConfigError if `data` is not a mapping, names keys that are not fields of the dataclass `cls`,
+    or holds a value whose type does not fit its field's type hint (what a JSON file can get wrong)."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{what} must be a JSON object of field: value pairs, got {type(data).__name__}")
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = {str(k) for k in data} - known
+    if unknown:
+        raise ConfigError(f"unknown {what} {sorted(unknown)}; known fields: {', '.join(sorted(known))}")
+    check_field_types(cls, data, label)
+
+
+# -- types of dataclass fields (JSON files can hold anything) ------------------------------------------------------
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _field_hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _is_union(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType)
+
+
+def _value_type(hint: Any) -> Any:
+    """A Literal stands for the type of its names (Literal["post", "pre"] -> str); any other hint for itself."""
+    if typing.get_origin(hint) is typing.Literal:
+        return type(typing.get_args(hint)[0])
+    return hint
+
+
+def literal_names(hint: Any) -> tuple[Any, ...]:
+    """The names a Literal (or an optional Literal) allows, in order; () for any other hint."""
+    if _is_union(hint):
+        return tuple(name for a in typing.get_args(hint) for name in literal_names(a))
+    return typing.get_args(hint) if typing.get_origin(hint) is typing.Literal else ()
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether `value` fits the type hint: bool is not an int, an int is a float, containers by their outer type,
+    a Literal by the type of its names (which name: check_choices)."""
+    if _is_union(hint):
+        return any(_fits(value, a) for a in typing.get_args(hint))
+    hint = _value_type(hint)
+    if hint is Any:
+        return True
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    kind = typing.get_origin(hint) or hint
+    return isinstance(value, kind) if isinstance(kind, type) else True
+
+
+def _type_name(hint: Any) -> str:
+    """The Python name of a type hint: "int", "int or None", "dict"."""
+    if _is_union(hint):
+        return " or ".join(_type_name(a) for a in typing.get_args(hint))
+    hint = _value_type(hint)
+    if hint is type(None):
+        return "None"
+    kind = typing.get_origin(hint) or hint
+    return getattr(kind, "__name__", str(kind))
+
+
+def _json_words(hint: Any) -> str:
+    """What a JSON file must hold for that hint: "an integer or null", "true or false", "a JSON object"."""
+    if _is_union(hint):
+        return " or ".join(_json_words(a) for a in typing.get_args(hint))
+    hint = _value_type(hint)
+    kind = typing.get_origin(hint) or hint
+    words = {int: "an integer", float: "a number", bool: "true or false", str: "a string", dict: "a JSON object",
+             list: "a JSON list", type(None): "null"}
+    return words.get(kind, _type_name(hint))
+
+
+def check_field_types(cls: type, data: Mapping[str, Any], label: Callable[[str], str] = str) -> None:
+    """A one-line ConfigError naming the first field of `data` whose value does not fit the type hint of that field
+    of the dataclass `cls` ("d_model='256' must be int (an integer), got str"); keys that are not fields are left
+    alone. `label` names a field in the message (TrainConfig: its command-line flag)."""
+    hints = _field_hints(cls)
+    for name, value in data.items():
+        if name in hints and not _fits(value, hints[name]):
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            raise ConfigError(f"{label(name)}={shown} must be {_type_name(hints[name])} ({_json_words(hints[name])}), "
+                              f"got {type(value).__name__}")
+
+
+def check_choices(obj: Any) -> None:
+    """A one-line ConfigError naming the first `Literal[...]` field of the dataclass `obj` that holds another name
+    ("norm='mid' is not one of post, pre"); None passes where the field is optional."""
+    for name, hint in _field_hints(type(obj)).items():
+        names, value = literal_names(hint), getattr(obj, name)
+        if names and value not in names and not (value is None and _fits(None, hint)):
+            raise ConfigError(f"{name}={value!r} is not one of {', '.join(map(str, names))}")
+
+
+# -- files --------------------------------------------------------------------------------------------------------
+def regular_file(path: str | Path, error: type[Exception] = ConfigError) -> Path:
+    """`path`, checked before it is opened: a FIFO would block the read for ever, a folder or a device fails later
+    with a worse message. A missing path passes (each caller words that case itself)."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return path
+    except OSError as e:
+        raise error(f"{path}: cannot read it: {e.strerror}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+        raise error(f"{path} is not a regular file (it is {kind})")
+    return path
+
+
+def read_json(path: str | Path, what: str) -> dict[str, Any]:
+    """A JSON file's object, or a one-line ConfigError naming `what` and the file. A UTF-8 BOM is allowed."""
+    path = regular_file(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except FileNotFoundError:
+        raise ConfigError(f"{what} {path} does not exist") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{what} {path} is not UTF-8 text: {e.reason} at byte {e.start}") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{what} {path} is not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what} {path} must hold a JSON object, got {type(data).__name__}")
+    return data
