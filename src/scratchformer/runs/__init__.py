@@ -1,0 +1,37 @@
+"""The run directory's one owner: what `train` writes and what translate / evaluate / generate / export read.
+
+    runs/files.py    atomic writes (temporary name + rename), JSON, safetensors with the umask's permissions
+    runs/weights.py  model weights <-> one safetensors file, every mismatch explained in one line
+    runs/layout.py   the folder's names: marker, lock, checkpoints/step-N, `latest`, partial saves, --overwrite
+    runs/run.py      a finished run as one object: load_run -> Run(model, tokenizers, configs)
+
+Nothing here imports scratchformer.training: loading a run never climbs into the trainer.
+"""
+
+from scratchformer.errors import CheckpointError, CheckpointWriteError, UnsafeCheckpointError
+from scratchformer.runs.files import atomic_path, save_tensors, write_json
+from scratchformer.runs.layout import (
+                                       LOCK,
+                                       MARKER,
+                                       RUN_ENTRIES,
+                                       checkpoint_candidates,
+                                       checkpoint_dir,
+                                       clean_partial_saves,
+                                       clear_run,
+                                       has_trainer_state,
+                                       holds_run,
+                                       is_marked_run,
+                                       latest_checkpoint,
+                                       list_checkpoints,
+                                       run_lock,
+                                       weights_path,
+                                       write_marker,
+)
+from scratchformer.runs.run import Run, load_config, load_run, load_tokenizers
+from scratchformer.runs.weights import check_tensor, load_weights, save_weights, state_dict_for_saving
+
+__all__ = ["LOCK", "MARKER", "RUN_ENTRIES", "CheckpointError", "CheckpointWriteError", "Run", "UnsafeCheckpointError",
+           "atomic_path", "check_tensor", "checkpoint_candidates", "checkpoint_dir", "clean_partial_saves",
+           "clear_run", "has_trainer_state", "holds_run", "is_marked_run", "latest_checkpoint", "list_checkpoints",
+           "load_config", "load_run", "load_tokenizers", "load_weights", "run_lock", "save_tensors", "save_weights",
+           "state_dict_for_saving", "weights_path", "write_json", "write_marker"]

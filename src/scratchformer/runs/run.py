@@ -1,0 +1,81 @@
+"""A run directory as one object: the trained model, its tokenizers and the configs it was trained with.
+
+    run = load_run("runs/long")          # checks every file and says which one is missing or wrong
+    run.model, run.src_tok, run.tgt_tok, run.train_config
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from scratchformer.config import ModelConfig
+from scratchformer.data.tokenizers import Tokenizer, load_tokenizer
+from scratchformer.errors import CheckpointError
+from scratchformer.model import build_model
+from scratchformer.model.transformer import TransformerBase
+from scratchformer.runs.layout import weights_path
+from scratchformer.runs.weights import load_weights
+from scratchformer.config import TrainConfig
+
+
+@dataclass
+class Run:
+    path: Path
+    model: TransformerBase
+    model_config: ModelConfig
+    src_tok: Tokenizer
+    tgt_tok: Tokenizer
+    train_config: TrainConfig | None
+
+
+def load_config(run_dir: Path) -> ModelConfig:
+    """RUN_DIR/config.json, or a one-line CheckpointError saying why RUN_DIR is not a run."""
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise CheckpointError(f"{run_dir} is not a run directory (it is a file): give the folder of a run")
+    if not run_dir.is_dir():
+        raise CheckpointError(f"run directory {run_dir} does not exist")
+    path = run_dir / "config.json"
+    if not path.exists():
+        raise CheckpointError(f"{path} is missing: not a scratchformer run directory")
+    return ModelConfig.load(path)
+
+
+def load_train_config(run_dir: Path) -> TrainConfig | None:
+    """RUN_DIR/train_config.json if there is one (a converted model has none); errors name the file."""
+    path = Path(run_dir) / "train_config.json"
+    return TrainConfig.load(path) if path.exists() else None
+
+
+def load_tokenizers(run_dir: Path) -> tuple[Tokenizer, Tokenizer]:
+    """(source, target) tokenizers of a run; a shared or single-stack tokenizer is returned twice."""
+    run_dir = Path(run_dir)
+    tgt_path, src_path = run_dir / "tokenizer_tgt.json", run_dir / "tokenizer_src.json"
+    if not tgt_path.exists():
+        raise CheckpointError(f"{tgt_path} is missing: the run directory has no tokenizer")
+    tgt = load_tokenizer(tgt_path)
+    return (load_tokenizer(src_path) if src_path.exists() else tgt), tgt
+
+
+def load_run(run_dir: str | Path, weights: str | Path | None = None, device: str = "cpu") -> Run:
+    """Model (eval mode, inference layout) + tokenizers of a run; `weights` picks another safetensors file (e.g. an
+    average)."""
+    run_dir = Path(run_dir)
+    config = load_config(run_dir)
+    src_tok, tgt_tok = load_tokenizers(run_dir)
+    for tok, size, side in ((tgt_tok, config.tgt_vocab_size, "target"), (src_tok, config.src_vocab_size, "source")):
+        if side == "source" and config.arch != "encoder-decoder":
+            continue
+        if tok.vocab_size != size:
+            raise CheckpointError(f"{run_dir}: the {side} tokenizer has {tok.vocab_size} tokens but config.json "
+                                  f"says {size}: tokenizer and checkpoint come from different runs")
+    model = build_model(config)
+    load_weights(model, Path(weights) if weights else weights_path(run_dir))  # refuses a FIFO, a folder, a device
+    train_config = load_train_config(run_dir)
+    model = model.to(torch.device(device)).eval()
+    if hasattr(model, "inference_layout"):  # column-major Linear weights where measured faster: the same numbers
+        model.inference_layout(measured=True)
+    return Run(run_dir, model, config, src_tok, tgt_tok, train_config)
