@@ -6,7 +6,7 @@
 For the shipped model's shapes (models/en-zh/config.json) and paper-base (vocabulary 37000): one decoding
 step's GEMMs (every nn.Linear of the decoder and the output layer, on random inputs of 1, 4 and 32 rows),
 timed interleaved with each fast path on and off; ratio = off / on (above 1: the fast path is faster). Then
-what decoding/autotune.py chooses here for the same shapes (measured into a temporary cache, so this run
+what autotune.py chooses here for the same shapes (measured into a temporary cache, so this run
 leaves the user's cache alone). Then int8: a greedy decoding call (16-token sources, 16 new tokens) with
 quantize_int8 against torch.ao's quantize_dynamic (deprecated; the same kernel, so ~1x) and float32.
 About 30 s on 2 busy cores.
@@ -27,8 +27,8 @@ from benchlib import ROOT, add_common_args, emit, interleave, log, median, setup
 from torch import nn
 from torch.nn import functional as F
 
-from scratchformer import ModelConfig, build_model
-from scratchformer.decoding import autotune, greedy_decode, packing
+from scratchformer import ModelConfig, autotune, build_model
+from scratchformer.decoding import greedy_decode, packing
 from scratchformer.decoding.quantize import quantize_int8
 
 ROWS = (1, 4, 32)

@@ -4,7 +4,7 @@ Threads: SCRATCHFORMER_TEST_THREADS (default 1). One thread by default: tiny mod
 hand-offs (about 100x on a busy 2-core machine), and CI has 2 cores; `make test-kernels` also runs with 2, so no
 test may depend on the thread count (other counts split GEMMs differently: compare with tolerances).
 
-Fast paths: SCRATCHFORMER_AUTOTUNE=0 unless set (decoding/autotune.py measures nothing and takes the safe
+Fast paths: SCRATCHFORMER_AUTOTUNE=0 unless set (autotune.py measures nothing and takes the safe
 defaults, also in the CLI subprocesses); the fast-path tests switch it on with a fake clock (tests/perf).
 
 The `kernels` marker: the numerics that other CPU kernels could break (model parity with the references,

@@ -3,7 +3,7 @@ benchmarks/ measures speed)."""
 
 import pytest
 
-from scratchformer.decoding import autotune
+from scratchformer import autotune
 
 VOCAB = 40
 

@@ -1,4 +1,4 @@
-"""Measured choices (decoding/autotune.py) on a fake clock: the rule, the cache, SCRATCHFORMER_AUTOTUNE=0, and
+"""Measured choices (autotune.py) on a fake clock: the rule, the cache, SCRATCHFORMER_AUTOTUNE=0, and
 load_run's layout following the measurement with the same outputs. No timing here."""
 
 import json
@@ -7,9 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from scratchformer import ModelConfig, build_model
+from scratchformer import ModelConfig, autotune, build_model
 from scratchformer.data.tokenizers import train_tokenizer
-from scratchformer.decoding import autotune
 from scratchformer.runs import load_run, save_weights
 
 from .conftest import FakeClock

@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from scratchformer.decoding import autotune, beam_search, greedy_decode, packing
+from scratchformer import autotune
+from scratchformer.decoding import beam_search, greedy_decode, packing
 from scratchformer.decoding.packing import drop_packs, packed_linears, packing_available
 
 needs_mkl = pytest.mark.skipif(not packing_available(), reason="this torch has no MKL packed GEMM")

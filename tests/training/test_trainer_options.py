@@ -4,8 +4,8 @@ autocast only where it is measured faster). No timing here: autotune gets a fake
 import pytest
 import torch
 
+from scratchformer import autotune
 from scratchformer.config import TrainConfig
-from scratchformer.decoding import autotune
 from scratchformer.training import trainer as trainer_mod
 from scratchformer.training.trainer import Trainer, train
 

@@ -12,7 +12,7 @@ paper-base decoding step: 1.3x faster at 4 and 8 rows, 1.15x at 32 and 128, the 
 packing costs ~30 ms per 100 MB of weights and as much memory again.
 
 So: packs are made for the row count a decoding call starts with where packing measures faster on this CPU
-for these shapes and rows (decoding/autotune.py: timed once, then cached; never with SCRATCHFORMER_AUTOTUNE=0),
+for these shapes and rows (autotune.py: timed once, then cached; never with SCRATCHFORMER_AUTOTUNE=0),
 kept for the next call (one set per model), and set aside as soon as the row count changes (a sentence
 finished: the rest of the call runs unpacked). The searches pack only calls whose row count cannot change
 before the end: beam search over one sentence (its K beams run until it is done: interactive translation), and
@@ -42,7 +42,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from scratchformer.decoding import autotune
+from scratchformer import autotune
 
 _PACKS: weakref.WeakKeyDictionary[nn.Module, Packs] = weakref.WeakKeyDictionary()  # model -> its last packs
 _broken: list[str] = []  # why packing failed in this process (then it stays off)

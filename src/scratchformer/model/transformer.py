@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from scratchformer import autotune
 from scratchformer.config import ModelConfig
 from scratchformer.errors import InputError
 from scratchformer.model.attention import MultiHeadAttention, ScaledDotProductAttention
@@ -92,17 +93,15 @@ class TransformerBase(nn.Module):
         """Store every Linear weight (out, in) column-major: the same values and shapes (state dicts, tying and
         interop are unchanged), but `x @ W^T` then reaches MKL as a plain GEMM on an (in, out) matrix, which
         ran 1.3-1.7x faster for the 4-128 rows of a decoding step on a Xeon (benchmarks/bench_fast_paths.py).
-        measured=True (load_run): only if decoding/autotune.py measures it faster on this CPU for these shapes
+        measured=True (load_run): only if autotune.py measures it faster on this CPU for these shapes
         (float32 CPU weights; else, and with SCRATCHFORMER_AUTOTUNE=0, the weights stay row-major).
         For decoding: training still works on this layout but gains nothing. Returns self."""
         weights = [m.weight for m in self.modules() if isinstance(m, nn.Linear) and m.weight.dim() == 2
                    and m.weight.is_contiguous() and m.weight.size(1) > 1]
         weights = list({id(w): w for w in weights}.values())  # a tied weight once
         if measured:
-            from scratchformer.decoding.autotune import linear_layout  # decoding imports the model: import late
-
             cpu_fp32 = all(w.device.type == "cpu" and w.dtype == torch.float32 for w in weights)
-            if not (weights and cpu_fp32 and linear_layout(weights) == "column-major"):
+            if not (weights and cpu_fp32 and autotune.linear_layout(weights) == "column-major"):
                 return self
         with torch.no_grad():
             for w in weights:

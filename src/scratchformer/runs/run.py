@@ -11,14 +11,13 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.config import ModelConfig
+from scratchformer.config import ModelConfig, TrainConfig
 from scratchformer.data.tokenizers import Tokenizer, load_tokenizer
 from scratchformer.errors import CheckpointError
 from scratchformer.model import build_model
 from scratchformer.model.transformer import TransformerBase
 from scratchformer.runs.layout import weights_path
 from scratchformer.runs.weights import load_weights
-from scratchformer.config import TrainConfig
 
 
 @dataclass

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from scratchformer import runs
+from scratchformer import autotune, runs
 from scratchformer.errors import CheckpointError, ConfigError, UnsafeCheckpointError
 from scratchformer.inspect.flops import forward_flops, matmul_rate
 from scratchformer.model import build_model
@@ -105,13 +105,11 @@ class Trainer:
 
     def _resolve_dtype(self) -> str:
         """--dtype, with `auto` measured: bf16 autocast where it runs this model's FFN faster than fp32
-        (decoding/autotune.py); every rank takes bf16 only if all of them measured it faster."""
+        (autotune.py); every rank takes bf16 only if all of them measured it faster."""
         if self.cfg.dtype != "auto":
             return self.cfg.dtype
-        from scratchformer.decoding.autotune import training_dtype  # measures (once per machine): a late import
-
         c = self.model_config
-        mine = training_dtype(c.d_model, c.d_ff, self.device)
+        mine = autotune.training_dtype(c.d_model, c.d_ff, self.device)
         votes = dist_utils.all_reduce_sum(1 if mine == "bf16" else 0, self.dist)
         chosen = "bf16" if votes == self.dist.world_size else "fp32"
         self.log(f"--dtype auto: {chosen} (measured on {self.device})")
