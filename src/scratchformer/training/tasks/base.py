@@ -23,6 +23,8 @@ import torch
 from torch import Tensor
 
 from scratchformer.config import ModelConfig
+from scratchformer.data.batching import encode_sentences
+from scratchformer.data.corpus import load_text
 from scratchformer.data.tokenizers import Tokenizer, train_tokenizer
 from scratchformer.errors import ConfigError
 from scratchformer.runs import load_tokenizers
@@ -130,7 +132,16 @@ class Task:
                               f"{PRESET_FOR_ARCH[self.arch]})")
         return config
 
-    def check_examples(self) -> None:
+    def load_examples(self, train: list, what: str = "training examples shorter than max_len={max_len}") -> None:
+        """train_examples from the already-read train split, valid_examples read now; none to train on is an error."""
+        self.train_examples = self.examples("train", train)  # read once: for the tokenizer and the examples
+        self.valid_examples = self.examples("valid")
         if not self.train_examples:
-            raise ConfigError(f"corpus {self.cfg.corpus!r} has no training examples shorter than "
-                              f"max_len={self.cfg.max_len}")
+            raise ConfigError(f"corpus {self.cfg.corpus!r} has no {what.format(max_len=self.cfg.max_len)}")
+
+    def sentence_examples(self, split: str, loaded: list | None = None) -> list[list[int]]:
+        """A text corpus's sentences as <s> ids </s> (cut to max_len), empty ones dropped (the lm and mlm data)."""
+        cfg = self.cfg
+        texts = loaded if loaded is not None else load_text(cfg.corpus, split, side=cfg.text_side,
+                                                            on_error=cfg.on_error)
+        return [s for s in encode_sentences(self.tgt_tok, texts, cfg.max_len) if len(s) > 2]

@@ -41,10 +41,7 @@ class ClassificationTask(EncoderTask):
                               "classification needs `text<TAB>label` lines with 2 or more labels")
         config = self.encoder_setup(resume, texts, labels)
         self.labels = list(config.labels or [])
-        self.train_examples = self.examples("train", pairs)  # read once: for the tokenizer and the examples
-        self.valid_examples = self.examples("valid")
-        if not self.train_examples:
-            raise ConfigError(f"corpus {cfg.corpus!r} has no training sentences")
+        self.load_examples(pairs, "training sentences")
         return config
 
     def examples(self, split: str, loaded: list | None = None) -> list:

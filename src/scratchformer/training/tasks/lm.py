@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from scratchformer.config import ModelConfig
-from scratchformer.data.batching import collate_lm, encode_sentences
+from scratchformer.data.batching import collate_lm
 from scratchformer.data.corpus import load_text
 from scratchformer.data.tokenizers import PAD_ID
 from scratchformer.training.loss import LossOutput, label_smoothed_loss
@@ -20,16 +20,11 @@ class LanguageModelTask(Task):
         cfg = self.cfg
         train = load_text(cfg.corpus, "train", side=cfg.text_side, on_error=cfg.on_error)
         self.src_tok, self.tgt_tok = self.train_tokenizers(resume, [], train, separate=False)
-        self.train_examples = self.examples("train", train)
-        self.valid_examples = self.examples("valid")
-        self.check_examples()
+        self.load_examples(train)
         return self.check_arch(self.preset_config(resume, tgt_vocab_size=self.tgt_tok.vocab_size))
 
     def examples(self, split: str, loaded: list | None = None) -> list:
-        cfg = self.cfg
-        texts = loaded if loaded is not None else load_text(cfg.corpus, split, side=cfg.text_side,
-                                                            on_error=cfg.on_error)
-        return [s for s in encode_sentences(self.tgt_tok, texts, cfg.max_len) if len(s) > 2]
+        return self.sentence_examples(split, loaded)
 
     def collate(self, examples: list) -> dict[str, Tensor]:
         return collate_lm(examples, PAD_ID)

@@ -12,7 +12,6 @@ import torch
 from torch import Tensor
 
 from scratchformer.config import ModelConfig
-from scratchformer.data.batching import encode_sentences
 from scratchformer.data.corpus import load_text
 from scratchformer.data.masking import collate_mlm
 from scratchformer.data.tokenizers import PAD_ID
@@ -43,17 +42,11 @@ class MaskedLMTask(EncoderTask):
         texts = load_text(cfg.corpus, "train", side=cfg.text_side, on_error=cfg.on_error)
         config = self.encoder_setup(resume, texts, [])
         self.mask_id, self.vocab_size = config.mask_id, config.tgt_vocab_size
-        self.train_examples = self.examples("train", texts)  # read once: for the tokenizer and the examples
-        self.valid_examples = self.examples("valid")
-        if not self.train_examples:
-            raise ConfigError(f"corpus {cfg.corpus!r} has no training sentences")
+        self.load_examples(texts, "training sentences")
         return config
 
     def examples(self, split: str, loaded: list | None = None) -> list:
-        cfg = self.cfg
-        texts = loaded if loaded is not None else load_text(cfg.corpus, split, side=cfg.text_side,
-                                                            on_error=cfg.on_error)
-        return [s for s in encode_sentences(self.tgt_tok, texts, cfg.max_len) if len(s) > 2]
+        return self.sentence_examples(split, loaded)
 
     def collate(self, examples: list) -> dict[str, Tensor]:
         return collate_mlm(examples, self.mask_id, self.vocab_size, self.mask_generator)

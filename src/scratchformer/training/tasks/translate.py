@@ -26,9 +26,7 @@ class TranslationTask(Task):
         train = load_pairs(cfg.corpus, "train", on_error=cfg.on_error)  # read once: tokenizers and examples
         self.src_tok, self.tgt_tok = self.train_tokenizers(resume, [s for s, _ in train], [t for _, t in train],
                                                            separate=not cfg.shared_vocab)
-        self.train_examples = self.examples("train", train)
-        self.valid_examples = self.examples("valid")
-        self.check_examples()
+        self.load_examples(train)
         return self.check_arch(self.preset_config(resume, src_vocab_size=self.src_tok.vocab_size,
                                                   tgt_vocab_size=self.tgt_tok.vocab_size))
 
