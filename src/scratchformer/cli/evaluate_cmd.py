@@ -42,7 +42,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from scratchformer.evaluation.translation import evaluate_run
 
         result = evaluate_run(args.run_dir, args.split, args.beam, args.alpha, args.limit, args.show, args.corpus,
-                              args.weights)
+                              args.weights, engine=args.engine)
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
         return 0
@@ -65,6 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--show", type=int, default=3, help="print N sample translations")
     p.add_argument("--corpus", help="evaluate on another corpus than the one trained on")
     p.add_argument("--weights", help="another safetensors file of the run (e.g. averaged.safetensors)")
+    p.add_argument("--engine", default="torch", choices=["torch", "ctranslate2", "onnxruntime"],
+                   help="translation: decode with our PyTorch code (default) or an exported copy")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_evaluate)
 

@@ -52,8 +52,14 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
         run.model = quantize_int8(run.model)
     texts = _inputs(args)
-    outputs = translate_texts(run.model, run.src_tok, run.tgt_tok, texts, beam=args.beam, alpha=args.alpha,
-                              batch_size=args.batch_size, max_tokens=args.max_tokens, max_len=args.max_len)
+    if args.engine == "torch":
+        outputs = translate_texts(run.model, run.src_tok, run.tgt_tok, texts, beam=args.beam, alpha=args.alpha,
+                                  batch_size=args.batch_size, max_tokens=args.max_tokens, max_len=args.max_len)
+    else:
+        from scratchformer.engines import make_translator
+
+        outputs = make_translator(run, args.engine).translate(texts, beam=args.beam, alpha=args.alpha,
+                                                              max_len=args.max_len, batch_size=args.batch_size)
     for line in outputs:
         print(line, flush=True)
     if args.show_attention:
@@ -86,6 +92,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="most output tokens per sentence (default: source length + 50, the paper's rule)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--weights", help="another safetensors file of the same run (e.g. averaged.safetensors)")
+    p.add_argument("--engine", default="torch", choices=["torch", "ctranslate2", "onnxruntime"],
+                   help="decode with our PyTorch code (default) or an exported copy (cached in the run directory)")
     p.add_argument("--int8", action="store_true", help="dynamic int8 quantisation of Linear layers (CPU)")
     p.add_argument("--show-attention", metavar="PNG", help="write the first sentence's cross-attention heatmap")
     p.set_defaults(func=cmd_translate)

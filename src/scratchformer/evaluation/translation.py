@@ -13,7 +13,7 @@ from scratchformer.runs import Run, load_run
 
 
 def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha: float = 0.6,
-                   show: int = 0, train_targets: list[str] | None = None) -> dict[str, Any]:
+                   show: int = 0, train_targets: list[str] | None = None, engine: str = "torch") -> dict[str, Any]:
     """BLEU, chrF, exact match and time; for Chinese targets also the spurious-quote rate and, given the training
     targets, the share of unseen character 4-grams in the outputs and in the references."""
     from scratchformer.decoding import translate_texts
@@ -28,7 +28,12 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha:
 
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     start = time.time()
-    hyps = translate_texts(run.model, run.src_tok, run.tgt_tok, sources, beam=beam, alpha=alpha)
+    if engine == "torch":
+        hyps = translate_texts(run.model, run.src_tok, run.tgt_tok, sources, beam=beam, alpha=alpha)
+    else:
+        from scratchformer.engines import make_translator
+
+        hyps = make_translator(run, engine).translate(sources, beam=beam, alpha=alpha)
     seconds = time.time() - start
     b, c = bleu(hyps, refs), chrf(hyps, refs)
     result: dict[str, Any] = {
@@ -48,7 +53,7 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha:
 
 def evaluate_run(run_dir: str | Path, split: str = "test", beam: int = 1, alpha: float = 0.6,
                  limit: int | None = None, show: int = 0, corpus: str | None = None,
-                 weights: str | Path | None = None) -> dict[str, Any]:
+                 weights: str | Path | None = None, engine: str = "torch") -> dict[str, Any]:
     """Translation scores of a run on `split` of its training corpus (or of `corpus`), the first `limit` pairs."""
     run = load_run(run_dir, weights)
     if run.model_config.arch != "encoder-decoder":
@@ -61,7 +66,7 @@ def evaluate_run(run_dir: str | Path, split: str = "test", beam: int = 1, alpha:
     if limit:
         pairs = pairs[:limit]
     return {"run_dir": str(run_dir), "corpus": source, "split": split,
-            **evaluate_pairs(run, pairs, beam, alpha, show, _train_targets(run))}
+            **evaluate_pairs(run, pairs, beam, alpha, show, _train_targets(run), engine)}
 
 
 def _train_targets(run: Run) -> list[str] | None:

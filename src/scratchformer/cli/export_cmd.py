@@ -1,0 +1,28 @@
+"""`scratchformer export RUN_DIR --format ctranslate2|hf|onnx --out DIR`: the trained model in another library's
+format (engines/). Wiring only."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from scratchformer.engines import export_run
+
+    out = export_run(args.run_dir, args.format, args.out, overwrite=args.overwrite, quantization=args.quantization)
+    print(json.dumps({"run_dir": args.run_dir, "format": args.format, "out": str(out)}))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from scratchformer.engines.formats import FORMATS
+
+    p = sub.add_parser("export", help="export a trained run to CTranslate2, Hugging Face or ONNX")
+    p.add_argument("run_dir")
+    p.add_argument("--format", required=True, choices=list(FORMATS))
+    p.add_argument("--out", required=True, help="output folder (must be empty, or give --overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace what --out holds")
+    p.add_argument("--quantization", choices=["float32", "int8"], default=None,
+                   help="weights of the exported model (ctranslate2: float32 or int8; default float32)")
+    p.set_defaults(func=cmd_export)

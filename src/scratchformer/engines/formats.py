@@ -1,0 +1,86 @@
+"""The registries of export formats and decoding engines, and the checks every export shares: an existing
+output folder needs --overwrite, a missing optional package is one line naming `pip install ...`.
+
+A format module registers itself here by name (FORMATS: export functions; ENGINES: Translator classes); the
+CLI (`scratchformer export`, `translate --engine`, `evaluate --engine`) knows only these two tables.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from scratchformer.errors import ConfigError
+from scratchformer.runs import Run, load_run
+
+# name -> (module under scratchformer.engines, the pip package it needs, or None)
+FORMATS: dict[str, tuple[str, str | None]] = {
+    "ctranslate2": ("ctranslate2", "ctranslate2"),
+    "hf": ("hf", "transformers"),
+    "onnx": ("onnx", "onnxruntime onnx onnxscript"),
+}
+ENGINES: dict[str, tuple[str, str | None]] = {
+    "torch": ("torch_engine", None),
+    "ctranslate2": ("ctranslate2", "ctranslate2"),
+    "onnxruntime": ("onnx", "onnxruntime onnx onnxscript"),
+}
+
+
+class Translator(Protocol):
+    """What an engine offers: the same texts in, the same texts out, with the same decoding options."""
+
+    def translate(self, texts: Sequence[str], beam: int = 4, alpha: float = 0.6, max_len: int | None = None,
+                  batch_size: int = 32) -> list[str]: ...
+
+
+def require(package: str | None, what: str) -> None:
+    """A one-line ConfigError naming `pip install ...` when an optional package is missing."""
+    for name in (package or "").split():
+        module = {"onnxscript": "onnxscript", "onnxruntime": "onnxruntime"}.get(name, name)
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise ConfigError(f"{what} needs the optional package {name!r}: pip install {package}") from None
+
+
+def _module(table: dict[str, tuple[str, str | None]], name: str, what: str) -> Any:
+    if name not in table:
+        raise ConfigError(f"unknown {what} {name!r}; choose one of {', '.join(table)}")
+    module, package = table[name]
+    require(package, f"{what} {name}")
+    return importlib.import_module(f"scratchformer.engines.{module}")
+
+
+def prepare_out(out: Path, overwrite: bool) -> Path:
+    """An empty folder at `out`: one that holds files needs --overwrite (then its contents are replaced)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file: give a folder for the exported model")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise ConfigError(f"--out {out} already holds files: add --overwrite to replace them, or choose another "
+                              "--out")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool = False,
+               quantization: str | None = None, **options: Any) -> Path:
+    """Export the run in `run_dir` to `out` in format `fmt`; returns `out`."""
+    module = _module(FORMATS, fmt, "export format")
+    run = load_run(run_dir)
+    module.check_expressible(run)  # before anything is written: a one-line error naming the field
+    out = prepare_out(Path(out), overwrite)
+    module.export(run, out, quantization=quantization, **options)
+    return out
+
+
+def make_translator(run: Run, engine: str = "torch", **options: Any) -> Translator:
+    """A Translator for `run` on `engine` (exported into the run directory on first use, cached)."""
+    module = _module(ENGINES, engine, "engine")
+    return module.Translator(run, **options)
+
