@@ -2,13 +2,29 @@
 sqrt(D), final_logits_bias. Marian's sinusoid table (first half sin, second half cos) equals our
 "sinusoidal-concat" to the last bit (tested), so it is computed, not read. Marian starts decoding from pad_id:
 `config.decoder_start_id` (and `config.extra["decoder_start_token_id"]`) record it.
+
+The paper's interleaved sinusoids (sin, cos, sin, cos, ...) are the concatenated ones ([sin ... | cos ...]) with
+the D dimensions permuted: concat[:, k] = interleaved[:, P[k]], P = [0, 2, 4, ..., 1, 3, 5, ...].
+`interleaved_to_concat` folds P into the weights: every tensor that writes the residual stream (embeddings,
+output projections, FFN outputs, LayerNorms) has its D axis reordered by P, and every one that reads it (Q/K/V,
+FFN inputs, the generator) has its input columns reordered the same way. LayerNorm's mean and variance do not
+depend on the order, attention and the FFN only see the stream through those maps, so the model with
+concatenated sinusoids computes exactly the same function (up to float summation order; tested).
 """
 
 from __future__ import annotations
 
+import torch
+from torch import Tensor
+
 from scratchformer.config import ModelConfig
 from scratchformer.errors import ConfigError
 from scratchformer.interop.hf_base import ACT_OUT, Family, Link, activation, pair
+
+# Our parameter names by how they touch the residual stream (D): matched on the name's last two parts.
+_READS = ("token.weight", "w_qkv.weight", "w_q.weight", "w_kv.weight", "w_1.weight", "proj.weight")  # (out, D)
+_WRITES = ("w_o.weight", "w_o.bias", "w_2.weight", "w_2.bias", "norm.weight", "norm.bias")  # (D, ...) or (D,)
+_INSIDE = ("w_qkv.bias", "w_q.bias", "w_kv.bias", "w_1.bias", "proj.bias")  # head or FFN or vocabulary axes only
 
 
 class Marian(Family):
@@ -83,7 +99,10 @@ class Marian(Family):
         return [p for cond, p in (
             (c.norm == "post", f"norm={c.norm!r} (Marian is post-norm)"),
             (not c.use_final_norm, "final_norm is on (Marian has no final LayerNorm)"),
-            (c.positions == "sinusoidal-concat", f"positions={c.positions!r} (Marian: 'sinusoidal-concat')"),
+            (c.positions == "sinusoidal-concat", f"positions={c.positions!r} (Marian: 'sinusoidal-concat'"
+                                                 + ("; interleaved_to_concat folds the difference into the weights, "
+                                                    "as `scratchformer export --format hf` does)"
+                                                    if c.positions == "sinusoidal" else ")")),
             (not c.embedding_norm and c.type_vocab_size == 0, "embedding_norm / type_vocab_size (Marian has neither)"),
             (c.layer_norm_eps == 1e-5, f"layer_norm_eps={c.layer_norm_eps} (Marian's LayerNorm uses 1e-5)"),
             (_start_id(c) is not None, "decoder_start_id is None: set it to the id the decoder starts from "
@@ -101,6 +120,33 @@ class Marian(Family):
                     share_encoder_decoder_embeddings=shared, tie_word_embeddings=c.tie_embeddings,
                     pad_token_id=c.pad_id, decoder_start_token_id=_start_id(c), is_encoder_decoder=True,
                     forced_eos_token_id=c.extra.get("forced_eos_token_id"))
+
+
+def concat_permutation(d_model: int) -> Tensor:
+    """P with concat_table[:, k] == interleaved_table[:, P[k]]: the even dimensions (sin), then the odd (cos)."""
+    return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
+
+
+def interleaved_to_concat(state: dict[str, Tensor], d_model: int) -> dict[str, Tensor]:
+    """The state dict of an encoder-decoder with interleaved sinusoids -> the same function with concatenated ones.
+
+    The residual stream x (..., D) becomes x[..., P]: writers are reordered on their D axis (rows), readers on
+    their input columns; a parameter of any other name is refused (one line), so no tensor is missed silently.
+    """
+    perm = concat_permutation(d_model)
+    out: dict[str, Tensor] = {}
+    for name, t in state.items():
+        kind = ".".join(name.split(".")[-2:])
+        if kind in _READS:
+            out[name] = t[:, perm]  # (out, D): input columns follow the stream
+        elif kind in _WRITES:
+            out[name] = t[perm]  # (D, in) or (D,): output rows follow the stream
+        elif kind in _INSIDE:
+            out[name] = t
+        else:
+            raise ConfigError(f"cannot fold the sinusoid permutation into parameter {name!r}: unknown to "
+                              "hf_marian.interleaved_to_concat")
+    return out
 
 
 def _start_id(c: ModelConfig) -> int | None:

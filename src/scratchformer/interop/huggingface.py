@@ -134,8 +134,14 @@ def from_pretrained(path: str | Path, fused: bool = True) -> TransformerBase:
 
 
 # -- writing --------------------------------------------------------------------------------------------------
-def _check_expressible(c: ModelConfig, family: Family, hf_arch: str) -> None:
-    """A one-line ConfigError listing everything in `c` that `hf_arch` cannot hold."""
+def check_expressible(c: ModelConfig, hf_arch: str | None = None) -> tuple[Family, str]:
+    """The family and Hugging Face class that hold a model with config `c` (hf_arch None: the family's first),
+    or a one-line ConfigError listing everything in `c` that class cannot hold."""
+    family = _BY_ARCH[c.arch]
+    hf_arch = hf_arch or next(iter(family.export_archs))
+    if hf_arch not in family.export_archs:
+        known = ", ".join(a for f in FAMILIES.values() for a in f.export_archs)
+        raise ConfigError(f"hf_arch={hf_arch!r} cannot hold a {c.arch} model; choose one of: {known}")
     problems = family.problems(c)
     if c.head_dim_k * c.n_heads != c.d_model or c.head_dim_v != c.head_dim_k:
         problems.append("d_k / d_v (Hugging Face needs n_heads * d_k = n_heads * d_v = d_model)")
@@ -145,6 +151,7 @@ def _check_expressible(c: ModelConfig, family: Family, hf_arch: str) -> None:
         problems.append(f"activation={c.activation!r}")
     if problems:
         raise ConfigError(f"config cannot be expressed as {hf_arch}: " + "; ".join(problems))
+    return family, hf_arch
 
 
 def save_pretrained(model: TransformerBase, path: str | Path, hf_arch: str | None = None) -> Path:
@@ -153,14 +160,10 @@ def save_pretrained(model: TransformerBase, path: str | Path, hf_arch: str | Non
     hf_arch: "BertModel" (encoder), "GPT2LMHeadModel" | "GPT2Model" (decoder), "MarianMTModel"
     (encoder-decoder); None picks the first for the model's arch. Tied matrices are written once, as
     Hugging Face does. Dropout inside the FFN (activation_dropout) has no slot in BERT / GPT-2 and is dropped.
+    A model without generator bias writes no final_logits_bias (Marian then uses zeros).
     """
     c = model.config
-    family = _BY_ARCH[c.arch]
-    hf_arch = hf_arch or next(iter(family.export_archs))
-    if hf_arch not in family.export_archs:
-        known = ", ".join(a for f in FAMILIES.values() for a in f.export_archs)
-        raise ConfigError(f"hf_arch={hf_arch!r} cannot hold a {c.arch} model; choose one of: {known}")
-    _check_expressible(c, family, hf_arch)
+    family, hf_arch = check_expressible(c, hf_arch)
     prefix = family.export_archs[hf_arch]
 
     params = dict(model.named_parameters(remove_duplicate=False))
@@ -168,6 +171,8 @@ def save_pretrained(model: TransformerBase, path: str | Path, hf_arch: str | Non
     for link in family.links(c):
         if link.ours == "generator.proj.weight" and hf_arch == "GPT2Model":
             continue  # GPT2Model has no lm_head
+        if link.optional and link.ours not in params:
+            continue  # generator_bias=False: Hugging Face's zeros are the same
         parts = params[link.ours].detach().chunk(len(link.theirs), dim=0)
         for name, part in zip(link.theirs, parts):
             # clone: safetensors refuses tensors that share storage (tied matrices, chunks of w_qkv)

@@ -1,0 +1,147 @@
+"""The model card (README.md) of a Hugging Face export: YAML metadata (license, language, datasets, the measured
+BLEU / chrF) and how to load the folder, what the conversion changed and how decoding differs from ours.
+
+Figures come from the run itself: README.json's "test" block (`scripts/ship_checkpoint.py` writes it: BLEU and
+chrF of greedy and beam search on the test split); a run without it gets its last validation BLEU from
+metrics.jsonl, or no metrics. The license is the training corpus's when its NOTICE names exactly one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from scratchformer.data.corpus import CORPORA_DIR, bundled_corpora
+from scratchformer.runs import Run
+from scratchformer.runs.metrics import read_records
+
+SPDX = {"MPL-2.0": "mpl-2.0", "MIT": "mit", "Apache-2.0": "apache-2.0", "CC-BY-4.0": "cc-by-4.0",
+        "CC-BY-SA-4.0": "cc-by-sa-4.0", "GPL-2.0+": "gpl-2.0", "GPL-3.0": "gpl-3.0", "GFDL-1.2": "gfdl"}
+PIPELINES = {"encoder-decoder": ("AutoModelForSeq2SeqLM", "translation"),
+             "decoder": ("AutoModelForCausalLM", "text-generation"), "encoder": ("AutoModel", "feature-extraction")}
+
+
+def _corpus(run: Run) -> tuple[str | None, str | None, str]:
+    """(corpus name, its one license in Hub spelling or None, a one-line description) of the run's training data."""
+    name = run.train_config.corpus if run.train_config is not None else None
+    if not isinstance(name, str) or name not in bundled_corpora():
+        return name, None, f"corpus {name!r}" if name else "unknown training data"
+    notice = CORPORA_DIR / name / "NOTICE"
+    text = notice.read_text(encoding="utf-8") if notice.is_file() else ""
+    found = {SPDX[m] for m in re.findall(r"[A-Za-z][\w.+-]*\d[\w.+]*", text) if m in SPDX}
+    first = next((line.strip() for line in text.splitlines() if line.strip()), f"bundled corpus {name}")
+    return name, (found.pop() if len(found) == 1 else None), first
+
+
+def _languages(corpus: str | None) -> list[str]:
+    """["en", "zh"] from a corpus named "en-zh"; nothing from any other name."""
+    parts = (corpus or "").split("-")
+    return parts if len(parts) == 2 and all(re.fullmatch(r"[a-z]{2,3}", p) for p in parts) else []
+
+
+def measured(run: Run) -> list[dict[str, Any]]:
+    """[{type, value, name, split}] of the run's measured figures (README.json test block, else last valid BLEU)."""
+    readme = run.path / "README.json"
+    tests = json.loads(readme.read_text(encoding="utf-8")).get("test", {}) if readme.is_file() else {}
+    out = []
+    for setting, figures in tests.items() if isinstance(tests, dict) else ():
+        how = "greedy" if setting == "beam1" else setting.replace("beam", "beam ")
+        n = figures.get("sentences")
+        for key, label in (("bleu", "BLEU"), ("chrf", "chrF")):
+            if isinstance(figures.get(key), (int, float)):
+                out.append({"type": key, "value": figures[key], "split": "test",
+                            "name": f"{label}, {how}, sacrebleu" + (f", {n} sentences" if n else "")})
+    if not out:
+        valid = [r for r in read_records(run.path) if r.get("kind") == "valid" and "bleu" in r]
+        if valid:
+            out.append({"type": "bleu", "value": valid[-1]["bleu"], "split": "validation",
+                        "name": f"BLEU, greedy, validation at step {valid[-1].get('step')}"})
+    return out
+
+
+def _yaml(run: Run, arch: str) -> list[str]:
+    corpus, license_, _ = _corpus(run)
+    figures = measured(run)
+    lines = ["---", f"license: {license_ or 'other'}", "library_name: transformers",
+             f"pipeline_tag: {PIPELINES[arch][1]}", "tags: [scratchformer]"]
+    langs = _languages(corpus)
+    if langs:
+        lines += ["language:", *(f"- {x}" for x in langs)]
+    if corpus:
+        lines += ["datasets:", f"- {json.dumps(corpus)}"]
+    if figures:
+        task = "translation" if arch == "encoder-decoder" else PIPELINES[arch][1]
+        lines += ["metrics:", *(f"- {t}" for t in dict.fromkeys(f["type"] for f in figures)),
+                  "model-index:", f"- name: {json.dumps(run.path.name)}", "  results:"]
+        for split in dict.fromkeys(f["split"] for f in figures):
+            lines += [f"  - task: {{type: {task}}}",
+                      f"    dataset: {{name: {json.dumps(corpus or 'unknown')}, type: {json.dumps(corpus or 'unknown')},"
+                      f" split: {split}}}", "    metrics:"]
+            lines += [f"    - {{type: {f['type']}, value: {f['value']}, name: {json.dumps(f['name'])}}}"
+                      for f in figures if f["split"] == split]
+    return [*lines, "---"]
+
+
+def _usage(arch: str, targets: bool) -> list[str]:
+    auto = PIPELINES[arch][0]
+    lines = ["```python", f"from transformers import {auto}, AutoTokenizer", "",
+             f'model = {auto}.from_pretrained("DIR")', 'tok = AutoTokenizer.from_pretrained("DIR")']
+    if arch == "encoder-decoder":
+        lines += ['out_tok = AutoTokenizer.from_pretrained("DIR", subfolder="target_tokenizer")' if targets
+                  else "out_tok = tok  # one vocabulary for both sides",
+                  'batch = tok(["Click OK."], return_tensors="pt", padding=True, truncation=True)',
+                  "ids = model.generate(**batch)  # beam 4; num_beams=1 for greedy",
+                  "print(out_tok.batch_decode(ids, skip_special_tokens=True))"]
+    elif arch == "decoder":
+        lines += ['ids = model.generate(**tok(["Open the"], return_tensors="pt"), max_new_tokens=20)',
+                  "print(tok.batch_decode(ids, skip_special_tokens=True))"]
+    else:
+        lines += ['hidden = model(**tok(["Open the file."], return_tensors="pt")).last_hidden_state  # (1, L, D)']
+    lines += ["```", "", "The tokenizers are plain `tokenizers` files; without AutoTokenizer load them as",
+              '`PreTrainedTokenizerFast(tokenizer_file="DIR/tokenizer.json", bos_token="<s>", eos_token="</s>", '
+              'pad_token="<pad>", unk_token="<unk>", split_special_tokens=True)`'
+              + (" (and the same with `DIR/target_tokenizer/tokenizer.json` for the outputs)." if targets else ".")]
+    return lines
+
+
+def _notes(arch: str, hf: dict[str, Any], gen: dict[str, Any] | None) -> list[str]:
+    if arch != "encoder-decoder":
+        return ["- Special tokens as in training: `<s>`=1, `</s>`=2, `<pad>`=0, `<unk>`=3; the tokenizer adds them "
+                "as the run's batching did."]
+    lp = gen["length_penalty"] if gen else None
+    return [
+        f"- **Length penalty.** Hugging Face ranks finished beams by `logP / |Y|^length_penalty`; scratchformer by "
+        f"GNMT's `logP / ((5 + |Y|) / 6)^alpha` (alpha 0.6), |Y| counting `</s>` in both. The two are different "
+        f"functions; `length_penalty={lp}` has the same slope in log |Y| as GNMT's alpha 0.6 at |Y| = 25 "
+        f"(alpha * |Y| / (5 + |Y|)), so beam outputs mostly, not always, agree. Greedy outputs are identical.",
+        "- **Maximum length.** Ours: source tokens + 50, at most the model's positions. generation_config.json can "
+        f"only hold one `max_length` ({gen['max_length'] if gen else '?'}, the start symbol included): pass "
+        "`max_new_tokens` (longest source of the batch + 50) to follow our rule.",
+        "- **Positions.** The run used the paper's interleaved sinusoids (sin, cos, sin, cos, ...); Marian computes "
+        "them concatenated ([sin ... | cos ...]). The two differ by a fixed permutation of the model dimensions, "
+        "folded exactly into the weights (embeddings, every projection that reads or writes the residual stream, "
+        "LayerNorms): the exported model computes the same function.",
+        f"- **Start symbol.** The decoder starts from `<s>` (decoder_start_token_id={hf.get('decoder_start_token_id')}),"
+        " not from `<pad>` as OPUS-MT models do; `<pad>` is never generated (bad_words_ids), as in ours.",
+        f"- scale_embedding={hf.get('scale_embedding')} (x sqrt(d_model)), final_logits_bias = our generator's bias, "
+        f"activation_function={hf.get('activation_function')!r}, post-norm (Marian has no normalize_before), "
+        f"share_encoder_decoder_embeddings={hf.get('share_encoder_decoder_embeddings')}, "
+        f"tie_word_embeddings={hf.get('tie_word_embeddings')}."]
+
+
+def model_card(run: Run, hf: dict[str, Any], gen: dict[str, Any] | None, tokenizer_dirs: list[str]) -> str:
+    """README.md of the exported folder: YAML metadata, then usage and conversion notes."""
+    arch = run.model_config.arch
+    _, license_, about = _corpus(run)
+    figures = measured(run)
+    lines = [*_yaml(run, arch), "", f"# {run.path.name}", "",
+             f"A {hf['model_type']} model ({hf['architectures'][0]}) exported by `scratchformer export "
+             f"{run.path.name} --format hf` from a model trained with scratchformer, a hand-written Transformer.", "",
+             f"Training data: {about}." + ("" if license_ else " License: see the training corpus's terms."), "",
+             "## Use", "", *_usage(arch, "target_tokenizer" in tokenizer_dirs), "", "## Conversion and decoding",
+             "", *_notes(arch, hf, gen), ""]
+    if figures:
+        lines += ["## Measured (by scratchformer, on this model's own decoder)", "", "| metric | value |", "|---|---|",
+                  *(f"| {f['name']} ({f['split']}) | {f['value']} |" for f in figures), ""]
+    return "\n".join(lines)
