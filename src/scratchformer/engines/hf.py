@@ -136,12 +136,13 @@ def hf_tokenizer(tok: Tokenizer, template: str) -> Any:
     return hf
 
 
-def _save_tokenizer(tok: Tokenizer, template: str, folder: Path, max_len: int) -> None:
+def _save_tokenizer(tok: Tokenizer, arch: str, folder: Path, max_len: int) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    hf_tokenizer(tok, template).save(str(folder / "tokenizer.json"))
+    hf_tokenizer(tok, TEMPLATES[arch]).save(str(folder / "tokenizer.json"))
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": BOS, "eos_token": EOS, "pad_token": PAD,
               "unk_token": UNK, "model_max_length": max_len, "clean_up_tokenization_spaces": False,
-              "split_special_tokens": True}  # a literal "<s>" in the text is text, as in ours
+              "split_special_tokens": True,  # a literal "<s>" in the text is text, as in ours
+              "padding_side": "left" if arch == "decoder" else "right"}  # prompts are continued at the right end
     _write_json(folder / "tokenizer_config.json", config)
 
 
@@ -165,5 +166,5 @@ def export(run: Run, out: Path, quantization: str | None = None, **options: Any)
         _write_json(out / "generation_config.json", gen)
     tokenizers = _tokenizers(run)
     for sub, tok in tokenizers.items():
-        _save_tokenizer(tok, TEMPLATES[c.arch], out / sub, c.max_len)
+        _save_tokenizer(tok, c.arch, out / sub, c.max_len)
     (out / "README.md").write_text(model_card(run, hf, gen, sorted(tokenizers)), encoding="utf-8")

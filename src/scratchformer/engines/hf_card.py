@@ -75,9 +75,9 @@ def _yaml(run: Run, arch: str) -> list[str]:
         lines += ["metrics:", *(f"- {t}" for t in dict.fromkeys(f["type"] for f in figures)),
                   "model-index:", f"- name: {json.dumps(run.path.name)}", "  results:"]
         for split in dict.fromkeys(f["split"] for f in figures):
-            lines += [f"  - task: {{type: {task}}}",
-                      f"    dataset: {{name: {json.dumps(corpus or 'unknown')}, type: {json.dumps(corpus or 'unknown')},"
-                      f" split: {split}}}", "    metrics:"]
+            data = json.dumps(corpus or "unknown")
+            lines += [f"  - task: {{type: {task}}}", f"    dataset: {{name: {data}, type: {data}, split: {split}}}",
+                      "    metrics:"]
             lines += [f"    - {{type: {f['type']}, value: {f['value']}, name: {json.dumps(f['name'])}}}"
                       for f in figures if f["split"] == split]
     return [*lines, "---"]
@@ -105,7 +105,7 @@ def _usage(arch: str, targets: bool) -> list[str]:
     return lines
 
 
-def _notes(arch: str, hf: dict[str, Any], gen: dict[str, Any] | None) -> list[str]:
+def _notes(arch: str, folded: bool, hf: dict[str, Any], gen: dict[str, Any] | None) -> list[str]:
     if arch != "encoder-decoder":
         return ["- Special tokens as in training: `<s>`=1, `</s>`=2, `<pad>`=0, `<unk>`=3; the tokenizer adds them "
                 "as the run's batching did."]
@@ -114,16 +114,20 @@ def _notes(arch: str, hf: dict[str, Any], gen: dict[str, Any] | None) -> list[st
         f"- **Length penalty.** Hugging Face ranks finished beams by `logP / |Y|^length_penalty`; scratchformer by "
         f"GNMT's `logP / ((5 + |Y|) / 6)^alpha` (alpha 0.6), |Y| counting `</s>` in both. The two are different "
         f"functions; `length_penalty={lp}` has the same slope in log |Y| as GNMT's alpha 0.6 at |Y| = 25 "
-        f"(alpha * |Y| / (5 + |Y|)), so beam outputs mostly, not always, agree. Greedy outputs are identical.",
+        f"(alpha * |Y| / (5 + |Y|)), so beam outputs mostly, not always, agree. Greedy search is the same algorithm "
+        "on both sides (the same token ids).",
         "- **Maximum length.** Ours: source tokens + 50, at most the model's positions. generation_config.json can "
         f"only hold one `max_length` ({gen['max_length'] if gen else '?'}, the start symbol included): pass "
         "`max_new_tokens` (longest source of the batch + 50) to follow our rule.",
-        "- **Positions.** The run used the paper's interleaved sinusoids (sin, cos, sin, cos, ...); Marian computes "
-        "them concatenated ([sin ... | cos ...]). The two differ by a fixed permutation of the model dimensions, "
-        "folded exactly into the weights (embeddings, every projection that reads or writes the residual stream, "
-        "LayerNorms): the exported model computes the same function.",
-        f"- **Start symbol.** The decoder starts from `<s>` (decoder_start_token_id={hf.get('decoder_start_token_id')}),"
-        " not from `<pad>` as OPUS-MT models do; `<pad>` is never generated (bad_words_ids), as in ours.",
+        "- **Positions.** " + ("The run used the paper's interleaved sinusoids (sin, cos, sin, cos, ...); Marian "
+                               "computes them concatenated ([sin ... | cos ...]). The two differ by a fixed "
+                               "permutation of the model dimensions, folded exactly into the weights (embeddings, "
+                               "every projection that reads or writes the residual stream, LayerNorms): the "
+                               "exported model computes the same function." if folded else
+                               "Concatenated sinusoids ([sin ... | cos ...]), as Marian computes them."),
+        f"- **Start symbol.** The decoder starts from decoder_start_token_id={hf.get('decoder_start_token_id')} "
+        "(`<s>` in scratchformer's vocabularies, where OPUS-MT models start from `<pad>`); `<pad>` is never "
+        "generated (bad_words_ids), as in ours.",
         f"- scale_embedding={hf.get('scale_embedding')} (x sqrt(d_model)), final_logits_bias = our generator's bias, "
         f"activation_function={hf.get('activation_function')!r}, post-norm (Marian has no normalize_before), "
         f"share_encoder_decoder_embeddings={hf.get('share_encoder_decoder_embeddings')}, "
@@ -140,7 +144,7 @@ def model_card(run: Run, hf: dict[str, Any], gen: dict[str, Any] | None, tokeniz
              f"{run.path.name} --format hf` from a model trained with scratchformer, a hand-written Transformer.", "",
              f"Training data: {about}." + ("" if license_ else " License: see the training corpus's terms."), "",
              "## Use", "", *_usage(arch, "target_tokenizer" in tokenizer_dirs), "", "## Conversion and decoding",
-             "", *_notes(arch, hf, gen), ""]
+             "", *_notes(arch, run.model_config.positions == "sinusoidal", hf, gen), ""]
     if figures:
         lines += ["## Measured (by scratchformer, on this model's own decoder)", "", "| metric | value |", "|---|---|",
                   *(f"| {f['name']} ({f['split']}) | {f['value']} |" for f in figures), ""]
