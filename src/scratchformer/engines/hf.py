@@ -158,6 +158,7 @@ def export(run: Run, out: Path, quantization: str | None = None, **options: Any)
     model = exportable_model(run.model)
     c = model.config
     save_pretrained(model, out)
+    (out / "model.safetensors").chmod((out / "config.json").stat().st_mode & 0o777)  # safetensors writes 0600
     hf = json.loads((out / "config.json").read_text(encoding="utf-8"))
     hf.update({k: v for k, v in token_ids(c).items() if hf.get(k) is None})
     _write_json(out / "config.json", hf)

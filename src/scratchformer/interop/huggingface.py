@@ -14,7 +14,9 @@ Weight layouts. BERT and Marian keep W^Q, W^K, W^V in three nn.Linear; our self-
 into `w_qkv` ([q; k; v]) and cross-attention into `w_q` and `w_kv` ([k; v]). GPT-2's Conv1D stores (in, out),
 the transpose of nn.Linear, and its `c_attn` already stacks [q | k | v] along the output axis.
 Marian's sinusoid table (first half sin, second half cos, frequencies 1 / 10000^(2i/D)) equals our
-"sinusoidal-concat" to the last bit (tested), so it is computed, not read. Marian starts decoding from pad_id:
+"sinusoidal-concat" to the last bit (tested), so it is computed, not read; the paper's interleaved ones are the
+same table with the D dimensions permuted, folded into the weights by hf_marian.interleaved_to_concat (the
+`scratchformer export --format hf` path, engines/hf.py). Marian starts decoding from pad_id:
 `config.decoder_start_id` (and `config.extra["decoder_start_token_id"]`) record it, and the decoder then keeps
 target position 0 visible instead of masking it as padding.
 
