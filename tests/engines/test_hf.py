@@ -242,7 +242,7 @@ def test_refusals_are_one_line(tmp_path):
         with pytest.raises(ConfigError, match=field) as e:
             export_run(run_dir, "hf", tmp_path / f"out-{run_dir.name}", quantization=quantization)
         assert "\n" not in str(e.value)
-    assert not (tmp_path / "out-word").exists() and not (tmp_path / "out-pre").exists()  # refused before writing
+    assert not any((tmp_path / f"out-{n}").exists() for n in ("word", "pre", "int8"))  # refused before writing
 
 
 def test_cli_export_and_existing_folder(tmp_path, capsys):

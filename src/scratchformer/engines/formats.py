@@ -19,7 +19,7 @@ from scratchformer.runs import Run, load_run
 # name -> (module under scratchformer.engines, the pip package it needs, or None)
 FORMATS: dict[str, tuple[str, str | None]] = {
     "ctranslate2": ("ctranslate2", "ctranslate2"),
-    "hf": ("hf", "transformers"),
+    "hf": ("hf", None),  # written with safetensors and tokenizers; loading it needs transformers
     "onnx": ("onnx", "onnxruntime onnx onnxscript"),
 }
 ENGINES: dict[str, tuple[str, str | None]] = {
@@ -74,6 +74,10 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool =
     module = _module(FORMATS, fmt, "export format")
     run = load_run(run_dir)
     module.check_expressible(run)  # before anything is written: a one-line error naming the field
+    allowed = getattr(module, "QUANTIZATIONS", (None, "float32"))
+    if quantization not in allowed:
+        raise ConfigError(f"--quantization {quantization}: format {fmt} writes "
+                          f"{' or '.join(q for q in allowed if q)} weights")
     out = prepare_out(Path(out), overwrite)
     module.export(run, out, quantization=quantization, **options)
     return out
