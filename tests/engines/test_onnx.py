@@ -8,9 +8,11 @@ greedy and beam search over them must give exactly our token ids and texts.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,8 +21,10 @@ from torch import nn
 
 from scratchformer.cli import main
 from scratchformer.config import ModelConfig
+from scratchformer.data.corpus import load_pairs
 from scratchformer.data.tokenizers import train_tokenizer
 from scratchformer.decoding import beam_search, greedy_decode, translate_texts
+from scratchformer.decoding.quantize import quantize_int8
 from scratchformer.engines import export_run, make_translator, onnx_graphs
 from scratchformer.engines import onnx as onnx_engine
 from scratchformer.errors import ConfigError
@@ -212,6 +216,13 @@ def test_int8_export_quantizes_the_graphs_and_still_translates(engine, tmp_path,
     assert len(outputs) == len(SOURCES) and all(isinstance(o, str) for o in outputs)
 
 
+def test_an_int8_quantized_torch_model_is_refused_in_one_line(engine):
+    run, _ = engine
+    with pytest.raises(ConfigError, match="--int8") as err:
+        onnx_engine.Translator(dataclasses.replace(run, model=quantize_int8(run.model)))
+    assert "\n" not in str(err.value)
+
+
 def test_a_missing_onnxruntime_is_one_line_naming_pip_install(engine, monkeypatch):
     run, _ = engine
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now raises ImportError
@@ -234,3 +245,43 @@ def test_an_existing_out_folder_needs_overwrite(tmp_path):
     with pytest.raises(ConfigError, match="--overwrite") as err:
         export_run(run_dir, "onnx", tmp_path / "out")
     assert "\n" not in str(err.value) and (tmp_path / "out" / "keep.txt").read_text() == "mine"
+
+
+SHIPPED = Path(__file__).resolve().parents[2] / "models" / "en-zh"
+
+
+@pytest.mark.slow
+def test_the_shipped_model_gives_our_logits_and_greedy_outputs(tmp_path):
+    """models/en-zh, the first 100 test sentences: logits teacher-forced on the references (both decoder graphs,
+    batches of 10 with padding) within 1e-4, and greedy outputs identical. Prints the figures as one JSON line:
+    PYTHONPATH=src python -m pytest -m slow -s tests/engines/test_onnx.py -k shipped"""
+    run = load_run(SHIPPED)
+    translator = onnx_engine.Translator(run, folder=export_run(SHIPPED, "onnx", tmp_path / "onnx"))
+    pairs = load_pairs("en-zh", "test")[:100]
+    cap = run.model_config.max_len
+    worst = {"decoder_model": 0.0, "decoder_with_past_model": 0.0, "encoder_model": 0.0}
+    for start in range(0, len(pairs), 10):
+        batch = pairs[start: start + 10]
+        src, mask = padded([[*run.src_tok.encode(s)[: cap - 1], 2] for s, _ in batch])
+        tgt, _ = padded([[1, *run.tgt_tok.encode(t)[: cap - 1]] for _, t in batch])  # (B, L): BOS + reference
+        with torch.no_grad():
+            memory_ours = run.model.encode(src)
+            ours = run.model(src, tgt).numpy()  # (B, L, V)
+        memory = translator.graphs["encoder_model"].run(None, {"input_ids": src.numpy(), "attention_mask": mask})[0]
+        full = translator.graphs["decoder_model"].run(None, {"input_ids": tgt.numpy(), "encoder_attention_mask": mask,
+                                                             "encoder_hidden_states": memory})[0]
+        real = (tgt != 0).numpy()  # (B, L): the reference's own positions (padding is compared by the tiny tests)
+        steps = onnx_engine.OnnxSteps(translator.graphs, memory, mask, run.model_config.n_decoder_layers)
+        stepped = np.stack([steps(tgt[:, : t + 1]).numpy() for t in range(tgt.size(1))], axis=1)  # (B, L, V)
+        worst["encoder_model"] = max(worst["encoder_model"], float(np.abs(memory - memory_ours.numpy()).max()))
+        worst["decoder_model"] = max(worst["decoder_model"], float(np.abs(full - ours)[real].max()))
+        worst["decoder_with_past_model"] = max(worst["decoder_with_past_model"],
+                                               float(np.abs(stepped - ours)[real].max()))
+    texts = [s for s, _ in pairs]
+    same = {}
+    for beam in (1, 4):
+        ours = translate_texts(run.model, run.src_tok, run.tgt_tok, texts, beam=beam)
+        same[f"beam{beam}_identical"] = sum(a == b for a, b in zip(ours, translator.translate(texts, beam=beam)))
+    print(json.dumps({"model": "models/en-zh", "sentences": len(pairs), "max_abs_diff": worst, **same}))
+    assert max(worst.values()) < TOL
+    assert same["beam1_identical"] == len(pairs)

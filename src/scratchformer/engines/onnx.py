@@ -29,6 +29,7 @@ from scratchformer import __version__
 from scratchformer.data.tokenizers import EOS_ID
 from scratchformer.decoding.beam import beam_search_core
 from scratchformer.decoding.common import NEG_INF, PAPER_EXTRA_LEN, length_limits, pad_ids, special_ids
+from scratchformer.decoding.quantize import Int8Linear
 from scratchformer.decoding.translate import check_translate_options
 from scratchformer.engines import onnx_graphs
 from scratchformer.errors import ConfigError
@@ -165,6 +166,9 @@ class Translator:
 
     def __init__(self, run: Run, folder: str | Path | None = None, threads: int | None = None) -> None:
         check_expressible(run)
+        if any(isinstance(m, Int8Linear) for m in run.model.modules()):
+            raise ConfigError("--int8 quantizes the PyTorch model, which the onnxruntime engine does not export: drop "
+                              "--int8 (int8 ONNX graphs: scratchformer export RUN --format onnx --quantization int8)")
         self.run = run
         self.folder = Path(folder) if folder is not None else cached_export(run)
         self.graphs = sessions(self.folder, threads or torch.get_num_threads())
@@ -174,10 +178,10 @@ class Translator:
                   batch_size: int = 32) -> list[str]:
         """As decoding/translate.py's translate_texts: empty lines give empty outputs, sources longer than the
         model's max_len are cut (one warning), batches of `batch_size` sentences, longest first."""
-        r = self.run
+        r, texts = self.run, list(texts)
         check_translate_options(r.model, beam, alpha, batch_size, None, max_len)
         limit = r.model_config.max_len
-        ids = r.src_tok.encode_batch(list(texts))
+        ids = r.src_tok.encode_batch(texts)
         long = sum(len(s) + 1 > limit for s in ids)
         if long:
             warnings.warn(f"cut {long} source sentence(s) to the model's max_len={limit} tokens", stacklevel=2)
