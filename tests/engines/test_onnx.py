@@ -196,6 +196,17 @@ def test_the_cache_is_reused_and_rebuilt_when_the_weights_change(tmp_path, monke
     assert sorted(p.name for p in folder.parent.iterdir()) == ["onnx"]  # no partial export left behind
 
 
+def test_an_unwritable_run_directory_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    def refused(run, out, quantization=None):
+        raise PermissionError(13, "Permission denied")  # as a read-only run directory would (root ignores chmod)
+
+    monkeypatch.setattr(onnx_engine, "export", refused)
+    run = load_run(write_run(tmp_path / "run"))
+    with pytest.raises(ConfigError, match="cannot write there") as err:
+        onnx_engine.cached_export(run)
+    assert "\n" not in str(err.value) and list((run.path / "export").iterdir()) == []
+
+
 def test_int8_export_quantizes_the_graphs_and_still_translates(engine, tmp_path, monkeypatch):
     run, translator = engine
 

@@ -106,12 +106,18 @@ def cached_export(run: Run) -> Path:
     except (OSError, ValueError):
         pass
     partial = folder.with_name(f"onnx.partial-{os.getpid()}")  # written aside, then renamed: never half a cache
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    export(run, partial)
-    (partial / STAMP).write_text(json.dumps(stamp) + "\n")
-    shutil.rmtree(folder, ignore_errors=True)
-    partial.rename(folder)
+    try:
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        export(run, partial)
+        (partial / STAMP).write_text(json.dumps(stamp) + "\n")
+        shutil.rmtree(folder, ignore_errors=True)
+        partial.rename(folder)
+    except PermissionError as e:
+        raise ConfigError(f"the onnxruntime engine exports into {folder} on first use and cannot write there "
+                          f"({e.strerror}): copy the run directory somewhere writable") from None
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
     return folder
 
 
