@@ -8,6 +8,7 @@
       metrics.jsonl          one JSON record per log / validation event
       .scratchformer-run     marker: this folder was made by `scratchformer train` (--overwrite checks it)
       .lock                  held (flock) by the training that writes the folder; names its pid and host
+      export/<format>/       a copy for another engine (--engine ctranslate2 | onnxruntime), stamped with the weights
       checkpoints/
         step-00001000/       model.safetensors + trainer_state.safetensors (every tensor: optimiser moments, RNG
                              states) + trainer_state.json (the rest); FSDP: dcp/ instead of model.safetensors.
@@ -31,7 +32,7 @@ MARKER, LOCK = ".scratchformer-run", ".lock"
 # Everything `scratchformer train` (and `average`, `plot`) writes at the top of a run directory: --overwrite
 # deletes these and nothing else.
 RUN_ENTRIES = ("config.json", "train_config.json", "tokenizer_src.json", "tokenizer_tgt.json", "model.safetensors",
-               "metrics.jsonl", "curve.png", "checkpoints", "averaged.safetensors", "README.json", MARKER)
+               "metrics.jsonl", "curve.png", "checkpoints", "averaged.safetensors", "README.json", "export", MARKER)
 TRAINER_TENSORS, TRAINER_JSON, LEGACY_STATE = "trainer_state.safetensors", "trainer_state.json", "trainer_state.pt"
 
 

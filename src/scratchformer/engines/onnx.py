@@ -1,0 +1,218 @@
+"""ONNX: the export (three graphs, as Optimum writes seq2seq models) and the onnxruntime engine that decodes with them.
+
+    export(run, out)                         out/encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx,
+                                             tokenizer_src.json, tokenizer_tgt.json, scratchformer_onnx.json
+    Translator(run).translate(["Hello."])    greedy or beam search on onnxruntime (CPUExecutionProvider)
+
+The graphs are described in onnx_graphs.py. The engine drives our own search (decoding/beam.py's
+`beam_search_core`; beam 1 is greedy there, exactly) with a step function backed by onnxruntime sessions
+(`OnnxSteps`), so the output rule is ours: the same length budget, length penalty, EOS and PAD handling.
+It exports on first use into RUN_DIR/export/onnx/, stamped with a sha256 of the weights the run holds (and of
+its config), and exports again when they change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from scratchformer import __version__
+from scratchformer.data.tokenizers import EOS_ID
+from scratchformer.decoding.beam import beam_search_core
+from scratchformer.decoding.common import NEG_INF, PAPER_EXTRA_LEN, length_limits, pad_ids, special_ids
+from scratchformer.decoding.quantize import Int8Linear
+from scratchformer.decoding.translate import check_translate_options
+from scratchformer.engines import onnx_graphs
+from scratchformer.errors import ConfigError
+from scratchformer.runs import Run
+
+GRAPHS = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx")
+META = "scratchformer_onnx.json"  # what a C++ or TensorFlow user needs besides the graphs
+STAMP = "stamp.json"
+EXPORT_VERSION = 1  # bump when the graphs change: cached exports are then rebuilt
+
+
+def check_expressible(run: Run) -> None:
+    """The graphs run our own modules, so every encoder-decoder exports; other architectures do not (yet)."""
+    arch = run.model_config.arch
+    if arch != "encoder-decoder":
+        raise ConfigError(f"arch={arch!r}: the ONNX export covers translation models (arch='encoder-decoder')")
+
+
+def export(run: Run, out: Path, quantization: str | None = None, **options: object) -> None:
+    """The three graphs (float32, or int8 weights through onnxruntime's dynamic quantization), the tokenizers and
+    scratchformer_onnx.json, into the empty folder `out`."""
+    if quantization not in (None, "float32", "int8"):
+        raise ConfigError(f"--quantization {quantization}: the ONNX export writes float32 or int8")
+    out = Path(out)
+    onnx_graphs.export_graphs(run.model, out)
+    if quantization == "int8":
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        for name in GRAPHS:  # MatMul weights to int8, activations quantized on the fly
+            path = out / name
+            quantize_dynamic(path, path, weight_type=QuantType.QInt8)
+    for side in ("src", "tgt"):
+        getattr(run, f"{side}_tok").save(out / f"tokenizer_{side}.json")
+    (out / META).write_text(json.dumps(_meta(run, quantization or "float32"), indent=2) + "\n", encoding="utf-8")
+
+
+def _meta(run: Run, quantization: str) -> dict:
+    c = run.model_config
+    bos, eos, pad = special_ids(run.model, None, None, None)
+    n = c.n_decoder_layers
+    return {"format": "scratchformer-onnx", "version": EXPORT_VERSION, "scratchformer": __version__,
+            "quantization": quantization, "graphs": list(GRAPHS),
+            "decoder_start_id": bos, "eos_id": eos, "pad_id": pad, "max_len": c.max_len,
+            "n_decoder_layers": n, "n_heads": c.n_heads, "d_k": c.head_dim_k, "d_v": c.head_dim_v,
+            "d_model": c.d_model, "src_vocab_size": c.src_vocab_size, "tgt_vocab_size": c.tgt_vocab_size,
+            "inputs": {"decoder_model": onnx_graphs.input_names(n, False),
+                       "decoder_with_past_model": onnx_graphs.input_names(n, True)},
+            "outputs": {"decoder_model": onnx_graphs.output_names(n, False),
+                        "decoder_with_past_model": onnx_graphs.output_names(n, True)},
+            "decoding": {"source": f"tokenizer_src ids[:max_len - 1] + [{EOS_ID}]",
+                         "max_output_tokens": f"source length + {PAPER_EXTRA_LEN}, at most max_len, EOS not counted",
+                         "length_penalty": "score = log P(Y) / ((5 + |Y|) / 6) ** alpha, |Y| counting EOS",
+                         "beam": 4, "alpha": 0.6}}
+
+
+# -- the cache in the run directory -----------------------------------------------------------------------------
+
+def weights_stamp(run: Run) -> dict:
+    """sha256 of the run's weights as loaded (model.safetensors, or the --weights file) and of its config."""
+    digest = hashlib.sha256(json.dumps(run.model_config.to_dict(), sort_keys=True).encode())
+    for name, tensor in sorted(run.model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return {"version": EXPORT_VERSION, "sha256": digest.hexdigest()}
+
+
+def cached_export(run: Run) -> Path:
+    """RUN_DIR/export/onnx/, exported now unless its stamp matches the run's weights."""
+    folder = Path(run.path) / "export" / "onnx"
+    stamp = weights_stamp(run)
+    try:
+        if json.loads((folder / STAMP).read_text()) == stamp and all((folder / g).is_file() for g in GRAPHS):
+            return folder
+    except (OSError, ValueError):
+        pass
+    partial = folder.with_name(f"onnx.partial-{os.getpid()}")  # written aside, then renamed: never half a cache
+    try:
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        export(run, partial)
+        (partial / STAMP).write_text(json.dumps(stamp) + "\n")
+        shutil.rmtree(folder, ignore_errors=True)
+        partial.rename(folder)
+    except PermissionError as e:
+        raise ConfigError(f"the onnxruntime engine exports into {folder} on first use and cannot write there "
+                          f"({e.strerror}): copy the run directory somewhere writable") from None
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return folder
+
+
+# -- decoding on onnxruntime ------------------------------------------------------------------------------------
+
+def sessions(folder: Path, threads: int | None = None) -> dict[str, object]:
+    """One onnxruntime InferenceSession per graph, on the CPU: {"encoder_model": ..., "decoder_model": ...}."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    return {name[: -len(".onnx")]: ort.InferenceSession(str(Path(folder) / name), options,
+                                                        providers=["CPUExecutionProvider"]) for name in GRAPHS}
+
+
+class OnnxSteps:
+    """The exported decoder as decoding/common.py's step function: (tokens (N, t), index) -> logits (N, V).
+
+    memory (N / G, L_src, D) and mask (N / G, L_src) hold one row per sentence; the first call repeats them for
+    the G = `group` rows of each sentence (its beams). Every call feeds only the newest token: the first one
+    runs decoder_model, later ones decoder_with_past_model on the keys/values it returned. `index` (row i
+    continues row index[i]) reorders those keys/values and the mask."""
+
+    def __init__(self, graphs: dict[str, object], memory: np.ndarray, mask: np.ndarray, n_layers: int,
+                 group: int = 1) -> None:
+        self.graphs, self.n_layers = graphs, n_layers
+        self.memory, self.mask = np.repeat(memory, group, axis=0), np.repeat(mask, group, axis=0)  # (N, ...)
+        self.past: list[np.ndarray] | None = None  # 4 per layer, onnx_graphs.KINDS order
+
+    def __call__(self, tokens: Tensor, index: Tensor | None = None) -> Tensor:
+        new = tokens[:, -1:].numpy()  # (N, 1)
+        if self.past is None:
+            out = self.graphs["decoder_model"].run(None, {"input_ids": new, "encoder_attention_mask": self.mask,
+                                                          "encoder_hidden_states": self.memory})
+            self.past, self.memory = out[1:], None
+            return torch.from_numpy(out[0][:, -1])  # (N, V)
+        if index is not None:
+            rows = index.numpy()
+            self.mask, self.past = self.mask[rows], [p[rows] for p in self.past]
+        names = onnx_graphs.input_names(self.n_layers, with_past=True)
+        feed = dict(zip(names, [new, self.mask, *self.past]))
+        out = self.graphs["decoder_with_past_model"].run(None, feed)
+        for i in range(self.n_layers):  # the self-attention keys/values grew by one; the encoder's stay
+            self.past[4 * i: 4 * i + 2] = out[1 + 2 * i: 3 + 2 * i]
+        return torch.from_numpy(out[0][:, -1])  # (N, V)
+
+
+class Translator:
+    """Our translate semantics on onnxruntime; options: `folder` (an export to use as is), `threads` (default:
+    torch's thread count, which `--threads` sets)."""
+
+    def __init__(self, run: Run, folder: str | Path | None = None, threads: int | None = None) -> None:
+        check_expressible(run)
+        if any(isinstance(m, Int8Linear) for m in run.model.modules()):
+            raise ConfigError("--int8 quantizes the PyTorch model, which the onnxruntime engine does not export: drop "
+                              "--int8 (int8 ONNX graphs: scratchformer export RUN --format onnx --quantization int8)")
+        self.run = run
+        self.folder = Path(folder) if folder is not None else cached_export(run)
+        self.graphs = sessions(self.folder, threads or torch.get_num_threads())
+        self.bos, self.eos, self.pad = special_ids(run.model, None, None, None)
+
+    def translate(self, texts: Sequence[str], beam: int = 4, alpha: float = 0.6, max_len: int | None = None,
+                  batch_size: int = 32) -> list[str]:
+        """As decoding/translate.py's translate_texts: empty lines give empty outputs, sources longer than the
+        model's max_len are cut (one warning), batches of `batch_size` sentences, longest first."""
+        r, texts = self.run, list(texts)
+        check_translate_options(r.model, beam, alpha, batch_size, None, max_len)
+        limit = r.model_config.max_len
+        ids = r.src_tok.encode_batch(texts)
+        long = sum(len(s) + 1 > limit for s in ids)
+        if long:
+            warnings.warn(f"cut {long} source sentence(s) to the model's max_len={limit} tokens", stacklevel=2)
+        srcs = [[*s[: limit - 1], EOS_ID] for s in ids]
+        todo = sorted((i for i, t in enumerate(texts) if t.strip()), key=lambda i: -len(srcs[i]))  # longest first
+        outputs = [""] * len(texts)
+        for start in range(0, len(todo), batch_size):
+            batch = todo[start: start + batch_size]
+            for i, tokens in zip(batch, self.search([srcs[i] for i in batch], beam, alpha, max_len)):
+                outputs[i] = r.tgt_tok.decode(tokens)
+        return outputs
+
+    def search(self, src: list[list[int]], beam: int = 4, alpha: float = 0.6,
+               max_len: int | None = None) -> list[list[int]]:
+        """Token ids of the best hypothesis per source id list (EOS-terminated, as translate() builds them)."""
+        src_ids = pad_ids(src, self.pad, torch.device("cpu"))  # (B, L_src)
+        mask = (src_ids != self.pad).long().numpy()  # (B, L_src), 1 = real token
+        memory = self.graphs["encoder_model"].run(None, {"input_ids": src_ids.numpy(), "attention_mask": mask})[0]
+        steps = OnnxSteps(self.graphs, memory, mask, self.run.model_config.n_decoder_layers, group=beam)
+
+        def step_fn(tokens: Tensor, index: Tensor | None) -> Tensor:  # as decoding/beam.py's beam_search
+            logprobs = torch.log_softmax(steps(tokens, index).float(), dim=-1)  # (N, V)
+            logprobs[:, self.pad] = NEG_INF
+            return logprobs
+
+        limits = length_limits(src_ids, self.pad, max_len, self.run.model_config.max_len)  # (B,)
+        hyps = beam_search_core(step_fn, len(src), beam, limits, alpha, self.bos, self.eos)
+        return [h[0].tokens for h in hyps]
