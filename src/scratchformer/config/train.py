@@ -60,7 +60,8 @@ class TrainConfig:
     on_error: str = "stop"  # malformed corpus lines: stop | skip
     fsdp: bool = False
     text_side: str = "both"  # lm / mlm: which side of a parallel corpus is the text: src | tgt | both
-    init: str | None = None  # classify: a run directory (e.g. an mlm run) whose encoder weights start training
+    init: str | None = None  # a run directory to start from: its weights, tokenizers and model config (translate,
+    # lm: fine-tuning with a fresh optimiser and schedule), or its encoder (classify: e.g. an mlm run)
 
     def __post_init__(self) -> None:
         check_field_types(type(self), {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, _label)

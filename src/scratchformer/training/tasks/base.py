@@ -15,6 +15,7 @@ and its loss. The training loop (training/trainer.py) knows none of them; a new 
 from __future__ import annotations
 
 import contextlib
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -27,11 +28,12 @@ from scratchformer.data.batching import encode_sentences
 from scratchformer.data.corpus import load_text
 from scratchformer.data.tokenizers import Tokenizer, train_tokenizer
 from scratchformer.errors import ConfigError
-from scratchformer.runs import load_tokenizers
+from scratchformer.runs import load_config, load_tokenizers, load_weights, weights_path
 from scratchformer.training import distributed as dist_utils
 from scratchformer.training.distributed import DistInfo
 from scratchformer.training.loss import LossOutput
 
+FINE_TUNE_OVERRIDES = ("dropout", "attention_dropout", "activation_dropout")  # what --init may change in the model config
 PRESET_FOR_ARCH = {"encoder-decoder": "demo", "decoder": "gpt-tiny", "encoder": "bert-tiny"}  # named in errors
 
 
@@ -114,6 +116,31 @@ class Task:
                 tok.save(run / "tokenizer_tgt.json")
         dist_utils.barrier(self.dist)
         return load_tokenizers(run)
+
+    def init_config(self) -> ModelConfig:
+        """--init RUN (fine-tuning): RUN's tokenizer files copied byte for byte into this run, and RUN's model config
+        (with the model overrides given, e.g. dropout); its weights are loaded in `after_build`."""
+        cfg, run = self.cfg, self.run_dir
+        init = Path(cfg.init)
+        config = load_config(init)
+        if self.dist.is_main:
+            for name in ("tokenizer_src.json", "tokenizer_tgt.json"):
+                if (init / name).exists():
+                    shutil.copyfile(init / name, run / name)
+        dist_utils.barrier(self.dist)
+        self.src_tok, self.tgt_tok = load_tokenizers(run)
+        changed = {k: v for k, v in cfg.model.items() if getattr(config, k, None) != v}
+        sizes = sorted(k for k in changed if k not in FINE_TUNE_OVERRIDES)
+        if sizes:
+            raise ConfigError(f"--init {init}: model override {sizes[0]}={changed[sizes[0]]!r} would change the "
+                              f"model that {init} trained; only {', '.join(FINE_TUNE_OVERRIDES)} may change")
+        return self.check_arch(config.replace(**changed, extra={**config.extra, "init": str(init)}))
+
+    def load_init_weights(self, model: torch.nn.Module) -> None:
+        """--init RUN: RUN's weights (best on validation, or its latest checkpoint) into the freshly built model."""
+        path = weights_path(Path(self.cfg.init))
+        load_weights(model, path)
+        self.log(f"fine-tuning from {path}")
 
     def preset_config(self, resume: bool, **sizes: int) -> ModelConfig:
         """config.json of the run on --resume, else the preset with the model overrides and the vocabulary sizes."""

@@ -19,12 +19,20 @@ class LanguageModelTask(Task):
     def setup(self, resume: bool) -> ModelConfig:
         cfg = self.cfg
         train = load_text(cfg.corpus, "train", side=cfg.text_side, on_error=cfg.on_error)
-        self.src_tok, self.tgt_tok = self.train_tokenizers(resume, [], train, separate=False)
+        if cfg.init and not (resume and (self.run_dir / "config.json").exists()):
+            config = self.init_config()  # fine-tuning: the init run's tokenizer and model
+        else:
+            self.src_tok, self.tgt_tok = self.train_tokenizers(resume, [], train, separate=False)
+            config = self.check_arch(self.preset_config(resume, tgt_vocab_size=self.tgt_tok.vocab_size))
         self.load_examples(train)
-        return self.check_arch(self.preset_config(resume, tgt_vocab_size=self.tgt_tok.vocab_size))
+        return config
 
     def examples(self, split: str, loaded: list | None = None) -> list:
         return self.sentence_examples(split, loaded)
+
+    def after_build(self, model: torch.nn.Module) -> None:
+        if self.cfg.init:
+            self.load_init_weights(model)
 
     def collate(self, examples: list) -> dict[str, Tensor]:
         return collate_lm(examples, PAD_ID)

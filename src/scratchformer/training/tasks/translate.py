@@ -24,11 +24,15 @@ class TranslationTask(Task):
     def setup(self, resume: bool) -> ModelConfig:
         cfg = self.cfg
         train = load_pairs(cfg.corpus, "train", on_error=cfg.on_error)  # read once: tokenizers and examples
-        self.src_tok, self.tgt_tok = self.train_tokenizers(resume, [s for s, _ in train], [t for _, t in train],
-                                                           separate=not cfg.shared_vocab)
+        if cfg.init and not (resume and (self.run_dir / "config.json").exists()):
+            config = self.init_config()  # fine-tuning: the init run's tokenizers and model
+        else:
+            self.src_tok, self.tgt_tok = self.train_tokenizers(resume, [s for s, _ in train], [t for _, t in train],
+                                                               separate=not cfg.shared_vocab)
+            config = self.check_arch(self.preset_config(resume, src_vocab_size=self.src_tok.vocab_size,
+                                                        tgt_vocab_size=self.tgt_tok.vocab_size))
         self.load_examples(train)
-        return self.check_arch(self.preset_config(resume, src_vocab_size=self.src_tok.vocab_size,
-                                                  tgt_vocab_size=self.tgt_tok.vocab_size))
+        return config
 
     def examples(self, split: str, loaded: list | None = None) -> list:
         pairs = loaded if loaded is not None else load_pairs(self.cfg.corpus, split, on_error=self.cfg.on_error)
@@ -36,6 +40,10 @@ class TranslationTask(Task):
 
     def lengths(self, examples: list) -> list:
         return [(len(s), len(t)) for s, t in examples]
+
+    def after_build(self, model: torch.nn.Module) -> None:
+        if self.cfg.init:
+            self.load_init_weights(model)
 
     def collate(self, examples: list) -> dict[str, Tensor]:
         return collate_pairs(examples, PAD_ID)
