@@ -122,13 +122,22 @@ def test_beam_ids_equal_ours(trained_dir, beam, alpha):
 def test_beam_at_each_sentences_budget(tmp_path, tiny_seq2seq):
     """A random model runs every beam to its budget (source length + 50, capped at max_len): CT2 takes one budget
     per call, so the sentences of a batch with a shorter one are searched again with their own. PAD's logit is
-    pushed down: CT2 drops PAD before the softmax (suppress_sequences), ours after it, which changes the scores
-    by log(1 - P(PAD)) a step, nothing for a trained model but ~5% a step for this random one."""
+    pushed down as training does: CT2 drops PAD before the softmax (the export's PAD bias), ours after it, which
+    changes the scores by log(1 - P(PAD)) a step, nothing for a trained model but ~5% a step for this random one."""
     run = load_run(write_run(tmp_path / "run", tiny_seq2seq, pad_logit=-30.0))
     srcs = sources(run)
     ours = [h[0].tokens for h in beam_search(run.model, [s + [EOS_ID] for s in srcs], beam_size=4)]
     assert len({len(o) for o in ours}) > 1
     assert engine.Translator(run, threads=1).translate_ids(srcs, beam=4, batch_size=3) == ours
+
+
+def test_pad_is_never_emitted(tmp_path, tiny_seq2seq):
+    """PAD's logit far above every other: ours and CT2 (greedy) still pick the best of the rest."""
+    run = load_run(write_run(tmp_path / "run", tiny_seq2seq, pad_logit=100.0))
+    srcs = sources(run)
+    ours = greedy_decode(run.model, [s + [EOS_ID] for s in srcs])
+    assert engine.Translator(run, threads=1).translate_ids(srcs, beam=1) == ours
+    assert all(0 not in o for o in ours) and any(ours)
 
 
 def test_translate_texts_as_ours(trained_dir):
@@ -168,6 +177,7 @@ def test_export_float32_and_int8(tmp_path, run_dir):
     config = json.loads((fp32 / "config.json").read_text())
     assert config["add_source_eos"] and config["decoder_start_token"] == "<s>" and config["eos_token"] == "</s>"
     assert (int8 / "model.bin").stat().st_size < 0.6 * (fp32 / "model.bin").stat().st_size
+    assert make_translator(load_run(run_dir), "ctranslate2", int8=True, threads=1).translate(["Open"], beam=2)
     translator = ct2.Translator(str(int8), device="cpu", intra_threads=1)  # int8 as saved; positions end at max_len
     result = translator.translate_batch([["O", "p", "e", "n"]], beam_size=2, max_decoding_length=10)
     assert 0 < len(result[0].hypotheses[0]) <= 10

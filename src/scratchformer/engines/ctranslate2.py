@@ -13,11 +13,20 @@ sinusoids, or a learned table) are given as explicit (max_len, D) `position_enco
 (<pad> 0, <s> 1, </s> 2, <unk> 3) and a token string maps back to exactly one id.
 
 Decoding as `translate` does it (decoding/translate.py): sources `encode(s)[:max_len - 1] + [</s>]`, a budget of
-source length + 50 tokens per sentence capped at the model's max_len, PAD never emitted, EOS allowed at step 0.
-Greedy search is the same algorithm. Beam search differs in CTranslate2 in two rules, both handled here: its
-length penalty is `logprob / len^p` with |Y| without EOS, and it stops a sentence once K hypotheses are
-finished; so CTranslate2 returns its finished hypotheses with raw log-probs (length_penalty 1 undone, EOS
-kept), and we rank them by GNMT's ((5 + |Y|) / 6)^alpha with |Y| counting EOS, as beam.py does.
+source length + 50 tokens per sentence capped at the model's max_len, EOS allowed at step 0 (CT2's default
+min_decoding_length is 1), PAD never emitted (the export sets PAD's output bias to PAD_LOGIT: CT2 then drops it
+before the softmax, ours after, log(1 - P(PAD)) a step apart: 0 for a trained model). CT2 takes one
+max_decoding_length per call, so a batch runs to its longest budget: greedy outputs are cut to their own (exact,
+a longer budget only appends), and a beam search that reached a shorter one of its batch is run again with it.
+Beam search: CT2 ranks by logprob / len^p (len without </s>) and stops a sentence once K * patience hypotheses
+have finished; beam.py ranks by GNMT's logprob / ((5 + |Y|) / 6)^alpha (|Y| counting </s>) and stops when its
+best live beam, normalised at its current length, cannot beat its K-th finished one. So CT2 returns all its
+finished hypotheses (</s> kept, its normalisation undone) and GNMT picks among them; patience 2 lets it see the
+ones ours finds after the K-th. What can still differ: a best hypothesis ours finds after CT2's 2K-th, or one CT2
+finds after ours stopped (its rule is a heuristic for alpha > 0); float32 near-ties (none seen on models/en-zh).
+
+The exported folder on its own: token strings in (tokenizer_src.json beside it), without </s> (CT2 adds it),
+and `max_decoding_length` at most the model's max_len (the position table ends there).
 """
 
 from __future__ import annotations
@@ -35,15 +44,17 @@ import torch
 
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID, UNK_ID, Tokenizer
 from scratchformer.decoding.common import PAPER_EXTRA_LEN, length_penalty, special_ids
+from scratchformer.decoding.quantize import Int8Linear
 from scratchformer.decoding.translate import check_translate_options
 from scratchformer.errors import ConfigError
 from scratchformer.model.transformer import EncoderDecoder
 from scratchformer.runs import Run
 
-FORMAT_VERSION = 1  # of what this converter writes: a cached export from another version is rebuilt
+FORMAT_VERSION = 2  # of what this converter writes: a cached export from another version is rebuilt
 STAMP = "scratchformer_export.json"  # in the exported folder: what it was made from
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu-tanh": "GELUTanh", "silu": "SWISH"}  # ours -> CT2's enum
 QUANTIZATIONS = ("float32", "int8")
+PAD_LOGIT = -1e4  # exp(-1e4 - max) is 0 in float32: PAD out of every softmax (and finite in float16)
 Scored = tuple[list[str], float]  # a finished hypothesis: its tokens (with </s> where it ended), summed log-prob
 
 
@@ -61,6 +72,9 @@ def check_model(model: EncoderDecoder) -> None:
         raise ConfigError(f"d_v={c.head_dim_v} differs from d_k={c.head_dim_k}: CTranslate2 has one head width")
     if c.type_vocab_size:
         raise ConfigError(f"type_vocab_size={c.type_vocab_size}: CTranslate2's Transformer has no token types")
+    if any(isinstance(m, Int8Linear) for m in model.modules()):
+        raise ConfigError("the model is already quantised (quantize_int8, translate --int8): CTranslate2 quantises its "
+                          "own copy of the float weights: give the engine int8=True instead")
 
 
 def _token_table(tok: Tokenizer, side: str) -> list[str]:
@@ -138,6 +152,15 @@ def _layer(spec, layer) -> None:
     _norm(spec.ffn.layer_norm, layer.sublayer[-1].norm)
 
 
+def _never_pad(spec, pad: int, vocab: int) -> None:
+    """PAD's output bias at PAD_LOGIT: CT2 never emits it, as our searches never do (no per-step processor)."""
+    import numpy as np
+
+    bias = np.array(spec.bias, dtype=np.float32) if spec.has_bias() else np.zeros(vocab, dtype=np.float32)  # a copy
+    bias[pad] = PAD_LOGIT
+    spec.bias = bias
+
+
 def build_spec(model: EncoderDecoder, src_tokens: list[str], tgt_tokens: list[str]):
     """A filled ctranslate2.specs.TransformerSpec of `model` (weights copied as float32 numpy arrays)."""
     from ctranslate2.specs import common_spec, transformer_spec
@@ -161,6 +184,7 @@ def build_spec(model: EncoderDecoder, src_tokens: list[str], tgt_tokens: list[st
         if stack.norm is not None:
             _norm(side.layer_norm, stack.norm)
     _linear(spec.decoder.projection, model.generator.proj)  # (V, D); tied: the embedding's values again
+    _never_pad(spec.decoder.projection, special_ids(model, None, None, None)[2], c.tgt_vocab_size)
     spec.config.layer_norm_epsilon = c.layer_norm_eps
     spec.config.add_source_eos = True
     for key, token in _specials(model, src_tokens, tgt_tokens).items():
@@ -261,15 +285,17 @@ BETA = 0.75
 class Translator:
     """`translate` on ctranslate2.Translator (CPU), exported into the run directory on first use.
 
-    compute_type: "float32" (default) or "int8" (quantised when loaded); threads: CT2's intra_threads (0 = its
-    default); patience: CT2 collects K * patience finished hypotheses per sentence, from which GNMT picks (on
-    models/en-zh's 1,000 test sentences 2 matched our beam 4 on 998, 3 on 1,000, 1 on 959)."""
+    compute_type: "float32" (default) or "int8" (quantised when loaded; int8=True says the same); threads: CT2's
+    intra_threads (0 = its default); patience: CT2 keeps searching until K * patience hypotheses have finished,
+    and GNMT picks among them (models/en-zh, 1,000 test sentences, beam 4: outputs identical to ours for 959 at
+    patience 1, 998 at 2, 1,000 at 3; benchmarks/bench_engines.py)."""
 
     def __init__(self, run: Run, compute_type: str = "float32", threads: int = 0, patience: float = 2.0,
-                 **options: Any) -> None:
+                 int8: bool = False, **options: Any) -> None:
         import ctranslate2
 
         check_expressible(run)
+        compute_type = "int8" if int8 else compute_type
         self.run, self.patience = run, patience
         self.path = cached_export(run)
         self.engine = ctranslate2.Translator(str(self.path), device="cpu", compute_type=compute_type,
@@ -277,8 +303,7 @@ class Translator:
         self.src_tokens = _token_table(run.src_tok, "source")
         tgt_tokens = _token_table(run.tgt_tok, "target")
         self.tgt_ids = {t: i for i, t in enumerate(tgt_tokens)}
-        _, eos, pad = special_ids(run.model, None, None, None)
-        self.eos, self.suppress = tgt_tokens[eos], [[tgt_tokens[pad]]]  # PAD is never emitted, as in ours
+        self.eos = tgt_tokens[special_ids(run.model, None, None, None)[1]]
 
     def translate(self, texts: Sequence[str], beam: int = 4, alpha: float = 0.6, max_len: int | None = None,
                   batch_size: int = 32) -> list[str]:
@@ -326,8 +351,7 @@ class Translator:
 
     def _run(self, tokens: list[list[str]], limit: int, **options: Any) -> list:
         return self.engine.translate_batch(tokens, max_decoding_length=limit, min_decoding_length=0,
-                                           max_input_length=0, suppress_sequences=self.suppress, end_token=self.eos,
-                                           max_batch_size=0, **options)
+                                           max_input_length=0, end_token=self.eos, max_batch_size=0, **options)
 
     def _beam(self, tokens: list[list[str]], limit: int, beam: int, alpha: float) -> list[list[Scored]]:
         """Each sentence's finished hypotheses as (tokens, </s> kept where it ended; summed log-prob). CT2's
