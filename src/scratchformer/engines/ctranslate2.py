@@ -287,7 +287,7 @@ class Translator:
 
     compute_type: "float32" (default) or "int8" (quantised when loaded; int8=True says the same); threads: CT2's
     intra_threads (0 = its default); patience: CT2 keeps searching until K * patience hypotheses have finished,
-    and GNMT picks among them (models/en-zh, 1,000 test sentences, beam 4: outputs identical to ours for 959 at
+    and GNMT picks among them (models/en-zh, 1,000 test sentences, beam 4: outputs identical to ours for 965 at
     patience 1, 998 at 2, 1,000 at 3; benchmarks/bench_engines.py)."""
 
     def __init__(self, run: Run, compute_type: str = "float32", threads: int = 0, patience: float = 2.0,
