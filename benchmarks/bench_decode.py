@@ -5,8 +5,9 @@
 
 One random paper-base model (d_model 512, 6+6 layers, 8 heads, FFN 2048, vocabulary 8000, Marian's layout:
 sinusoid halves, decoder starting from the zero pad embedding) is built by us, written with our
-`save_pretrained` as a Marian folder, loaded by transformers, and converted by CTranslate2's own converter
-(float32, and int8 at load time); CTranslate2 runs in a child process (ct2_worker.py says why). All of them
+`save_pretrained` as a Marian folder, loaded by transformers, and exported by scratchformer.engines.ctranslate2
+through CTranslate2's spec API (float32, and int8 at load time); CTranslate2 runs in a child process
+(ct2_worker.py says why). All of them
 decode the same 16-token sources with the KV cache, forced to exactly 64 new tokens (ours: force_len /
 min_len = max_len; HF: min_new_tokens = max_new_tokens; CTranslate2: min_decoding_length =
 max_decoding_length), greedy and beam 4, batch 1 and batch 32; every candidate of a setting is timed in one
@@ -79,39 +80,17 @@ def hf_fn(model, src: torch.Tensor, beam: int) -> Callable[[], object]:
     return run
 
 
-def ct2_convert(folder: Path, out: Path) -> Path:
-    """Convert the Marian folder with CTranslate2's TransformersConverter, offline: our folder has no tokenizer
-    files, so the converter gets a vocabulary-only tokenizer, and the loader keeps all VOCAB rows (its Marian
-    loader drops the last row, which is Marian's pad; ours is id 0)."""
-    from ctranslate2.converters import TransformersConverter
-    from ctranslate2.converters import transformers as ct2t
+def ct2_convert(model: EncoderDecoder, out: Path) -> Path:
+    """Our model as a CTranslate2 folder, through scratchformer.engines.ctranslate2 (CTranslate2's public spec
+    API); the vocabulary is TOKENS on both sides."""
+    from scratchformer.engines.ctranslate2 import convert_model
 
-    class VocabOnly:
-        bos_token, eos_token, unk_token, pad_token = "<s>", "</s>", "<unk>", "<pad>"
+    return convert_model(model, TOKENS, TOKENS, out)
 
-        def get_vocab(self) -> dict[str, int]:
-            return {t: i for i, t in enumerate(TOKENS)}
 
-        def convert_ids_to_tokens(self, i: int) -> str:
-            return TOKENS[i]
-
-    class Loader(ct2t.MarianMTLoader):
-        def _remove_pad_weights(self, spec) -> None:
-            pass
-
-        def get_vocabulary(self, model, tokenizer) -> list[str]:
-            return ct2t.BartLoader.get_vocabulary(self, model, tokenizer)
-
-    class Converter(TransformersConverter):
-        def load_tokenizer(self, *args, **kwargs):
-            return VocabOnly()
-
-    saved = ct2t._MODEL_LOADERS["MarianConfig"]
-    ct2t._MODEL_LOADERS["MarianConfig"] = Loader()
-    try:
-        return Path(Converter(str(folder)).convert(str(out), force=True))
-    finally:
-        ct2t._MODEL_LOADERS["MarianConfig"] = saved
+def ct2_tokens(src: torch.Tensor) -> list[list[str]]:
+    """Source rows as CTranslate2 token strings, without the final EOS: the export adds it (add_source_eos)."""
+    return [[TOKENS[i] for i in row[:-1]] for row in src.tolist()]
 
 
 def ct2_fn(worker: CT2Process, compute_type: str, beam: int) -> tuple[Callable[[], object], int]:
@@ -127,7 +106,7 @@ def ct2_fn(worker: CT2Process, compute_type: str, beam: int) -> tuple[Callable[[
 
 
 def ct2_set(worker: CT2Process, src: torch.Tensor) -> None:
-    worker.request({"set": [[TOKENS[i] for i in row] for row in src.tolist()]})
+    worker.request({"set": ct2_tokens(src)})
 
 
 def check_same_work(ours: EncoderDecoder, hf, src: torch.Tensor) -> None:
@@ -150,8 +129,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="sf-bench-decode-") as tmp:
         folder = save_pretrained(ours, Path(tmp) / "marian")
         hf = hf_model(folder)
-        try:  # converted here (the converter needs transformers), run in a child process (see ct2_worker.py)
-            ct2 = CT2Process(ct2_convert(folder, Path(tmp) / "ct2"), threads)
+        try:  # exported here, run in a child process (see ct2_worker.py)
+            ct2 = CT2Process(ct2_convert(ours, Path(tmp) / "ct2"), threads)
         except ImportError as e:
             log(f"CTranslate2 unavailable ({e}): `pip install -e '.[bench]'`; its figures are skipped")
             ct2 = None

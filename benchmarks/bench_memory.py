@@ -76,7 +76,7 @@ def child(what: str, folder: Path) -> dict[str, float]:
         for _ in range(3):
             step()
     else:
-        from bench_decode import NEW, START, TOKENS, sources
+        from bench_decode import NEW, START, ct2_tokens, sources
 
         src = sources(32)
         if what in ("decode_ours", "decode_ours_int8"):
@@ -105,8 +105,7 @@ def child(what: str, folder: Path) -> dict[str, float]:
             translator = ctranslate2.Translator(str(folder / "ct2"), device="cpu", compute_type=compute,
                                                 intra_threads=1)
             loaded, load_peak = _loaded()
-            tokens = [[TOKENS[i] for i in row] for row in src.tolist()]
-            translator.translate_batch(tokens, beam_size=4, max_decoding_length=NEW, min_decoding_length=NEW)
+            translator.translate_batch(ct2_tokens(src), beam_size=4, max_decoding_length=NEW, min_decoding_length=NEW)
     work_peak = peak_kib()
     return {"mib": (max(load_peak, work_peak) - base) / 1024, "model_mib": (loaded - base) / 1024,
             "work_mib": (work_peak - loaded) / 1024}
@@ -145,9 +144,10 @@ def main() -> None:
 
         from scratchformer.interop.huggingface import save_pretrained
 
-        save_pretrained(build_ours(), folder / "marian")
+        ours = build_ours()
+        save_pretrained(ours, folder / "marian")
         try:
-            ct2_convert(folder / "marian", folder / "ct2")
+            ct2_convert(ours, folder / "ct2")
         except ImportError:
             log("bench_memory: CTranslate2 unavailable; its figures are skipped")
         mib = {what: measure(what, folder) for what in TRAIN + DECODE}

@@ -12,6 +12,10 @@ Protocol (one JSON object per line, each answered by one line):
     {"set": [[token, ...], ...]}                        -> "ok"  the source batch of the next runs
     {"run": compute_type, "threads": n, "beam": k, "new": m}
                                                         -> "ok"  one translate_batch, exactly m new tokens
+    {"engine": run_dir, "threads": n, "compute_type": c, "patience": p}
+                                                        -> "ok"  scratchformer's ctranslate2 engine on a run
+    {"translate": [text, ...], "beam": k, "batch_size": b}
+                                                        -> a JSON list of the translations (bench_engines.py)
 
 Thread counts: CTranslate2 is offered 1 thread and the benchmark's count, and bench_decode keeps the faster
 for each setting (on a 2-core VM its 2-thread greedy batch 1 ran at 93 tok/s, its 1-thread at 230).
@@ -30,9 +34,20 @@ def serve() -> None:
 
     translators: dict[str, object] = {}
     tokens: list[list[str]] = []
+    engine = None
     for line in sys.stdin:
         msg = json.loads(line)
-        if "load" in msg:
+        if "translate" in msg:
+            print(json.dumps(engine.translate(msg["translate"], beam=msg["beam"], batch_size=msg["batch_size"]),
+                             ensure_ascii=False), flush=True)
+            continue
+        if "engine" in msg:
+            from scratchformer.engines.ctranslate2 import Translator
+            from scratchformer.runs import load_run
+
+            engine = Translator(load_run(msg["engine"]), compute_type=msg.get("compute_type", "float32"),
+                                threads=msg["threads"], patience=msg.get("patience", 2.0))
+        elif "load" in msg:
             translators = {f"{ct}/{n}": ctranslate2.Translator(msg["load"], device="cpu", compute_type=ct,
                                                                intra_threads=n, inter_threads=1)
                            for ct in ("float32", "int8") for n in msg["threads"]}
@@ -48,17 +63,28 @@ def serve() -> None:
 class CT2Process:
     """The parent's handle: `request(dict)` sends one message and waits for its answer."""
 
-    def __init__(self, model_dir: Path, threads: int) -> None:
+    def __init__(self, model_dir: Path | None, threads: int) -> None:
         self.proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, bufsize=1)
+                                     text=True, bufsize=1, encoding="utf-8")
         self.thread_options = sorted({1, threads})
-        self.request({"load": str(model_dir), "threads": self.thread_options})
+        if model_dir is not None:  # None: the caller sends {"engine": ...} itself
+            self.request({"load": str(model_dir), "threads": self.thread_options})
 
     def request(self, msg: dict) -> None:
-        self.proc.stdin.write(json.dumps(msg) + "\n")
-        answer = self.proc.stdout.readline().strip()
+        answer = self.ask(msg, json_answer=False)
         if answer != "ok":
             raise RuntimeError(f"CTranslate2 worker failed on {list(msg)}: answered {answer!r}")
+
+    def ask(self, msg: dict, json_answer: bool = True):
+        """Send one message; its one-line answer (parsed as JSON unless json_answer=False)."""
+        self.proc.stdin.write(json.dumps(msg, ensure_ascii=False) + "\n")
+        answer = self.proc.stdout.readline().strip()
+        if not json_answer:
+            return answer
+        try:
+            return json.loads(answer)
+        except ValueError:
+            raise RuntimeError(f"CTranslate2 worker failed on {list(msg)}: answered {answer!r}") from None
 
     def close(self) -> None:
         self.proc.stdin.close()

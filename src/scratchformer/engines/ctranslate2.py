@@ -1,0 +1,371 @@
+"""CTranslate2: export a run through CTranslate2's public spec API, and decode with it as an engine.
+
+    export(run, out, quantization="float32" | "int8")      a CTranslate2 model folder (model.bin, vocabularies)
+    convert_model(model, src_tokens, tgt_tokens, out)      the same from a bare EncoderDecoder and token tables
+    Translator(run).translate(texts, beam=4, alpha=0.6)    ctranslate2.Translator with our decoding semantics
+
+The mapping (ctranslate2.specs.TransformerSpec, filled by a `ctranslate2.converters.Converter` whose `_load`
+returns it): our fused projections are CTranslate2's layout as they are. Self-attention linear[0] = W_qkv
+(h*(2 d_k + d_v), D), linear[1] = W_o; cross-attention linear[0] = W_q, linear[1] = W_kv, linear[2] = W_o;
+the sublayer norms are each attention's and the FFN's `layer_norm`; positions (interleaved or concatenated
+sinusoids, or a learned table) are given as explicit (max_len, D) `position_encodings`; sources get </s> from
+`add_source_eos`. Vocabularies are our tokenizers' id -> token tables, so the specials keep our ids
+(<pad> 0, <s> 1, </s> 2, <unk> 3) and a token string maps back to exactly one id.
+
+Decoding as `translate` does it (decoding/translate.py): sources `encode(s)[:max_len - 1] + [</s>]`, a budget of
+source length + 50 tokens per sentence capped at the model's max_len, EOS allowed at step 0 (CT2's default
+min_decoding_length is 1), PAD never emitted (the export sets PAD's output bias to PAD_LOGIT: CT2 then drops it
+before the softmax, ours after, log(1 - P(PAD)) a step apart: 0 for a trained model). CT2 takes one
+max_decoding_length per call, so a batch runs to its longest budget: greedy outputs are cut to their own (exact,
+a longer budget only appends), and a beam search that reached a shorter one of its batch is run again with it.
+Beam search: CT2 ranks by logprob / len^p (len without </s>) and stops a sentence once K * patience hypotheses
+have finished; beam.py ranks by GNMT's logprob / ((5 + |Y|) / 6)^alpha (|Y| counting </s>) and stops when its
+best live beam, normalised at its current length, cannot beat its K-th finished one. So CT2 returns all its
+finished hypotheses (</s> kept, its normalisation undone) and GNMT picks among them; patience 2 lets it see the
+ones ours finds after the K-th. What can still differ: a best hypothesis ours finds after CT2's 2K-th, or one CT2
+finds after ours stopped (its rule is a heuristic for alpha > 0); float32 near-ties (none seen on models/en-zh).
+
+The exported folder on its own: token strings in (tokenizer_src.json beside it), without </s> (CT2 adds it),
+and `max_decoding_length` at most the model's max_len (the position table ends there).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from scratchformer.data.tokenizers import BOS_ID, EOS_ID, UNK_ID, Tokenizer
+from scratchformer.decoding.common import PAPER_EXTRA_LEN, length_penalty, special_ids
+from scratchformer.decoding.quantize import Int8Linear
+from scratchformer.decoding.translate import check_translate_options
+from scratchformer.errors import ConfigError
+from scratchformer.model.transformer import EncoderDecoder
+from scratchformer.runs import Run
+
+FORMAT_VERSION = 2  # of what this converter writes: a cached export from another version is rebuilt
+STAMP = "scratchformer_export.json"  # in the exported folder: what it was made from
+ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu-tanh": "GELUTanh", "silu": "SWISH"}  # ours -> CT2's enum
+QUANTIZATIONS = ("float32", "int8")
+PAD_LOGIT = -1e4  # exp(-1e4 - max) is 0 in float32: PAD out of every softmax (and finite in float16)
+Scored = tuple[list[str], float]  # a finished hypothesis: its tokens (with </s> where it ended), summed log-prob
+
+
+# -- what CTranslate2's Transformer can express ----------------------------------------------------------------
+
+def check_model(model: EncoderDecoder) -> None:
+    """A one-line ConfigError naming the config field a CTranslate2 TransformerSpec cannot express."""
+    c = model.config
+    if c.arch != "encoder-decoder":
+        raise ConfigError(f"arch={c.arch!r}: the CTranslate2 export writes encoder-decoder (translation) models only")
+    if c.norm == "post" and c.use_final_norm:
+        raise ConfigError("final_norm=True with norm='post': CTranslate2 has a final LayerNorm only for pre-norm "
+                          "stacks")
+    if c.head_dim_k != c.head_dim_v:
+        raise ConfigError(f"d_v={c.head_dim_v} differs from d_k={c.head_dim_k}: CTranslate2 has one head width")
+    if c.type_vocab_size:
+        raise ConfigError(f"type_vocab_size={c.type_vocab_size}: CTranslate2's Transformer has no token types")
+    if any(isinstance(m, Int8Linear) for m in model.modules()):
+        raise ConfigError("the model is already quantised (quantize_int8, translate --int8): CTranslate2 quantises its "
+                          "own copy of the float weights: give the engine int8=True instead")
+
+
+def _token_table(tok: Tokenizer, side: str) -> list[str]:
+    """The id -> token table of `tok`; one-line ConfigError if two ids share a string (CT2 speaks strings)."""
+    tokens = [tok.id_to_token(i) for i in range(tok.vocab_size)]
+    if len(set(tokens)) != len(tokens):
+        dup = next(t for i, t in enumerate(tokens) if t in tokens[:i])
+        raise ConfigError(f"the {side} tokenizer holds the token {dup!r} twice: CTranslate2 looks tokens up by "
+                          "string, so every id needs its own")
+    return tokens
+
+
+def check_expressible(run: Run) -> None:
+    """Before anything is written: the architecture, and vocabularies CTranslate2 can address by string."""
+    check_model(run.model)
+    _token_table(run.src_tok, "source")
+    _token_table(run.tgt_tok, "target")
+    _specials(run.model, _token_table(run.src_tok, "source"), _token_table(run.tgt_tok, "target"))
+
+
+def _specials(model: EncoderDecoder, src_tokens: list[str], tgt_tokens: list[str]) -> dict[str, str]:
+    """The spec config's special tokens: start and end as the model decodes (decoding/common.special_ids)."""
+    bos, eos, _ = special_ids(model, None, None, None)
+    if src_tokens[EOS_ID] != tgt_tokens[eos]:  # add_source_eos appends the target side's end token string
+        raise ConfigError(f"the source tokenizer's end token {src_tokens[EOS_ID]!r} (id {EOS_ID}) differs from the "
+                          f"target's {tgt_tokens[eos]!r} (extra.eos_token_id={eos}): CTranslate2 adds one to sources")
+    return {"decoder_start_token": tgt_tokens[bos], "eos_token": tgt_tokens[eos], "bos_token": tgt_tokens[BOS_ID],
+            "unk_token": tgt_tokens[UNK_ID]}
+
+
+# -- the spec ---------------------------------------------------------------------------------------------------
+
+def _np(t: torch.Tensor):
+    return t.detach().to("cpu", torch.float32).contiguous().numpy()  # inference_layout's column-major -> rows
+
+
+def _linear(spec, linear: torch.nn.Linear) -> None:
+    spec.weight = _np(linear.weight)  # (out, in)
+    if linear.bias is not None:
+        spec.bias = _np(linear.bias)
+
+
+def _norm(spec, norm) -> None:
+    spec.gamma, spec.beta = _np(norm.weight), _np(norm.bias)
+
+
+def _input(spec, embed, scale: bool) -> None:
+    """Token table, sqrt(D) scaling and explicit (max_len, D) positions: CT2 adds them as we do."""
+    emb = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings
+    emb.weight = _np(embed.token.weight)  # (V, D)
+    spec.scale_embeddings = scale
+    position = embed.position
+    spec.position_encodings.encodings = _np(position.table if hasattr(position, "table") else position.weight)
+    if embed.norm is not None:
+        _norm(spec.layernorm_embedding, embed.norm)
+
+
+def _attention(spec, attn, cross: bool) -> None:
+    if cross:  # linear[0] = Q, linear[1] = KV, linear[2] = out
+        _linear(spec.linear[0], attn.w_q)
+        _linear(spec.linear[1], attn.w_kv)
+    else:  # linear[0] = QKV, linear[1] = out
+        _linear(spec.linear[0], attn.w_qkv)
+    _linear(spec.linear[-1], attn.w_o)
+
+
+def _layer(spec, layer) -> None:
+    _attention(spec.self_attention, layer.self_attn, cross=False)
+    _norm(spec.self_attention.layer_norm, layer.sublayer[0].norm)
+    if getattr(layer, "cross_attn", None) is not None:
+        _attention(spec.attention, layer.cross_attn, cross=True)
+        _norm(spec.attention.layer_norm, layer.sublayer[1].norm)
+    _linear(spec.ffn.linear_0, layer.feed_forward.w_1)
+    _linear(spec.ffn.linear_1, layer.feed_forward.w_2)
+    _norm(spec.ffn.layer_norm, layer.sublayer[-1].norm)
+
+
+def _never_pad(spec, pad: int, vocab: int) -> None:
+    """PAD's output bias at PAD_LOGIT: CT2 never emits it, as our searches never do (no per-step processor)."""
+    import numpy as np
+
+    bias = np.array(spec.bias, dtype=np.float32) if spec.has_bias() else np.zeros(vocab, dtype=np.float32)  # a copy
+    bias[pad] = PAD_LOGIT
+    spec.bias = bias
+
+
+def build_spec(model: EncoderDecoder, src_tokens: list[str], tgt_tokens: list[str]):
+    """A filled ctranslate2.specs.TransformerSpec of `model` (weights copied as float32 numpy arrays)."""
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    check_model(model)
+    c = model.config
+    pre = c.norm == "pre"
+    shape: dict[str, Any] = dict(pre_norm=pre, no_final_norm=pre and not c.use_final_norm,
+                                 activation=getattr(common_spec.Activation, ACTIVATIONS[c.activation]),
+                                 layernorm_embedding=c.embedding_norm)
+    if c.n_heads * c.head_dim_k != c.d_model:
+        shape["head_dim"] = c.head_dim_k
+    spec = transformer_spec.TransformerSpec(
+        transformer_spec.TransformerEncoderSpec(c.n_encoder_layers, c.n_heads, **shape),
+        transformer_spec.TransformerDecoderSpec(c.n_decoder_layers, c.n_heads, **shape))
+    for side, stack, embed in ((spec.encoder, model.encoder, model.src_embed),
+                               (spec.decoder, model.decoder, model.tgt_embed)):
+        _input(side, embed, c.scale_embeddings)
+        for layer_spec, layer in zip(side.layer, stack.layers):
+            _layer(layer_spec, layer)
+        if stack.norm is not None:
+            _norm(side.layer_norm, stack.norm)
+    _linear(spec.decoder.projection, model.generator.proj)  # (V, D); tied: the embedding's values again
+    _never_pad(spec.decoder.projection, special_ids(model, None, None, None)[2], c.tgt_vocab_size)
+    spec.config.layer_norm_epsilon = c.layer_norm_eps
+    spec.config.add_source_eos = True
+    for key, token in _specials(model, src_tokens, tgt_tokens).items():
+        setattr(spec.config, key, token)
+    spec.register_source_vocabulary(src_tokens)
+    spec.register_target_vocabulary(tgt_tokens)
+    return spec
+
+
+def convert_model(model: EncoderDecoder, src_tokens: list[str], tgt_tokens: list[str], out: str | Path,
+                  quantization: str | None = None) -> Path:
+    """Write `model` as a CTranslate2 folder at `out` (replaced if it exists), through a Converter subclass."""
+    from ctranslate2.converters import Converter
+
+    if (quantization or "float32") not in QUANTIZATIONS:
+        raise ConfigError(f"--quantization {quantization}: choose one of {', '.join(QUANTIZATIONS)}")
+
+    class SpecConverter(Converter):
+        def _load(self):
+            return build_spec(model, src_tokens, tgt_tokens)
+
+    return Path(SpecConverter().convert(str(out), quantization=quantization or "float32", force=True))
+
+
+def export(run: Run, out: Path, quantization: str | None = None, **options: Any) -> Path:
+    """The run as a CTranslate2 folder in the (empty) folder `out`, with its tokenizers and a stamp beside."""
+    convert_model(run.model, _token_table(run.src_tok, "source"), _token_table(run.tgt_tok, "target"), out,
+                  quantization)
+    run.src_tok.save(Path(out) / "tokenizer_src.json")
+    run.tgt_tok.save(Path(out) / "tokenizer_tgt.json")
+    made = options.get("stamp") or stamp(run, quantization)
+    (Path(out) / STAMP).write_text(json.dumps(made, indent=1) + "\n", encoding="utf-8")
+    return Path(out)
+
+
+# -- the cache in the run directory ---------------------------------------------------------------------------
+
+def weights_digest(model: torch.nn.Module) -> str:
+    """sha256 of the weights in memory (names, shapes, values): it changes whenever a weight does, whichever file
+    (model.safetensors, or --weights averaged.safetensors) they came from."""
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        h.update(f"{name}:{tuple(t.shape)}:{t.dtype};".encode())
+        h.update(t.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def stamp(run: Run, quantization: str | None = None) -> dict[str, Any]:
+    """What an export is made from: this converter's version, CTranslate2's, the weights and the tokenizers."""
+    import ctranslate2
+
+    tokenizers = json.dumps([run.src_tok.to_dict(), run.tgt_tok.to_dict()], sort_keys=True).encode()
+    return {"format": "ctranslate2", "format_version": FORMAT_VERSION, "ctranslate2": ctranslate2.__version__,
+            "quantization": quantization or "float32", "weights_sha256": weights_digest(run.model),
+            "tokenizers_sha256": hashlib.sha256(tokenizers).hexdigest()}
+
+
+def _stamp_of(folder: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((folder / STAMP).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def cached_export(run: Run) -> Path:
+    """RUN_DIR/export/ctranslate2/, written on first use and again whenever its stamp no longer matches (other
+    weights, tokenizers, converter or CTranslate2 version). A run directory we may not write to gets its export in
+    the temporary folder instead, named by the weights."""
+    want = stamp(run)
+    folder = Path(run.path) / "export" / "ctranslate2"
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        folder = Path(tempfile.gettempdir()) / f"scratchformer-ctranslate2-{want['weights_sha256'][:16]}"
+    if _stamp_of(folder) == want:
+        return folder
+    tmp = Path(tempfile.mkdtemp(prefix=".ctranslate2.", dir=folder.parent))  # beside it: the rename is atomic
+    try:
+        export(run, tmp, stamp=want)
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)
+    except OSError:
+        if _stamp_of(folder) != want:  # not another process that got there first
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+# -- the engine -----------------------------------------------------------------------------------------------
+
+# CTranslate2's own length normalisation, logprob / len^(BETA * alpha), is used only to rank what it keeps when
+# more than K * patience hypotheses finish at its last step; 0.75 alpha makes len^beta follow GNMT's
+# ((5 + len) / 6)^alpha in slope around 15 tokens, so what it drops is what GNMT ranks last.
+BETA = 0.75
+
+
+class Translator:
+    """`translate` on ctranslate2.Translator (CPU), exported into the run directory on first use.
+
+    compute_type: "float32" (default) or "int8" (quantised when loaded; int8=True says the same); threads: CT2's
+    intra_threads (0 = its default); patience: CT2 keeps searching until K * patience hypotheses have finished,
+    and GNMT picks among them (models/en-zh, 1,000 test sentences, beam 4: outputs identical to ours for 965 at
+    patience 1, 998 at 2, 1,000 at 3; benchmarks/bench_engines.py)."""
+
+    def __init__(self, run: Run, compute_type: str = "float32", threads: int = 0, patience: float = 2.0,
+                 int8: bool = False, **options: Any) -> None:
+        import ctranslate2
+
+        check_expressible(run)
+        compute_type = "int8" if int8 else compute_type
+        self.run, self.patience = run, patience
+        self.path = cached_export(run)
+        self.engine = ctranslate2.Translator(str(self.path), device="cpu", compute_type=compute_type,
+                                             intra_threads=threads, inter_threads=1)
+        self.src_tokens = _token_table(run.src_tok, "source")
+        tgt_tokens = _token_table(run.tgt_tok, "target")
+        self.tgt_ids = {t: i for i, t in enumerate(tgt_tokens)}
+        self.eos = tgt_tokens[special_ids(run.model, None, None, None)[1]]
+
+    def translate(self, texts: Sequence[str], beam: int = 4, alpha: float = 0.6, max_len: int | None = None,
+                  batch_size: int = 32) -> list[str]:
+        """As decoding.translate_texts: empty lines give empty outputs, long sources are cut (one warning)."""
+        cap = self.run.model.config.max_len
+        ids = self.run.src_tok.encode_batch(list(texts))
+        long = sum(len(s) + 1 > cap for s in ids)
+        if long:
+            warnings.warn(f"cut {long} source sentence(s) to the model's max_len={cap} tokens", stacklevel=2)
+        todo = [i for i, t in enumerate(texts) if t.strip()]
+        outputs = [""] * len(texts)
+        for i, out in zip(todo, self.translate_ids([ids[i] for i in todo], beam, alpha, max_len, batch_size)):
+            outputs[i] = self.run.tgt_tok.decode(out)
+        return outputs
+
+    def translate_ids(self, srcs: Sequence[Sequence[int]], beam: int = 4, alpha: float = 0.6,
+                      max_len: int | None = None, batch_size: int = 32) -> list[list[int]]:
+        """Target ids (no BOS/EOS) of source ids as `src_tok.encode` gives them (</s> is added here), in order:
+        what greedy_decode / beam_search return for `encode(s)[:max_len - 1] + [EOS]`."""
+        model = self.run.model
+        check_translate_options(model, beam, alpha, batch_size, None, max_len)
+        cap = model.config.max_len
+        srcs = [list(s)[: cap - 1] for s in srcs]  # CT2 appends </s> (add_source_eos)
+        limits = [min(cap, max_len if max_len is not None else len(s) + 1 + PAPER_EXTRA_LEN) for s in srcs]
+        order = sorted(range(len(srcs)), key=lambda i: -len(srcs[i]))  # longest first, batches as translate_texts
+        outputs: list[list[int]] = [[] for _ in srcs]
+        for start in range(0, len(order), batch_size):
+            batch = order[start: start + batch_size]
+            tokens = [[self.src_tokens[t] for t in srcs[i]] for i in batch]
+            for i, out in zip(batch, self._search(tokens, [limits[i] for i in batch], beam, alpha)):
+                outputs[i] = out
+        return outputs
+
+    def _search(self, tokens: list[list[str]], limits: list[int], beam: int, alpha: float) -> list[list[int]]:
+        """Token ids per sentence (no BOS/EOS), each within its own budget (CT2 takes one per call)."""
+        longest = max(limits)
+        if beam == 1:  # greedy: a longer budget only appends tokens, so one call at the longest, then cut, is exact
+            results = self._run(tokens, longest, beam_size=1)
+            return [self._ids(r.hypotheses[0])[:n] for r, n in zip(results, limits)]
+        found = self._beam(tokens, longest, beam, alpha)
+        for j, n in enumerate(limits):  # a search that ran to step n - 1 of a shorter budget: again with its own
+            if n < longest and max(len(h) for h, _ in found[j]) >= n:
+                found[j] = self._beam([tokens[j]], n, beam, alpha)[0]
+        return [self._best(hyps, alpha) for hyps in found]
+
+    def _run(self, tokens: list[list[str]], limit: int, **options: Any) -> list:
+        return self.engine.translate_batch(tokens, max_decoding_length=limit, min_decoding_length=0,
+                                           max_input_length=0, end_token=self.eos, max_batch_size=0, **options)
+
+    def _beam(self, tokens: list[list[str]], limit: int, beam: int, alpha: float) -> list[list[Scored]]:
+        """Each sentence's finished hypotheses as (tokens, </s> kept where it ended; summed log-prob). CT2's
+        normalisation score / len^beta (len counting </s>) is undone; beta > 0 also keeps CT2 searching until
+        K * patience hypotheses are finished (at 0 it stops once its best is certain, which is ours too)."""
+        beta = BETA * alpha
+        results = self._run(tokens, limit, beam_size=beam, patience=self.patience, length_penalty=beta,
+                            num_hypotheses=round(beam * self.patience), return_end_token=True, return_scores=True)
+        return [[(h, score * len(h) ** beta) for h, score in zip(r.hypotheses, r.scores)] for r in results]
+
+    def _best(self, hyps: list[Scored], alpha: float) -> list[int]:
+        """beam.py's ranking: logprob / ((5 + |Y|) / 6)^alpha, |Y| counting </s> where the hypothesis ended."""
+        tokens, _ = max(hyps, key=lambda h: h[1] / length_penalty(len(h[0]), alpha))
+        return self._ids(tokens[:-1] if tokens and tokens[-1] == self.eos else tokens)
+
+    def _ids(self, hypothesis: list[str]) -> list[int]:
+        return [self.tgt_ids[t] for t in hypothesis]
