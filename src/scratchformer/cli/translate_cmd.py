@@ -47,7 +47,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     run = load_run(args.run_dir, args.weights)
     _check_arch(args, run.model_config.arch)
     check_translate_options(run.model, args.beam, args.alpha, args.batch_size, args.max_tokens, args.max_len, cli=True)
-    if args.int8:
+    if args.int8 and args.engine != "ctranslate2":  # ctranslate2 quantizes its own export (int8=True)
         from scratchformer.decoding.quantize import quantize_int8
 
         run.model = quantize_int8(run.model)
@@ -58,7 +58,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
     else:
         from scratchformer.engines import make_translator
 
-        outputs = make_translator(run, args.engine).translate(texts, beam=args.beam, alpha=args.alpha,
+        options = {"int8": True} if args.int8 and args.engine == "ctranslate2" else {}
+        outputs = make_translator(run, args.engine, **options).translate(texts, beam=args.beam, alpha=args.alpha,
                                                               max_len=args.max_len, batch_size=args.batch_size)
     for line in outputs:
         print(line, flush=True)
