@@ -33,7 +33,7 @@ from scratchformer.training import distributed as dist_utils
 from scratchformer.training.distributed import DistInfo
 from scratchformer.training.loss import LossOutput
 
-FINE_TUNE_OVERRIDES = ("dropout", "attention_dropout", "activation_dropout")  # what --init may change in the model config
+FINE_TUNE_OVERRIDES = ("dropout", "attention_dropout", "activation_dropout")  # what --init may change
 PRESET_FOR_ARCH = {"encoder-decoder": "demo", "decoder": "gpt-tiny", "encoder": "bert-tiny"}  # named in errors
 
 
