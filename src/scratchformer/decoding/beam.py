@@ -92,8 +92,10 @@ def beam_search(
         fixed = src.size(0) == 1 or min_len >= int(limits.max())
         with Seq2SeqSteps(model, memory, src_mask, use_cache, group=beam_size, pack=fixed) as steps:
 
+            constrained = constraints.active
+
             def step_fn(tokens: Tensor, index: Tensor | None) -> Tensor:
-                if constraints.active:
+                if constrained:
                     return constraints.logprobs(steps(tokens, index), tokens[:, 1:], steps.row_sentences(), pad)
                 logprobs = torch.log_softmax(steps(tokens, index).float(), dim=-1)  # (N, V)
                 if pad is not None:

@@ -81,11 +81,12 @@ class Constraints:
         check_repetition_options(self.no_repeat_ngram, self.repetition_penalty,
                                  ("no_repeat_ngram", "repetition_penalty"))
         self._forced: Tensor | None = None  # (B, P) prefix ids, -1 past each sentence's prefix
+        self._any_prefix = any(len(p) for p in self.prefixes or [])
 
     @property
     def active(self) -> bool:
         """False when every option is off: the searches then take their plain path, unchanged."""
-        return bool(self.no_repeat_ngram or self.repetition_penalty != 1.0 or any(self.prefixes or []))
+        return bool(self.no_repeat_ngram or self.repetition_penalty != 1.0 or self._any_prefix)
 
     def prefix_lengths(self, batch: int, device: torch.device) -> Tensor:
         """(B,) forced tokens per sentence; one-line error unless there is one prefix per sentence."""
@@ -98,7 +99,7 @@ class Constraints:
 
     def forced_at(self, t: int, sents: Tensor) -> Tensor | None:
         """(N,) the prefix token each row must emit at step t (-1: free), None when no row is forced."""
-        if not any(self.prefixes or []):
+        if not self._any_prefix:
             return None
         if self._forced is None or self._forced.device != sents.device:
             longest = max(len(p) for p in self.prefixes)
