@@ -71,6 +71,8 @@ def test_a_forced_token_keeps_its_log_prob_and_beats_the_bans():
     (dict(repetition_penalty=0.0), "positive"),
     (dict(repetition_penalty=-1.2), "positive"),
     (dict(repetition_penalty=float("nan")), "positive"),
+    (dict(repetition_penalty=1e-300), r"in \[0.01, 100\]"),  # logits / P would overflow
+    (dict(repetition_penalty=1e3), r"in \[0.01, 100\]"),
 ])
 def test_bad_options_are_one_line_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message):

@@ -118,3 +118,20 @@ def test_cli_jsonl_in_and_out(capsys, monkeypatch):
 def test_cli_bad_options_are_one_line(capsys, args, message):
     code, out, err = cli(capsys, *args, "Open the file.")
     assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err and out == ""
+
+
+@pytest.mark.slow
+def test_no_repeat_ngram_on_the_whole_test_split(run):
+    """Greedy on the 1,000 test sentences: 314 outputs hold a repeated character 3-gram (the references: 212);
+    with no_repeat_ngram=3 none do, at a cost of BLEU 42.13 -> 40.15 (the references repeat 3-grams too)."""
+    from scratchformer.evaluation.metrics import bleu
+
+    pairs = load_pairs("en-zh", "test")
+    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+    plain = translate(run, sources, return_hyps=True)
+    fixed = translate(run, sources, no_repeat_ngram=3, return_hyps=True)
+    assert sum(bool(repeated_ngrams(t.hyps[0].tokens, 3)) for t in plain) > 250
+    assert not any(repeated_ngrams(t.hyps[0].tokens, 3) for t in fixed)
+    plain_bleu = bleu([t.hyps[0].text for t in plain], refs)["score"]
+    fixed_bleu = bleu([t.hyps[0].text for t in fixed], refs)["score"]
+    assert plain_bleu - 3 < fixed_bleu < plain_bleu

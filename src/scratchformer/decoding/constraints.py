@@ -6,8 +6,9 @@
 Applied in this order, to each decoding row at each step (greedy and beam search alike):
   1. repetition penalty (CTRL, Keskar et al. 2019; Hugging Face's RepetitionPenaltyLogitsProcessor): the raw
      logit of every token already in the hypothesis (forced prefix included, BOS not) is divided by P when
-     positive and multiplied by P when negative; P = 1 is off, P > 1 discourages repeats. On the logits, before
-     the softmax, in greedy and beam search alike (Hugging Face's beam search applies it to log-probs instead).
+     positive and multiplied by P when negative; P = 1 is off, P > 1 discourages repeats (P in [0.01, 100]).
+     On the logits, before the softmax, in greedy and beam search alike (Hugging Face's beam search applies it
+     to log-probs instead).
   2. log-softmax: scores are log-probs of this (penalized) distribution.
   3. bans (-inf): PAD, and with no_repeat_ngram = n fairseq's rule: a token that would complete an n-gram
      already in the hypothesis (e.g. n = 3 and "a b c ... a b": c is banned). Not renormalized.
@@ -29,15 +30,17 @@ from torch import Tensor
 from scratchformer.decoding.common import NEG_INF
 from scratchformer.errors import ConfigError
 
+MIN_PENALTY = 0.01  # and 1 / 0.01 = 100 at most: far beyond any useful value, and logits / P stay finite
+
 
 def check_repetition_options(no_repeat_ngram: int, repetition_penalty: float, names: tuple[str, str]) -> None:
     """One-line errors for a negative n-gram size and a penalty that is not a positive finite number."""
     if isinstance(no_repeat_ngram, bool) or not isinstance(no_repeat_ngram, numbers.Integral) or no_repeat_ngram < 0:
         raise ConfigError(f"{names[0]}: the n-gram size must be a whole number >= 0 (0 = off; fairseq users give 3)")
     if not (isinstance(repetition_penalty, numbers.Real) and math.isfinite(repetition_penalty)
-            and repetition_penalty > 0):
-        raise ConfigError(f"{names[1]}: the penalty must be a positive number (1 = off, > 1 discourages repeats; "
-                          "CTRL used 1.2)")
+            and MIN_PENALTY <= repetition_penalty <= 1 / MIN_PENALTY):
+        raise ConfigError(f"{names[1]}: the penalty must be a positive number in [{MIN_PENALTY}, {1 / MIN_PENALTY:g}] "
+                          "(1 = off, > 1 discourages repeats; CTRL used 1.2)")
 
 
 def banned_ngram_tokens(hyps: Tensor, n: int, vocab: int) -> Tensor:
