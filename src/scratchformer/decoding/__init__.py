@@ -4,14 +4,21 @@
     greedy.py     greedy_decode                  argmax each step, finished sentences drop out of the batch
     beam.py       beam_search, beam_search_core  fairseq-style beam with the GNMT length penalty
     sampling.py   sample                         temperature / top-k / top-p for GPT-like models
-    translate.py  translate_texts                strings -> strings
+    translate.py  translate_texts                strings -> strings (or, asked for more, Translation objects)
+    constraints.py  Constraints                  no-repeat n-grams, repetition penalty, forced target prefixes
+    results.py    Translation, Hyp               n-best hypotheses with scores, tokens, alignments (--format jsonl)
+    sentences.py  split_sentences                paragraphs beyond max_len, translated sentence by sentence
+    alignment.py  align, pharaoh                 word alignments from cross-attention (Pharaoh i-j)
 """
 
 from scratchformer.decoding.beam import Hypothesis, beam_search, beam_search_core
 from scratchformer.decoding.common import length_penalty
+from scratchformer.decoding.constraints import Constraints
 from scratchformer.decoding.greedy import GreedyOutput, greedy_decode
+from scratchformer.decoding.results import Hyp, Translation
 from scratchformer.decoding.sampling import pick_next, sample
+from scratchformer.decoding.sentences import split_sentences
 from scratchformer.decoding.translate import translate_texts
 
-__all__ = ["GreedyOutput", "Hypothesis", "beam_search", "beam_search_core", "greedy_decode", "length_penalty",
-           "pick_next", "sample", "translate_texts"]
+__all__ = ["Constraints", "GreedyOutput", "Hyp", "Hypothesis", "Translation", "beam_search", "beam_search_core",
+           "greedy_decode", "length_penalty", "pick_next", "sample", "split_sentences", "translate_texts"]

@@ -37,6 +37,7 @@ from scratchformer.decoding.common import (
     model_device,
     special_ids,
 )
+from scratchformer.decoding.constraints import Constraints, constrained_limits
 from scratchformer.model.transformer import EncoderDecoder
 
 # step_fn(tokens (N, t) with BOS first, index (N,) | None) -> log-probs (N, V) of the next token.
@@ -64,19 +65,26 @@ def beam_search(
     n_best: int = 1,
     use_cache: bool = True,
     min_len: int = 0,
+    no_repeat_ngram: int = 0,
+    repetition_penalty: float = 1.0,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search over src (B, L_src) ids (or id lists), right-padded with `pad`; n_best hypotheses each.
 
     max_len: most tokens per sentence, EOS not counted; None -> src_len + 50, capped at model.config.max_len.
     PAD is never emitted; EOS is suppressed until `min_len` tokens were emitted.
     bos / eos / pad: None -> the model's own (decoder_start_id, extra["eos_token_id"], pad_id), else ours (1, 2, 0).
+    no_repeat_ngram / repetition_penalty / prefixes (forced target ids per sentence, kept in the output; the budget
+    grows to hold them): constraints.py. Scores are then those of the penalized distribution, bans included.
     """
     bos, eos, pad = special_ids(model, bos, eos, pad)
     with eval_mode(model):
         src = as_src_tensor(src, pad, model_device(model))
         if src.size(0) == 0:
             return []
-        limits = length_limits(src, pad, max_len, model.config.max_len)  # (B,)
+        constraints = Constraints(no_repeat_ngram, repetition_penalty, prefixes)
+        limits = constrained_limits(length_limits(src, pad, max_len, model.config.max_len), constraints,
+                                    model.config.max_len)  # (B,)
         src_mask = model.src_mask(src)  # (B, 1, 1, L_src)
         memory = model.encode(src, src_mask)  # (B, L_src, D)
         # B*K decoding rows (sentence-major); the K beams of a sentence share its memory row
@@ -84,7 +92,11 @@ def beam_search(
         fixed = src.size(0) == 1 or min_len >= int(limits.max())
         with Seq2SeqSteps(model, memory, src_mask, use_cache, group=beam_size, pack=fixed) as steps:
 
+            constrained = constraints.active
+
             def step_fn(tokens: Tensor, index: Tensor | None) -> Tensor:
+                if constrained:
+                    return constraints.logprobs(steps(tokens, index), tokens[:, 1:], steps.row_sentences(), pad)
                 logprobs = torch.log_softmax(steps(tokens, index).float(), dim=-1)  # (N, V)
                 if pad is not None:
                     logprobs[:, pad] = NEG_INF

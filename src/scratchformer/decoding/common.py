@@ -128,6 +128,7 @@ class Seq2SeqSteps:
         self.model, self.memory, self.src_mask, self.group = model, memory, src_mask, group
         self.cache = model.new_cache() if use_cache else None
         self.rows = memory.size(0) * group
+        self.sents = torch.arange(memory.size(0), device=memory.device)  # (N / G,) original sentence of each
         # pack=True: GEMM weights packed for the starting row count (CPU, where autotune measures it faster;
         # packing.py). It pays only when that count holds for the whole call, so the searches ask for it only
         # then (one sentence in beam search, or every sentence forced to the same length); in batched free
@@ -140,6 +141,10 @@ class Seq2SeqSteps:
 
     def __exit__(self, *exc: object) -> None:
         self._packing.close()
+
+    def row_sentences(self) -> Tensor:
+        """(N,) the original sentence (batch row of `memory` as given) of each decoding row."""
+        return self.sents.repeat_interleave(self.group) if self.group > 1 else self.sents
 
     def __call__(self, tokens: Tensor, index: Tensor | None = None) -> Tensor:
         if index is not None:
@@ -176,6 +181,7 @@ class Seq2SeqSteps:
         if self.cache is not None:
             self.cache.reorder(index, sentences)
         if sentences is not None:
+            self.sents = self.sents.index_select(0, sentences)
             self.src_mask = self.src_mask.index_select(0, sentences)
             if self.memory is not None:
                 self.memory = self.memory.index_select(0, sentences)

@@ -24,6 +24,7 @@ from scratchformer.decoding.common import (
     model_device,
     special_ids,
 )
+from scratchformer.decoding.constraints import Constraints, constrained_limits
 from scratchformer.model.transformer import EncoderDecoder
 
 
@@ -49,6 +50,9 @@ def greedy_decode(
     min_len: int = 0,
     force_len: int | None = None,
     return_logits: bool = False,
+    no_repeat_ngram: int = 0,
+    repetition_penalty: float = 1.0,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[list[int]] | GreedyOutput:
     """Greedy translation of src (B, L_src) ids (or id lists), right-padded with `pad`.
 
@@ -57,6 +61,8 @@ def greedy_decode(
     force_len=N: every sentence emits exactly N tokens (EOS suppressed, budget N), for benchmarks.
     use_cache=False re-runs the decoder on the whole prefix each step (the reference loop).
     bos / eos / pad: None -> the model's own (decoder_start_id, extra["eos_token_id"], pad_id), else ours (1, 2, 0).
+    no_repeat_ngram / repetition_penalty / prefixes (forced target ids per sentence, kept in the output; the budget
+    grows to hold them): constraints.py. With any of them, scores are log-probs of the penalized distribution.
     Returns the token lists, or a GreedyOutput when return_scores / return_logits is set.
     """
     cap = model.config.max_len
@@ -69,18 +75,20 @@ def greedy_decode(
         src = as_src_tensor(src, pad, model_device(model))
         if src.size(0) == 0:
             return GreedyOutput([], [], None) if return_scores or return_logits else []
-        limits = length_limits(src, pad, max_len, cap)  # (B,)
+        constraints = Constraints(no_repeat_ngram, repetition_penalty, prefixes)
+        limits = constrained_limits(length_limits(src, pad, max_len, cap), constraints, cap)  # (B,)
         src_mask = model.src_mask(src)  # (B, 1, 1, L_src)
         memory = model.encode(src, src_mask)  # (B, L_src, D)
         with Seq2SeqSteps(model, memory, src_mask, use_cache, pack=force_len is not None) as steps:
-            out = _greedy_loop(steps, limits, bos, eos, pad, min_len, return_scores, return_logits)
+            out = _greedy_loop(steps, limits, bos, eos, pad, min_len, return_scores, return_logits,
+                               constraints if constraints.active else None)
     if return_scores or return_logits:
         return out
     return out.tokens
 
 
 def _greedy_loop(steps: Seq2SeqSteps, limits: Tensor, bos: int, eos: int, pad: int | None, min_len: int,
-                 want_scores: bool, want_logits: bool) -> GreedyOutput:
+                 want_scores: bool, want_logits: bool, constraints: Constraints | None) -> GreedyOutput:
     device, b = limits.device, limits.size(0)
     t_max = int(limits.max()) if b else 0
     prefix = torch.full((b, t_max + 1), bos, dtype=torch.long, device=device)  # (A, 1 + T): BOS, then outputs
@@ -96,10 +104,13 @@ def _greedy_loop(steps: Seq2SeqSteps, limits: Tensor, bos: int, eos: int, pad: i
         index = None
         if want_logits:
             saved.append((rows, logits.float().clone()))
-        if scores is not None:  # the model's own distribution, before PAD/EOS suppression (as beam search)
-            logprobs = torch.log_softmax(logits.float(), dim=-1)  # (A, V)
-        if pad is not None:
-            logits[:, pad] = NEG_INF
+        if constraints is not None:  # log-probs of the penalized distribution, bans and prefix applied
+            logits = logprobs = constraints.logprobs(logits, prefix[:, 1 : t + 1], rows, pad)  # (A, V)
+        else:
+            if scores is not None:  # the model's own distribution, before PAD/EOS suppression (as beam search)
+                logprobs = torch.log_softmax(logits.float(), dim=-1)  # (A, V)
+            if pad is not None:
+                logits[:, pad] = NEG_INF
         if t < min_len:
             logits[:, eos] = NEG_INF
         tok = logits.argmax(dim=-1)  # (A,)

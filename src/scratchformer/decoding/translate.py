@@ -1,8 +1,11 @@
 """Text in, text out: tokenize, batch by length, decode (greedy or beam), restore order, detokenize.
 
     translate_texts(model, src_tok, tgt_tok, ["Hello."], beam=4) -> ["你好。"]
+    translate_texts(..., n_best=4) / (..., align=True) / (..., return_hyps=True) -> [Translation, ...] (results.py)
 
 Sources are encoded as in training (`data/batching.py:encode_pairs`): ``encode(s) + [EOS]``.
+Options translators ask for: n-best lists with scores, repetition rules and a forced target prefix
+(constraints.py), sentence splitting of over-long paragraphs (sentences.py), word alignments (alignment.py).
 """
 
 from __future__ import annotations
@@ -11,10 +14,14 @@ import warnings
 from collections.abc import Sequence
 
 from scratchformer.config import available_memory, human_bytes
-from scratchformer.data.tokenizers import EOS_ID, Tokenizer
+from scratchformer.data.tokenizers import EOS_ID, UNK_ID, Tokenizer
+from scratchformer.decoding.alignment import align as word_alignments
 from scratchformer.decoding.beam import beam_search
-from scratchformer.decoding.common import PAPER_EXTRA_LEN
+from scratchformer.decoding.common import PAPER_EXTRA_LEN, special_ids
+from scratchformer.decoding.constraints import check_repetition_options
 from scratchformer.decoding.greedy import greedy_decode
+from scratchformer.decoding.results import Hyp, Translation, join_parts
+from scratchformer.decoding.sentences import join_translations, split_sentences
 from scratchformer.errors import ConfigError, InputError
 from scratchformer.model.transformer import EncoderDecoder
 
@@ -36,11 +43,13 @@ def search_bytes(model: EncoderDecoder, rows: int, steps: int) -> int:
 
 def check_translate_options(model: EncoderDecoder, beam: int, alpha: float, batch_size: int,
                             max_tokens: int | None, max_len: int | None, sentences: int | None = None,
-                            longest: int | None = None, cli: bool = False) -> None:
+                            longest: int | None = None, cli: bool = False, n_best: int = 1,
+                            no_repeat_ngram: int = 0, repetition_penalty: float = 1.0) -> None:
     """One-line errors for decoding options that cannot work, before any decoding: a model that does not
     translate, sizes < 1, a non-finite or negative alpha, a max_len beyond the model's positions, and a beam
-    wider than the vocabulary or than the machine's memory. `sentences` / `longest` (source tokens) tighten the
-    memory estimate when known; `cli` names the options as flags."""
+    wider than the vocabulary or than the machine's memory; an n_best outside [1, beam], a negative n-gram size
+    and a penalty that is not positive. `sentences` / `longest` (source tokens) tighten the memory estimate when
+    known; `cli` names the options as flags."""
     arch = getattr(getattr(model, "config", None), "arch", None)
     if arch != "encoder-decoder":
         raise InputError(f"translation needs an encoder-decoder model, got a {arch or type(model).__name__} one")
@@ -50,6 +59,13 @@ def check_translate_options(model: EncoderDecoder, beam: int, alpha: float, batc
     for name, value in (("max_tokens", max_tokens), ("max_len", max_len)):
         if value is not None and value < 1:
             raise ConfigError(f"{_named(name, value, cli)}: must be >= 1 (or left unset)")
+    if n_best < 1:
+        raise ConfigError(f"{_named('n_best', n_best, cli)}: must be >= 1")
+    if n_best > beam:
+        raise ConfigError(f"{_named('n_best', n_best, cli)}: beam search keeps only {_named('beam', beam, cli)} "
+                          f"hypotheses; give a beam of at least {n_best}")
+    check_repetition_options(no_repeat_ngram, repetition_penalty, (_named("no_repeat_ngram", no_repeat_ngram, cli),
+                             _named("repetition_penalty", repetition_penalty, cli)))
     if not 0 <= alpha <= MAX_ALPHA:  # NaN fails too; a huge alpha overflows ((5 + |Y|) / 6) ** alpha
         raise ConfigError(f"{_named('alpha', alpha, cli)}: the length penalty's exponent must be in [0, {MAX_ALPHA}] "
                           "(0 = off; the paper uses 0.6)")
@@ -80,35 +96,114 @@ def translate_texts(
     batch_size: int = 32,
     max_tokens: int | None = None,
     max_len: int | None = None,
-) -> list[str]:
+    n_best: int = 1,
+    no_repeat_ngram: int = 0,
+    repetition_penalty: float = 1.0,
+    prefix: str | Sequence[str | None] | None = None,
+    split_sentences: bool = False,
+    align: bool = False,
+    return_hyps: bool = False,
+) -> list[str] | list[Translation]:
     """Translate `texts`, in order. beam=1 is greedy. Batches hold at most `batch_size` sentences and, if
     given, at most `max_tokens` padded source tokens. max_len: most output tokens per sentence (None: the
     paper's src_len + 50). Empty lines give empty outputs; sources longer than the model's max_len are cut
-    (with one warning)."""
+    (with one warning), or with split_sentences translated sentence by sentence and joined (sentences.py).
+
+    no_repeat_ngram / repetition_penalty: constraints.py. prefix: target text forced at the start of every
+    output (a str), or one per text (None or "" for none); the output includes it; a split paragraph's prefix
+    starts its first sentence. Returns list[str], or with n_best > 1, align or return_hyps one Translation per
+    text (results.py: hypotheses with text, score, tokens and, with align, alignments; an empty text gets
+    n_best empty hypotheses of score 0)."""
     if isinstance(texts, str) or not isinstance(texts, Sequence) or not all(isinstance(t, str) for t in texts):
         raise InputError(f"texts must be a list of strings (one sentence each), got {type(texts).__name__}"
                          + ("" if isinstance(texts, str) or not isinstance(texts, Sequence) else " holding "
                             + ", ".join(sorted({type(t).__name__ for t in texts if not isinstance(t, str)}))))
-    check_translate_options(model, beam, alpha, batch_size, max_tokens, max_len)
+    check_translate_options(model, beam, alpha, batch_size, max_tokens, max_len, n_best=n_best,
+                            no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty)
     limit = model.config.max_len
-    ids = src_tok.encode_batch(texts)
+    forced = prefix_ids(tgt_tok, prefix, len(texts), max_len or limit)
+    owner, pieces = _parts(src_tok, texts, split_sentences, limit)  # sentence i belongs to texts[owner[i]]
+    ids = src_tok.encode_batch(pieces)
     long = sum(len(s) + 1 > limit for s in ids)
     if long:
         warnings.warn(f"cut {long} source sentence(s) to the model's max_len={limit} tokens", stacklevel=2)
     srcs = [[*s[: limit - 1], EOS_ID] for s in ids]
-    todo = sorted((i for i, t in enumerate(texts) if t.strip()), key=lambda i: -len(srcs[i]))  # longest first
+    firsts = {o: i for i, o in reversed(list(enumerate(owner)))}  # a text's prefix starts its first sentence
+    prefixes = [forced[o] if firsts[o] == i else [] for i, o in enumerate(owner)]
+    todo = sorted((i for i, t in enumerate(pieces) if t.strip()), key=lambda i: -len(srcs[i]))  # longest first
     if todo and beam > 1:  # the memory of this search, now that its rows and lengths are known
         check_translate_options(model, beam, alpha, batch_size, max_tokens, max_len, len(todo), len(srcs[todo[0]]))
-    outputs = [""] * len(texts)
+    structured = n_best > 1 or align or return_hyps
+    done: list[list] = [[] for _ in pieces]  # per sentence: its Hyps (structured) or its token ids
     for batch in _batches(todo, [len(s) for s in srcs], batch_size, max_tokens):
-        src = [srcs[i] for i in batch]
-        if beam == 1:
-            hyps = greedy_decode(model, src, max_len=max_len)
+        src, pre = [srcs[i] for i in batch], [prefixes[i] for i in batch]
+        options = dict(max_len=max_len, no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty,
+                       prefixes=pre if any(pre) else None)
+        if structured:
+            hyps = _hypotheses(model, tgt_tok, src, beam, alpha, n_best, align, options)
+        elif beam == 1:
+            hyps = greedy_decode(model, src, **options)
         else:
-            hyps = [h[0].tokens for h in beam_search(model, src, beam_size=beam, alpha=alpha, max_len=max_len)]
-        for i, tokens in zip(batch, hyps):
-            outputs[i] = tgt_tok.decode(tokens)
-    return outputs
+            hyps = [h[0].tokens for h in beam_search(model, src, beam_size=beam, alpha=alpha, **options)]
+        for i, h in zip(batch, hyps):
+            done[i] = h
+    by_text: list[list[int]] = [[] for _ in texts]
+    for i, o in enumerate(owner):
+        by_text[o].append(i)
+    if not structured:
+        return [join_translations([tgt_tok.decode(done[i]) for i in parts]) for parts in by_text]
+    empty = [Hyp("", 0.0, [], [] if align else None) for _ in range(n_best)]
+    return [Translation(text, join_parts([done[i] for i in parts], [len(srcs[i]) - 1 for i in parts])
+                        if text.strip() else empty) for text, parts in zip(texts, by_text)]
+
+
+def _hypotheses(model: EncoderDecoder, tgt_tok: Tokenizer, src: list[list[int]], beam: int, alpha: float,
+                n_best: int, align: bool, options: dict) -> list[list[Hyp]]:
+    """n_best Hyps per source, from beam search (beam 1 included: its scores carry the length penalty)."""
+    found = beam_search(model, src, beam_size=beam, alpha=alpha, n_best=n_best, **options)
+    alignments: list[list[tuple[int, int]] | None] = [None] * sum(map(len, found))
+    if align:
+        bos, eos, pad = special_ids(model, None, None, None)
+        alignments = word_alignments(model, [s for s, hs in zip(src, found) for _ in hs],
+                                     [h.tokens for hs in found for h in hs], bos, eos, pad)
+    flat = iter(alignments)
+    return [[Hyp(tgt_tok.decode(h.tokens), h.score, h.tokens, next(flat)) for h in hs] for hs in found]
+
+
+def prefix_ids(tgt_tok: Tokenizer, prefix: str | Sequence[str | None] | None, n: int, most: int) -> list[list[int]]:
+    """Forced target ids for each of `n` texts; one-line errors for a prefix of the wrong kind, one with text the
+    target vocabulary lacks, and one of more than `most` tokens."""
+    if prefix is None or isinstance(prefix, str):
+        prefix = [prefix] * n
+    elif not isinstance(prefix, Sequence) or len(prefix) != n:
+        raise InputError(f"prefix must be a string or one per text (None for none), got "
+                         f"{len(prefix) if isinstance(prefix, Sequence) else type(prefix).__name__} for {n} text(s)")
+    out = []
+    for p in prefix:
+        if p is not None and not isinstance(p, str):
+            raise InputError(f"prefix must be a string or None, got {type(p).__name__}")
+        ids = tgt_tok.encode(p) if p else []
+        if UNK_ID in ids:
+            raise InputError(f"prefix {p!r} holds text the target vocabulary lacks; it would be "
+                             "forced as <unk> and lost from the output")
+        if len(ids) > most:
+            raise ConfigError(f"prefix {p!r}: {len(ids)} target tokens, more than the "
+                              f"{most} an output may have (max_len)")
+        out.append(ids)
+    return out
+
+
+def _parts(src_tok: Tokenizer, texts: Sequence[str], split: bool, limit: int) -> tuple[list[int], list[str]]:
+    """The sentences to translate and the text each belongs to: each text whole, except (with `split`) one whose
+    source exceeds the model's `limit` tokens, which is cut into its sentences."""
+    if not split:
+        return list(range(len(texts))), list(texts)
+    owner, pieces = [], []
+    for i, (text, ids) in enumerate(zip(texts, src_tok.encode_batch(texts))):
+        parts = split_sentences(text) if len(ids) + 1 > limit else [text]
+        owner += [i] * len(parts)
+        pieces += parts
+    return owner, pieces
 
 
 def _batches(order: list[int], lengths: list[int], batch_size: int, max_tokens: int | None) -> list[list[int]]:

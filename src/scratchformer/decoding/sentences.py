@@ -1,0 +1,43 @@
+"""Sentence splitting for `--split-sentences`: a paragraph too long for the model is translated sentence by sentence.
+
+    split_sentences("It failed. Try again!") -> ["It failed.", "Try again!"]
+    join_translations(["它失败了。", "再试一次！"]) -> "它失败了。再试一次！"
+
+The rule is simple on purpose (no language model, no abbreviation list):
+  - English and other space-separated scripts: split after ".", "!" or "?" followed by whitespace and a capital
+    letter (A-Z, or a Latin-1 capital such as "É") or a digit. "3.14", "e.g. the" and "Fig. 3" (digit!) show its
+    limits: a decimal point never splits, a lower-case word after an abbreviation never splits, a capital or
+    a digit after one does ("Dr. Smith" is cut after "Dr.").
+  - Chinese and Japanese: split after "。", "！" or "？" (and any spaces after it), unless a closing quote or
+    bracket follows.
+Translations are joined with one space, or with none where either side of the seam is a CJK character or
+full-width punctuation (Chinese and Japanese put no space between sentences).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+_CJK = "\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
+_CLOSERS = re.escape("」』”’）)]】")
+_EN_END = r"(?<=[.!?])\s+(?=[A-Z0-9\u00c0-\u00d6\u00d8-\u00de])"  # the spaces after . ! ? before a capital/digit
+_ZH_END = rf"(?<=[。！？])\s*(?=[^\s{_CLOSERS}])"  # the (maybe empty) gap after 。！？ unless a closer follows
+_BOUNDARY = re.compile(f"{_EN_END}|{_ZH_END}")
+_CJK_CHAR = re.compile(f"[{_CJK}]")
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of `text` by the rule above, stripped, none empty; [text.strip()] when there is one."""
+    return [part.strip() for part in _BOUNDARY.split(text) if part.strip()]
+
+
+def join_translations(parts: Sequence[str]) -> str:
+    """The parts' translations as one line: a space between them, none at a CJK seam (see above)."""
+    out = ""
+    for part in parts:
+        if not part:
+            continue
+        seam_cjk = bool(out) and bool(_CJK_CHAR.match(out[-1]) or _CJK_CHAR.match(part[0]))
+        out += part if not out or seam_cjk else " " + part
+    return out
