@@ -38,3 +38,11 @@ def test_a_training_step_is_three_forwards():
 
 def test_matmul_rate_is_a_positive_rate():
     assert matmul_rate("cpu", torch.float32, n=128, repeats=2) > 1e6
+
+
+def test_measuring_the_rate_leaves_the_global_rng_alone():
+    torch.manual_seed(3)
+    expected = torch.rand(4)
+    torch.manual_seed(3)
+    matmul_rate("cpu", torch.float32, n=64, repeats=1)
+    assert torch.equal(torch.rand(4), expected)  # a resumed run draws the same dropout masks as an unbroken one

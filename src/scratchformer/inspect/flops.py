@@ -60,7 +60,8 @@ def matmul_rate(device: torch.device | str = "cpu", dtype: torch.dtype = torch.f
                 repeats: int = 5) -> float:
     """This device's matmul rate (FLOP/s) in `dtype`: the best of `repeats` (n x n) @ (n x n) products."""
     device = torch.device(device)
-    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    g = torch.Generator().manual_seed(0)  # its own generator: measuring never moves the training's RNG
+    a, b = (torch.randn(n, n, generator=g).to(device=device, dtype=dtype) for _ in range(2))
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     torch.mm(a, b)
     sync()

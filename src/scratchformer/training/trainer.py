@@ -323,7 +323,9 @@ class Trainer:
                  f"device {self.device}, world size {self.dist.world_size} -> {self.run_dir}")
         bar = tqdm(total=cfg.max_steps, initial=self.step, disable=not self.dist.is_main or self.quiet,
                    dynamic_ncols=True, desc="train")
-        peak = matmul_rate(self.device, DTYPES[self.dtype] or torch.float32)  # what MFU is measured against
+        mm_dtype = DTYPES[self.dtype] or torch.float32
+        peak = matmul_rate(self.device, mm_dtype)  # what MFU is measured against: the best rate seen (a busy
+        # machine measures low at the start, so it is measured again, small, at every log step)
         start, window_tokens, window_flops, window_start = time.time() - self.elapsed, 0.0, 0.0, time.time()
         last_valid: dict[str, Any] = {}
         try:
@@ -339,6 +341,7 @@ class Trainer:
                 bar.update(1)
                 if self.step % cfg.log_every == 0 or self.step == 1:
                     seconds = max(time.time() - window_start, 1e-9)
+                    peak = max(peak, matmul_rate(self.device, mm_dtype, n=512, repeats=2))
                     tok_s, mfu = window_tokens / seconds, window_flops / seconds / peak
                     window_tokens, window_flops, window_start = 0.0, 0.0, time.time()
                     bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}", tok_s=f"{tok_s:.0f}",
