@@ -296,3 +296,4 @@ def test_the_shipped_model_gives_our_logits_and_greedy_outputs(tmp_path):
     print(json.dumps({"model": "models/en-zh", "sentences": len(pairs), "max_abs_diff": worst, **same}))
     assert max(worst.values()) < TOL
     assert same["beam1_identical"] == len(pairs)
+

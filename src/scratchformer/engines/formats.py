@@ -75,7 +75,7 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool =
     run = load_run(run_dir)
     module.check_expressible(run)  # before anything is written: a one-line error naming the field
     allowed = getattr(module, "QUANTIZATIONS", (None, "float32"))
-    if quantization not in allowed:
+    if quantization is not None and quantization not in allowed:  # None: the format's default (float32)
         raise ConfigError(f"--quantization {quantization}: format {fmt} writes "
                           f"{' or '.join(q for q in allowed if q)} weights")
     out = prepare_out(Path(out), overwrite)

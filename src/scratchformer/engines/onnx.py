@@ -39,6 +39,7 @@ GRAPHS = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.o
 META = "scratchformer_onnx.json"  # what a C++ or TensorFlow user needs besides the graphs
 STAMP = "stamp.json"
 EXPORT_VERSION = 1  # bump when the graphs change: cached exports are then rebuilt
+QUANTIZATIONS = ("float32", "int8")  # --quantization (int8: onnxruntime's dynamic quantization of the MatMul weights)
 
 
 def check_expressible(run: Run) -> None:
