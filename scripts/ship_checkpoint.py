@@ -3,6 +3,9 @@ and the average of the last 5 checkpoints (as the paper does), chosen by validat
 (half the bytes; loading casts back to float32), with its configs, tokenizers, curve and measured scores.
 
     python scripts/ship_checkpoint.py runs/long models/en-zh
+    python scripts/ship_checkpoint.py runs/software models/en-zh --command "scratchformer train --recipe software ..."
+
+Validation and test pairs come from the corpus the run was trained on (its train_config.json), or --corpus.
 """
 
 from __future__ import annotations
@@ -28,14 +31,19 @@ def main() -> None:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--valid-limit", type=int, default=500)
+    ap.add_argument("--corpus", help="corpus of the valid/test splits (default: the one the run was trained on)")
+    ap.add_argument("--command", default="scratchformer train --recipe long --out runs/long  (resumed once with "
+                    "--resume --time-limit 115 --max-steps 12000)", help="how the run was trained (README.json)")
     args = ap.parse_args()
     run_dir, out = args.run_dir, args.out
+    trained = load_run(run_dir).train_config
+    corpus = args.corpus or (trained.corpus if trained else "en-zh")
 
     candidates = {"best": run_dir / "model.safetensors"}
     if len(runs.list_checkpoints(run_dir)) >= 2:
         last, avg_path = ckpt.average_last(run_dir, 5)
         candidates["average of " + ", ".join(p.name for p in last)] = avg_path
-    valid = load_pairs("en-zh", "valid")[: args.valid_limit]
+    valid = load_pairs(corpus, "valid")[: args.valid_limit]
     scores = {}
     for name, path in candidates.items():
         scores[name] = evaluate_pairs(load_run(run_dir, path), valid, beam=1)["bleu"]
@@ -50,15 +58,14 @@ def main() -> None:
         if (run_dir / name).exists():
             shutil.copy(run_dir / name, out / name)
     shipped = load_run(out)
-    test_pairs = load_pairs("en-zh", "test")
+    test_pairs = load_pairs(corpus, "test")
     results = {b: evaluate_pairs(shipped, test_pairs, beam=b) for b in (1, 4)}
     records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
     train = [r for r in records if r["kind"] == "train"]
     cpu = subprocess.run(["bash", "-c", "lscpu | grep 'Model name' | cut -d: -f2"], capture_output=True,
                          text=True).stdout.strip()
     meta = {
-        "command": "scratchformer train --recipe long --out runs/long  (resumed once with --resume "
-                   "--time-limit 115 --max-steps 12000)",
+        "command": args.command, "corpus": corpus,
         "weights": chosen, "valid_bleu_by_candidate": scores,
         "steps": train[-1]["step"] if train else None,
         "training_minutes": round(train[-1]["elapsed_s"] / 60, 1) if train else None,
