@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,6 +44,8 @@ from scratchformer.data.tokenizers import BOS_ID, EOS_ID, UNK_ID, Tokenizer
 from scratchformer.decoding.common import PAPER_EXTRA_LEN, length_penalty, special_ids
 from scratchformer.decoding.quantize import Int8Linear
 from scratchformer.decoding.translate import check_translate_options
+from scratchformer.engines import formats
+from scratchformer.engines.formats import weights_digest
 from scratchformer.errors import ConfigError
 from scratchformer.model.transformer import EncoderDecoder
 from scratchformer.runs import Run
@@ -222,16 +222,6 @@ def export(run: Run, out: Path, quantization: str | None = None, **options: Any)
 
 # -- the cache in the run directory ---------------------------------------------------------------------------
 
-def weights_digest(model: torch.nn.Module) -> str:
-    """sha256 of the weights in memory (names, shapes, values): it changes whenever a weight does, whichever file
-    (model.safetensors, or --weights averaged.safetensors) they came from."""
-    h = hashlib.sha256()
-    for name, t in sorted(model.state_dict().items()):
-        h.update(f"{name}:{tuple(t.shape)}:{t.dtype};".encode())
-        h.update(t.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
-
-
 def stamp(run: Run, quantization: str | None = None) -> dict[str, Any]:
     """What an export is made from: this converter's version, CTranslate2's, the weights and the tokenizers."""
     import ctranslate2
@@ -242,36 +232,11 @@ def stamp(run: Run, quantization: str | None = None) -> dict[str, Any]:
             "tokenizers_sha256": hashlib.sha256(tokenizers).hexdigest()}
 
 
-def _stamp_of(folder: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((folder / STAMP).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 def cached_export(run: Run) -> Path:
     """RUN_DIR/export/ctranslate2/, written on first use and again whenever its stamp no longer matches (other
-    weights, tokenizers, converter or CTranslate2 version). A run directory we may not write to gets its export in
-    the temporary folder instead, named by the weights."""
+    weights, tokenizers, converter or CTranslate2 version); engines/formats.py keeps the cache."""
     want = stamp(run)
-    folder = Path(run.path) / "export" / "ctranslate2"
-    try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        folder = Path(tempfile.gettempdir()) / f"scratchformer-ctranslate2-{want['weights_sha256'][:16]}"
-    if _stamp_of(folder) == want:
-        return folder
-    tmp = Path(tempfile.mkdtemp(prefix=".ctranslate2.", dir=folder.parent))  # beside it: the rename is atomic
-    try:
-        export(run, tmp, stamp=want)
-        shutil.rmtree(folder, ignore_errors=True)
-        tmp.rename(folder)
-    except OSError:
-        if _stamp_of(folder) != want:  # not another process that got there first
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return folder
+    return formats.cached_export(run, "ctranslate2", want, lambda folder: export(run, folder, stamp=want), STAMP)
 
 
 # -- the engine -----------------------------------------------------------------------------------------------

@@ -7,11 +7,16 @@ CLI (`scratchformer export`, `translate --engine`, `evaluate --engine`) knows on
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 import shutil
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
+
+import torch
 
 from scratchformer.errors import ConfigError
 from scratchformer.runs import Run, load_run
@@ -88,3 +93,52 @@ def make_translator(run: Run, engine: str = "torch", **options: Any) -> Translat
     module = _module(ENGINES, engine, "engine")
     return module.Translator(run, **options)
 
+
+
+# -- the export an engine keeps in the run directory ------------------------------------------------------------
+
+def weights_digest(model: torch.nn.Module) -> str:
+    """sha256 of the weights in memory (names, shapes, dtypes, values): it changes whenever a weight does, whichever
+    file (model.safetensors, or --weights averaged.safetensors) they came from."""
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        h.update(f"{name}:{tuple(t.shape)}:{t.dtype};".encode())
+        h.update(t.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def read_stamp(path: Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def cached_export(run: Run, name: str, stamp: dict[str, Any], write: Callable[[Path], None], stamp_file: str,
+                  complete: Callable[[Path], bool] = lambda folder: True) -> Path:
+    """RUN_DIR/export/<name>/, made by `write(folder)` (which also writes `stamp` into `stamp_file`) unless the
+    stamp there already equals `stamp`. Written beside it and renamed: never half a cache; another process that
+    got there first is fine. A run directory whose export/ cannot be made gets the export in the temporary folder,
+    named by the stamp; one that refuses the files is one ConfigError line."""
+    folder = Path(run.path) / "export" / name
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        digest = hashlib.sha256(json.dumps(stamp, sort_keys=True).encode()).hexdigest()[:16]
+        folder = Path(tempfile.gettempdir()) / f"scratchformer-{name}-{digest}"
+    if read_stamp(folder / stamp_file) == stamp and complete(folder):
+        return folder
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=folder.parent))  # beside it: the rename is atomic
+    try:
+        write(tmp)
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)
+    except PermissionError as e:
+        raise ConfigError(f"the {name} engine exports into {folder} on first use and cannot write there "
+                          f"({e.strerror}): copy the run directory somewhere writable") from None
+    except OSError:
+        if read_stamp(folder / stamp_file) != stamp:  # not another process that got there first
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,7 +29,8 @@ from scratchformer.decoding.beam import beam_search_core
 from scratchformer.decoding.common import NEG_INF, PAPER_EXTRA_LEN, length_limits, pad_ids, special_ids
 from scratchformer.decoding.quantize import Int8Linear
 from scratchformer.decoding.translate import check_translate_options
-from scratchformer.engines import onnx_graphs
+from scratchformer.engines import formats, onnx_graphs
+from scratchformer.engines.formats import weights_digest
 from scratchformer.errors import ConfigError
 from scratchformer.runs import Run
 
@@ -90,36 +89,22 @@ def _meta(run: Run, quantization: str) -> dict:
 
 def weights_stamp(run: Run) -> dict:
     """sha256 of the run's weights as loaded (model.safetensors, or the --weights file) and of its config."""
-    digest = hashlib.sha256(json.dumps(run.model_config.to_dict(), sort_keys=True).encode())
-    for name, tensor in sorted(run.model.state_dict().items()):
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    config = json.dumps(run.model_config.to_dict(), sort_keys=True)
+    digest = hashlib.sha256((config + weights_digest(run.model)).encode())
     return {"version": EXPORT_VERSION, "sha256": digest.hexdigest()}
 
 
 def cached_export(run: Run) -> Path:
-    """RUN_DIR/export/onnx/, exported now unless its stamp matches the run's weights."""
-    folder = Path(run.path) / "export" / "onnx"
+    """RUN_DIR/export/onnx/, exported now unless its stamp matches the run's weights (engines/formats.py keeps
+    the cache)."""
     stamp = weights_stamp(run)
-    try:
-        if json.loads((folder / STAMP).read_text()) == stamp and all((folder / g).is_file() for g in GRAPHS):
-            return folder
-    except (OSError, ValueError):
-        pass
-    partial = folder.with_name(f"onnx.partial-{os.getpid()}")  # written aside, then renamed: never half a cache
-    try:
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        export(run, partial)
-        (partial / STAMP).write_text(json.dumps(stamp) + "\n")
-        shutil.rmtree(folder, ignore_errors=True)
-        partial.rename(folder)
-    except PermissionError as e:
-        raise ConfigError(f"the onnxruntime engine exports into {folder} on first use and cannot write there "
-                          f"({e.strerror}): copy the run directory somewhere writable") from None
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-    return folder
+
+    def write(folder: Path) -> None:
+        export(run, folder)
+        (folder / STAMP).write_text(json.dumps(stamp) + "\n")
+
+    return formats.cached_export(run, "onnx", stamp, write, STAMP,
+                                 complete=lambda folder: all((folder / g).is_file() for g in GRAPHS))
 
 
 # -- decoding on onnxruntime ------------------------------------------------------------------------------------
