@@ -118,23 +118,27 @@ class Task:
         return load_tokenizers(run)
 
     def init_config(self) -> ModelConfig:
-        """--init RUN (fine-tuning): RUN's tokenizer files copied byte for byte into this run, and RUN's model config
-        (with the model overrides given, e.g. dropout); its weights are loaded in `after_build`."""
-        cfg, run = self.cfg, self.run_dir
-        init = Path(cfg.init)
+        """--init RUN (fine-tuning): RUN's model config (with the model overrides given, e.g. dropout), checked before
+        anything is written, then RUN's tokenizer files copied byte for byte; its weights load in `after_build`."""
+        init = Path(self.cfg.init)
         config = load_config(init)
-        if self.dist.is_main:
-            for name in ("tokenizer_src.json", "tokenizer_tgt.json"):
-                if (init / name).exists():
-                    shutil.copyfile(init / name, run / name)
-        dist_utils.barrier(self.dist)
-        self.src_tok, self.tgt_tok = load_tokenizers(run)
-        changed = {k: v for k, v in cfg.model.items() if getattr(config, k, None) != v}
+        changed = {k: v for k, v in self.cfg.model.items() if getattr(config, k, None) != v}
         sizes = sorted(k for k in changed if k not in FINE_TUNE_OVERRIDES)
         if sizes:
             raise ConfigError(f"--init {init}: model override {sizes[0]}={changed[sizes[0]]!r} would change the "
                               f"model that {init} trained; only {', '.join(FINE_TUNE_OVERRIDES)} may change")
-        return self.check_arch(config.replace(**changed, extra={**config.extra, "init": str(init)}))
+        config = self.check_arch(config.replace(**changed, extra={**config.extra, "init": str(init)}))
+        self.copy_tokenizers(init)
+        self.src_tok, self.tgt_tok = load_tokenizers(self.run_dir)
+        return config
+
+    def copy_tokenizers(self, init: Path) -> None:
+        """The tokenizer files of run `init` into this run, byte for byte (rank 0 writes, the others wait)."""
+        if self.dist.is_main:
+            for name in ("tokenizer_src.json", "tokenizer_tgt.json"):
+                if (init / name).exists():
+                    shutil.copyfile(init / name, self.run_dir / name)
+        dist_utils.barrier(self.dist)
 
     def load_init_weights(self, model: torch.nn.Module) -> None:
         """--init RUN: RUN's weights (best on validation, or its latest checkpoint) into the freshly built model."""

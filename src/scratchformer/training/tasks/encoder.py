@@ -8,7 +8,6 @@ the full model. "tokens" in the logs count what the loss counts: selected tokens
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +59,7 @@ class EncoderTask(Task):
                 raise ConfigError(f"--init {init} holds a {base.arch} model; it must be an encoder (an mlm run)")
             base = base.replace(**cfg.model, head=None, n_classes=None, labels=None,
                                 extra={**base.extra, "init": str(init)})
-            if self.dist.is_main:
-                shutil.copyfile(init / "tokenizer_tgt.json", run / "tokenizer_tgt.json")
-            dist_utils.barrier(self.dist)
+            self.copy_tokenizers(init)  # an encoder run has one tokenizer: tokenizer_tgt.json
         else:
             if self.dist.is_main:
                 tok = train_tokenizer(cfg.tgt_tokenizer, texts, cfg.tgt_vocab_size, cfg.min_freq)
