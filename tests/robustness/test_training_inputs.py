@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 
 import pytest
@@ -142,3 +143,10 @@ def test_train_config_accepts_good_values():
     for kw in ({"lr_factor": 2}, {"clip_norm": None}, {"time_limit": 1}, {"device": "cuda:1"}, {"device": "mps"},
                {"max_epochs": None}, {"eval_every": 0, "save_every": 0}):
         TrainConfig(**kw)
+
+
+def test_config_that_is_a_fifo_is_one_line_and_does_not_block(tmp_path):
+    fifo = tmp_path / "cfg.json"
+    os.mkfifo(fifo)  # reading it would wait for a writer for ever
+    result = cli("train", "--config", str(fifo), "--out", str(tmp_path / "run"))
+    assert_one_line_error(result, str(fifo), "FIFO", code=2)

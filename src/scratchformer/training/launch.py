@@ -9,7 +9,6 @@ nothing given it is the `demo` recipe (or lm-demo / mlm-demo / classify-demo for
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 import tempfile
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from scratchformer import runs
-from scratchformer.config import RECIPES, TrainConfig
+from scratchformer.config import RECIPES, TrainConfig, read_json
 from scratchformer.errors import ConfigError
 
 DEFAULT_PRESETS = {"lm": "gpt-tiny", "mlm": "bert-tiny", "classify": "bert-tiny"}  # when no preset is given
@@ -37,20 +36,11 @@ def default_recipe(recipe: str | None, config_file: str | None, resume: bool, ta
 
 
 def read_config_file(path: str) -> dict:
-    """The options of `--config FILE`: a JSON object, or a one-line ConfigError."""
-    p = Path(path)
-    if p.is_dir():
+    """The options of `--config FILE`: a JSON object, or a one-line ConfigError (config.read_json's checks: missing,
+    not a regular file such as a FIFO, not UTF-8, not JSON, not an object)."""
+    if Path(path).is_dir():
         raise ConfigError(f"--config {path} is a directory: give a JSON file of training options")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"--config {path} does not exist") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"--config {path} is not valid JSON: {e}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"--config {path} holds a JSON {type(data).__name__}: it must be an object of training "
-                          "options, e.g. {\"max_steps\": 2000}")
-    return data
+    return read_json(path, "--config")
 
 
 def given_settings(recipe: str | None, config_file: str | None, flags: dict[str, Any],
