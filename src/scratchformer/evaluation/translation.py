@@ -16,7 +16,7 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha:
                    show: int = 0, train_targets: list[str] | None = None, engine: str = "torch") -> dict[str, Any]:
     """BLEU, chrF, exact match and time; for Chinese targets also the spurious-quote rate and, given the training
     targets, the share of unseen character 4-grams in the outputs and in the references."""
-    from scratchformer.decoding import translate_texts
+    from scratchformer.engines import make_translator
     from scratchformer.evaluation.metrics import (
         bleu,
         chrf,
@@ -28,12 +28,7 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha:
 
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     start = time.time()
-    if engine == "torch":
-        hyps = translate_texts(run.model, run.src_tok, run.tgt_tok, sources, beam=beam, alpha=alpha)
-    else:
-        from scratchformer.engines import make_translator
-
-        hyps = make_translator(run, engine).translate(sources, beam=beam, alpha=alpha)
+    hyps = make_translator(run, engine).translate(sources, beam=beam, alpha=alpha)  # torch: our own decoder
     seconds = time.time() - start
     b, c = bleu(hyps, refs), chrf(hyps, refs)
     result: dict[str, Any] = {

@@ -22,6 +22,7 @@ import torch
 from tqdm import tqdm
 
 from scratchformer import autotune, runs
+from scratchformer.data.batching import token_batches
 from scratchformer.errors import CheckpointError, ConfigError, UnsafeCheckpointError
 from scratchformer.inspect.flops import forward_flops, matmul_rate
 from scratchformer.model import build_model
@@ -156,8 +157,6 @@ class Trainer:
         return {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
 
     def _epoch_batches(self, epoch: int) -> list[list[int]]:
-        from scratchformer.data.batching import token_batches
-
         if getattr(self, "_batches_epoch", None) != epoch:
             self._batches = token_batches(self.task.lengths(self.train_examples), self.cfg.max_tokens, shuffle=True,
                                           seed=self.cfg.seed, epoch=epoch, rank=self.dist.rank,
@@ -220,8 +219,6 @@ class Trainer:
     # -- evaluation -----------------------------------------------------------------------------------------
     @torch.no_grad()
     def validate(self) -> dict[str, Any]:
-        from scratchformer.data.batching import token_batches
-
         self.model.eval()
         loss_sum = nll_sum = n = 0.0
         sums: dict[str, float] = {}
