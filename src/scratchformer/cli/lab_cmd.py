@@ -1,0 +1,34 @@
+"""`scratchformer lab NAME [--out DIR] [--quick]` and `lab --list`: the seeds' questions as experiments; wiring only."""
+
+from __future__ import annotations
+
+import argparse
+
+from scratchformer.errors import InputError
+
+
+def cmd_lab(args: argparse.Namespace) -> int:
+    """List the experiments, or run one and print its conclusion and the files it wrote."""
+    from scratchformer.lab import EXPERIMENTS, run_experiment
+
+    if args.list:
+        width = max(len(n) for n in EXPERIMENTS)
+        for name, (_, question) in EXPERIMENTS.items():
+            print(f"{name:{width}s}  {question}")
+        return 0
+    if args.name is None:
+        raise InputError("give an experiment name, or --list to see them")
+    result = run_experiment(args.name, args.out, args.quick)
+    print(result.conclusion)
+    print(f"wrote {result.figure} and {result.extra['json']} in {result.extra['seconds']} s")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `lab` subcommand."""
+    p = sub.add_parser("lab", help="run one of the experiments that answer the seeds' questions (--list)")
+    p.add_argument("name", nargs="?", help="the experiment (see --list)")
+    p.add_argument("--out", default="lab", help="folder for NAME.png and NAME.json (default: lab)")
+    p.add_argument("--quick", action="store_true", help="a smaller run, under a minute (the tests use it)")
+    p.add_argument("--list", action="store_true", help="list the experiments and the question each answers")
+    p.set_defaults(func=cmd_lab)

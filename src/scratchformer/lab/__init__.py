@@ -1,0 +1,42 @@
+"""`scratchformer lab`: the seeds' questions answered by experiment, one file per experiment, this registry.
+
+    EXPERIMENTS   name -> (run(out, quick) -> Result, the one-line question it answers)
+    run_experiment(name, out, quick)   runs one: out/NAME.png and out/NAME.json (numbers, conclusion, seconds)
+
+Each experiment is seeded, small (under 5 minutes on 2 CPU cores; `quick` under one minute, for the tests) and
+builds its conclusion from the numbers it measured. Floor 7, beside training/: it may import everything below.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from scratchformer.errors import InputError
+from scratchformer.lab import positions, scaling
+from scratchformer.lab.common import Result, write_numbers
+
+EXPERIMENTS: dict[str, tuple[Callable[[Path, bool], Result], str]] = {
+    "scaling": (scaling.run, "Why divide the scores by sqrt(d_k)? Without it, does softmax tend to one-hot?"),
+    "positions": (positions.run, "Without positional encoding, can attention see the order of the tokens?"),
+}
+
+
+def run_experiment(name: str, out: str | Path = "lab", quick: bool = False) -> Result:
+    """Run experiment `name`, writing out/NAME.png and out/NAME.json; returns its Result."""
+    if name not in EXPERIMENTS:
+        raise InputError(f"unknown experiment {name!r}; experiments: {', '.join(EXPERIMENTS)} (see `lab --list`)")
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file: give a folder for {name}.png and {name}.json")
+    out.mkdir(parents=True, exist_ok=True)
+    function, question = EXPERIMENTS[name]
+    start = time.perf_counter()
+    result = function(out, quick)
+    seconds = round(time.perf_counter() - start, 1)
+    numbers = {"experiment": name, "question": question, "quick": quick, "seconds": seconds,
+               "conclusion": result.conclusion, "numbers": result.numbers}
+    result.extra["json"] = write_numbers(out, name, numbers)
+    result.extra["seconds"] = seconds
+    return result
