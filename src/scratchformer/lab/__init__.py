@@ -14,12 +14,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from scratchformer.errors import InputError
-from scratchformer.lab import positions, scaling
+from scratchformer.lab import complexity, layernorm_vs_batchnorm, positions, residual, scaling
 from scratchformer.lab.common import Result, write_numbers
 
 EXPERIMENTS: dict[str, tuple[Callable[[Path, bool], Result], str]] = {
     "scaling": (scaling.run, "Why divide the scores by sqrt(d_k)? Without it, does softmax tend to one-hot?"),
     "positions": (positions.run, "Without positional encoding, can attention see the order of the tokens?"),
+    "complexity": (complexity.run, "How do the time and memory of attention grow with the sequence length n?"),
+    "layernorm-vs-batchnorm": (layernorm_vs_batchnorm.run,
+                               "With padding in the batch, what does BatchNorm do that LayerNorm does not?"),
+    "residual": (residual.run, "What do the residual connections buy? Training with and without them."),
 }
 
 
