@@ -14,16 +14,31 @@ from collections.abc import Callable
 from pathlib import Path
 
 from scratchformer.errors import InputError
-from scratchformer.lab import complexity, layernorm_vs_batchnorm, positions, residual, scaling
+from scratchformer.lab import (
+    complexity,
+    extrapolation,
+    label_smoothing,
+    layernorm_vs_batchnorm,
+    norm_placement,
+    positions,
+    residual,
+    scaling,
+)
 from scratchformer.lab.common import Result, write_numbers
 
 EXPERIMENTS: dict[str, tuple[Callable[[Path, bool], Result], str]] = {
     "scaling": (scaling.run, "Why divide the scores by sqrt(d_k)? Without it, does softmax tend to one-hot?"),
     "positions": (positions.run, "Without positional encoding, can attention see the order of the tokens?"),
     "complexity": (complexity.run, "How do the time and memory of attention grow with the sequence length n?"),
+    "norm-placement": (norm_placement.run, "Post-norm or pre-norm: which trains as the stack gets deeper, with and "
+                       "without warm-up?"),
     "layernorm-vs-batchnorm": (layernorm_vs_batchnorm.run,
                                "With padding in the batch, what does BatchNorm do that LayerNorm does not?"),
     "residual": (residual.run, "What do the residual connections buy? Training with and without them."),
+    "extrapolation": (extrapolation.run, "Sinusoidal or learned positions: which still works beyond the training "
+                      "length?"),
+    "label-smoothing": (label_smoothing.run, "Label smoothing eps 0 vs 0.1: what happens to accuracy, BLEU and "
+                        "calibration (ECE)?"),
 }
 
 
