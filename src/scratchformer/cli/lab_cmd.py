@@ -18,7 +18,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
         return 0
     if args.name is None:
         raise InputError("give an experiment name, or --list to see them")
-    result = run_experiment(args.name, args.out, args.quick)
+    result = run_experiment(args.name, args.out, args.quick, args.run)
     print(result.conclusion)
     print(f"wrote {result.figure} and {result.extra['json']} in {result.extra['seconds']} s")
     return 0
@@ -30,5 +30,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("name", nargs="?", help="the experiment (see --list)")
     p.add_argument("--out", default="lab", help="folder for NAME.png and NAME.json (default: lab)")
     p.add_argument("--quick", action="store_true", help="a smaller run, under a minute (the tests use it)")
+    p.add_argument("--run", default=None, help="heads: the trained encoder-decoder run (default: models/en-zh)")
     p.add_argument("--list", action="store_true", help="list the experiments and the question each answers")
     p.set_defaults(func=cmd_lab)

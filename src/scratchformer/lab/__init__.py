@@ -9,6 +9,7 @@ builds its conclusion from the numbers it measured. Floor 7, beside training/: i
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ from scratchformer.errors import InputError
 from scratchformer.lab import (
     complexity,
     extrapolation,
+    heads,
     label_smoothing,
     layernorm_vs_batchnorm,
     norm_placement,
@@ -26,9 +28,10 @@ from scratchformer.lab import (
 )
 from scratchformer.lab.common import Result, write_numbers
 
-EXPERIMENTS: dict[str, tuple[Callable[[Path, bool], Result], str]] = {
+EXPERIMENTS: dict[str, tuple[Callable[..., Result], str]] = {
     "scaling": (scaling.run, "Why divide the scores by sqrt(d_k)? Without it, does softmax tend to one-hot?"),
     "positions": (positions.run, "Without positional encoding, can attention see the order of the tokens?"),
+    "heads": (heads.run, "Do the heads of a trained model learn different patterns? What does each one cost?"),
     "complexity": (complexity.run, "How do the time and memory of attention grow with the sequence length n?"),
     "norm-placement": (norm_placement.run, "Post-norm or pre-norm: which trains as the stack gets deeper, with and "
                        "without warm-up?"),
@@ -42,8 +45,9 @@ EXPERIMENTS: dict[str, tuple[Callable[[Path, bool], Result], str]] = {
 }
 
 
-def run_experiment(name: str, out: str | Path = "lab", quick: bool = False) -> Result:
-    """Run experiment `name`, writing out/NAME.png and out/NAME.json; returns its Result."""
+def run_experiment(name: str, out: str | Path = "lab", quick: bool = False, run_dir: str | Path | None = None) -> Result:
+    """Run experiment `name`, writing out/NAME.png and out/NAME.json; returns its Result. run_dir: the trained run
+    that `heads` inspects (default: the repository's models/en-zh)."""
     if name not in EXPERIMENTS:
         raise InputError(f"unknown experiment {name!r}; experiments: {', '.join(EXPERIMENTS)} (see `lab --list`)")
     out = Path(out)
@@ -51,8 +55,11 @@ def run_experiment(name: str, out: str | Path = "lab", quick: bool = False) -> R
         raise InputError(f"--out {out} is a file: give a folder for {name}.png and {name}.json")
     out.mkdir(parents=True, exist_ok=True)
     function, question = EXPERIMENTS[name]
+    options = {"run_dir": run_dir} if run_dir is not None else {}
+    if options and "run_dir" not in inspect.signature(function).parameters:
+        raise InputError(f"--run is for the experiments that inspect a trained model (heads), not {name}")
     start = time.perf_counter()
-    result = function(out, quick)
+    result = function(out, quick, **options)
     seconds = round(time.perf_counter() - start, 1)
     numbers = {"experiment": name, "question": question, "quick": quick, "seconds": seconds,
                "conclusion": result.conclusion, "numbers": result.numbers}

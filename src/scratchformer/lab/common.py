@@ -67,6 +67,12 @@ def tagger_config(vocab: int = 16, d_model: int = 64, n_heads: int = 4, layers: 
     return ModelConfig(**{**fields, **overrides})
 
 
+def placement(name: str) -> dict[str, str]:
+    """The config field that places the norm ("post", "pre", ...): `norm_placement`, or `norm` on older configs."""
+    field = "norm_placement" if "norm_placement" in ModelConfig.__dataclass_fields__ else "norm"
+    return {field: name}
+
+
 def remove_positions(model: nn.Module) -> nn.Module:
     """Zero every sinusoidal table (a buffer, not trained): the model then sees no order at all. Returns model."""
     for m in model.modules():

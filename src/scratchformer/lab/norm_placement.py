@@ -21,6 +21,7 @@ from scratchformer.lab.common import (
     evaluate_tagger,
     make_batch,
     pct,
+    placement,
     save_figure,
     seed_all,
     tagger_config,
@@ -33,7 +34,7 @@ VOCAB, LR = 16, 1e-2
 
 def train_run(norm: str, layers: int, warmup: int, steps: int) -> dict[str, object]:
     g = seed_all(SEED)
-    model = Tagger(tagger_config(vocab=VOCAB, d_model=32, n_heads=2, layers=layers, norm=norm))
+    model = Tagger(tagger_config(vocab=VOCAB, d_model=32, n_heads=2, layers=layers, **placement(norm)))
     log = train_tagger(model, lambda step: make_batch("reverse", 32, 8, VOCAB, g), steps, lr=LR, warmup=warmup,
                        clip=None)
     ids, targets = make_batch("reverse", 512, 8, VOCAB, g)
