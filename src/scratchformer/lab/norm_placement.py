@@ -46,7 +46,7 @@ def run(out: Path, quick: bool = False) -> Result:
     """Every (norm, depth, warm-up) run; panels: accuracy per depth, and the curves of the deepest stack."""
     import matplotlib.pyplot as plt  # late: matplotlib takes a second to import
 
-    depths, steps, warm = ((2, 6), 150, 75) if quick else ((2, 6, 12), 200, 100)
+    depths, steps, warm = ((6,), 150, 75) if quick else ((2, 6, 12), 200, 100)
     configs = [("post", 0), ("post", warm), ("pre", 0)] if quick else [("post", 0), ("post", warm), ("pre", 0),
                                                                         ("pre", warm)]
     runs = {f"{norm}, N={n}, warm-up {w}": train_run(norm, n, w, steps) for n in depths for norm, w in configs}

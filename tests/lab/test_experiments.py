@@ -1,0 +1,92 @@
+"""Each experiment's --quick run, checked for the DIRECTION of its effect with a margin (any CPU, any threads).
+No test times anything: `complexity` is checked on its counted memory and FLOPs, never on its clock."""
+
+import math
+
+import pytest
+
+
+def test_scaling_without_the_scale_softmax_tends_to_one_hot(quick):
+    numbers, conclusion = quick("scaling")
+    scaled, unscaled = numbers["softmax"]["scaled"], numbers["softmax"]["unscaled"]
+    assert unscaled[-1]["max_weight"] > 0.8 > 0.4 > scaled[-1]["max_weight"]
+    assert unscaled[-1]["max_weight"] > unscaled[0]["max_weight"] + 0.3  # grows with d_k
+    assert max(s["max_weight"] for s in scaled) - min(s["max_weight"] for s in scaled) < 0.1  # scaled: flat
+    assert unscaled[-1]["entropy"] < 0.5 * scaled[-1]["entropy"]
+    assert unscaled[-1]["grad_scores"] < scaled[-1]["grad_scores"]  # the softmax's own gradient shrinks
+    assert f"{unscaled[-1]['max_weight']:.3f}" in conclusion  # the conclusion quotes the measurement
+
+
+def test_positions_without_pe_permuting_the_input_permutes_the_output(quick):
+    numbers, conclusion = quick("positions")
+    gaps, acc = numbers["permutation"], numbers["accuracy"]
+    assert gaps["without PE"]["max_abs_gap"] < 1e-5 and gaps["with PE"]["max_abs_gap"] > 1e-2
+    assert acc["copy, without PE"] > 0.9  # copy needs no order
+    assert acc["reverse, with PE"] > acc["reverse, without PE"] + 0.3  # reverse does
+    assert "blind to order" in conclusion
+
+
+def test_complexity_hand_written_memory_is_quadratic_and_fused_linear(quick):
+    numbers, _ = quick("complexity")
+    fits = numbers["exponents"]
+    assert fits["hand-written"]["memory"] > 1.5 and fits["fused"]["memory"] < 1.3
+    assert fits["flops"]["core"] == pytest.approx(2.0, abs=1e-6)
+    assert all(m["seconds"] > 0 for rows in numbers["measured"].values() for m in rows)  # ran, not how fast
+
+
+def test_layernorm_ignores_the_batch_and_batchnorm_does_not(quick):
+    numbers, _ = quick("layernorm-vs-batchnorm")
+    gaps, training = numbers["neighbour_gap"], numbers["training"]
+    assert gaps["LayerNorm"]["train"] < 1e-4 and gaps["BatchNorm"]["train"] > 1e-2
+    ln, bn = training["LayerNorm"], training["BatchNorm"]
+    long = max(int(k.rsplit(" ", 1)[1]) for k in ln if k.startswith("batch statistics"))
+    assert abs(ln["batch statistics, padded to 4"] - ln[f"batch statistics, padded to {long}"]) < 0.01
+    assert abs(bn["batch statistics, padded to 4"] - bn[f"batch statistics, padded to {long}"]) > 0.05
+
+
+def test_residual_connections_make_the_stack_trainable(quick):
+    numbers, _ = quick("residual")
+    acc = {k: v["accuracy"] for k, v in numbers["training"].items()}
+    assert acc["N=2, with residual"] > acc["N=2, without residual"] + 0.3
+
+
+def test_norm_placement_post_norm_fails_deep_without_warmup_and_pre_norm_trains(quick):
+    numbers, conclusion = quick("norm-placement")
+    runs, chance = numbers["runs"], numbers["chance_loss"]
+    deep = numbers["depths"][-1]
+    post, pre = runs[f"post, N={deep}, warm-up 0"], runs[f"pre, N={deep}, warm-up 0"]
+    warm = next(v for k, v in runs.items() if k.startswith(f"post, N={deep}, warm-up") and not k.endswith(" 0"))
+    assert post["diverged"] or post["final_loss"] > 0.8 * chance
+    assert pre["accuracy"] > 0.8 and pre["accuracy"] > post["accuracy"] + 0.5
+    assert warm["accuracy"] > post["accuracy"] + 0.3  # warm-up rescues post-norm, at least partly
+    assert f"first fails at N={deep}" in conclusion or f"N={numbers['depths'][0]}" in conclusion
+
+
+def test_label_smoothing_lowers_confidence_and_calibration_error(quick):
+    numbers, _ = quick("label-smoothing")
+    a, b = numbers["runs"]["eps=0.0"], numbers["runs"]["eps=0.1"]
+    assert b["confidence"] < a["confidence"] - 0.03
+    assert (b["confidence"] - b["accuracy_noisy"]) < (a["confidence"] - a["accuracy_noisy"]) - 0.03
+    assert b["ece"] < a["ece"] - 0.02
+    assert 0 <= b["bleu_clean"] <= 100 and 0 <= a["accuracy_clean"] <= 1
+
+
+def test_extrapolation_learned_positions_fail_past_the_training_length(quick):
+    numbers, _ = quick("extrapolation")
+    runs = numbers["runs"]
+    assert runs["sinusoidal"]["inside"] > 0.8
+    assert runs["learned"]["beyond"] < runs["learned"]["inside"] - 0.15
+    assert runs["learned"]["beyond"] < 0.35
+    assert len(runs["sinusoidal"]["per_position"]) == numbers["test_len"]
+
+
+def test_heads_differ_and_cross_attention_carries_the_source(quick):
+    numbers, _ = quick("heads")
+    bleu = numbers["bleu"]
+    assert bleu["baseline"] > 20
+    assert bleu["whole_kind"]["cross"] < bleu["baseline"] / 3  # no cross-attention: the source is gone
+    assert max(bleu["baseline"] - b for row in bleu["per_head"]["cross"] for b in row) > 0
+    for kind, stats in numbers["statistics"].items():
+        values = [v for row in stats["entropy"] for v in row]
+        assert all(0 <= v < math.log(256) for v in values), kind
+        assert max(values) - min(values) > 0.1, kind  # the heads are not all alike
