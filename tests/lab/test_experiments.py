@@ -50,6 +50,7 @@ def test_residual_connections_make_the_stack_trainable(quick):
     assert acc["N=2, with residual"] > acc["N=2, without residual"] + 0.3
 
 
+@pytest.mark.slow  # over 20 s on a busy 2-core machine: `make test-slow`
 def test_norm_placement_post_norm_fails_deep_without_warmup_and_pre_norm_trains(quick):
     numbers, conclusion = quick("norm-placement")
     runs, chance = numbers["runs"], numbers["chance_loss"]
@@ -62,6 +63,7 @@ def test_norm_placement_post_norm_fails_deep_without_warmup_and_pre_norm_trains(
     assert f"first fails at N={deep}" in conclusion or f"N={numbers['depths'][0]}" in conclusion
 
 
+@pytest.mark.slow  # over 20 s on a busy 2-core machine: `make test-slow`
 def test_label_smoothing_lowers_confidence_and_calibration_error(quick):
     numbers, _ = quick("label-smoothing")
     a, b = numbers["runs"]["eps=0.0"], numbers["runs"]["eps=0.1"]
@@ -80,6 +82,7 @@ def test_extrapolation_learned_positions_fail_past_the_training_length(quick):
     assert len(runs["sinusoidal"]["per_position"]) == numbers["test_len"]
 
 
+@pytest.mark.slow  # over 20 s on a busy 2-core machine: `make test-slow`
 def test_heads_differ_and_cross_attention_carries_the_source(quick):
     numbers, _ = quick("heads")
     bleu = numbers["bleu"]
@@ -90,3 +93,15 @@ def test_heads_differ_and_cross_attention_carries_the_source(quick):
         values = [v for row in stats["entropy"] for v in row]
         assert all(0 <= v < math.log(256) for v in values), kind
         assert max(values) - min(values) > 0.1, kind  # the heads are not all alike
+
+
+def test_add_and_norm_the_seeds_placements_let_the_stream_grow(quick):
+    numbers, conclusion = quick("add-and-norm")
+    rms = numbers["stream_rms"]
+    assert abs(rms["post"][-1] - 1) < 0.1  # post-norm ends every sublayer with a LayerNorm
+    for seed in ("seed000", "seed003"):
+        assert rms[seed][-1] > 2 * rms["post"][-1]  # x + Norm(F(x)): a unit-RMS vector added each time
+        assert rms[seed][-1] > rms[seed][1]  # and it keeps growing
+    assert rms["pre"][-1] > rms["post"][-1]
+    assert all(0 <= r["accuracy"] <= 1 for r in numbers["training"].values())
+    assert f"{rms['seed003'][-1]:.2f} (seed003)" in conclusion

@@ -9,6 +9,7 @@ from scratchformer.errors import InputError
 
 def cmd_lab(args: argparse.Namespace) -> int:
     """List the experiments, or run one and print its conclusion and the files it wrote."""
+    from scratchformer.cli.common import set_threads
     from scratchformer.lab import EXPERIMENTS, run_experiment
 
     if args.list:
@@ -18,6 +19,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
         return 0
     if args.name is None:
         raise InputError("give an experiment name, or --list to see them")
+    set_threads(args.threads)
     result = run_experiment(args.name, args.out, args.quick, args.run)
     print(result.conclusion)
     print(f"wrote {result.figure} and {result.extra['json']} in {result.extra['seconds']} s")
@@ -31,5 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="lab", help="folder for NAME.png and NAME.json (default: lab)")
     p.add_argument("--quick", action="store_true", help="a smaller run, under a minute (the tests use it)")
     p.add_argument("--run", default=None, help="heads: the trained encoder-decoder run (default: models/en-zh)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: torch's choice; 1 is fastest for these tiny models on a busy CPU)")
     p.add_argument("--list", action="store_true", help="list the experiments and the question each answers")
     p.set_defaults(func=cmd_lab)
