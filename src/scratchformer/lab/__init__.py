@@ -45,7 +45,8 @@ EXPERIMENTS: dict[str, tuple[Callable[..., Result], str]] = {
 }
 
 
-def run_experiment(name: str, out: str | Path = "lab", quick: bool = False, run_dir: str | Path | None = None) -> Result:
+def run_experiment(name: str, out: str | Path = "lab", quick: bool = False,
+                   run_dir: str | Path | None = None) -> Result:
     """Run experiment `name`, writing out/NAME.png and out/NAME.json; returns its Result. run_dir: the trained run
     that `heads` inspects (default: the repository's models/en-zh)."""
     if name not in EXPERIMENTS:

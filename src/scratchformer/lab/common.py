@@ -60,7 +60,8 @@ class Tagger(nn.Module):
         return self.readout(self.encoder(ids))  # (B, L, V)
 
 
-def tagger_config(vocab: int = 16, d_model: int = 64, n_heads: int = 4, layers: int = 2, **overrides: Any) -> ModelConfig:
+def tagger_config(vocab: int = 16, d_model: int = 64, n_heads: int = 4, layers: int = 2,
+                  **overrides: Any) -> ModelConfig:
     """A small encoder for the toy tasks (no dropout: the runs are short and the comparisons exact)."""
     fields = dict(arch="encoder", tgt_vocab_size=vocab, d_model=d_model, n_heads=n_heads, d_ff=2 * d_model,
                   n_encoder_layers=layers, dropout=0.0, max_len=64, pad_id=PAD)

@@ -106,7 +106,8 @@ def run(out: Path, quick: bool = False) -> Result:
         f"(with the projections, n^{fits['flops']['total']:.2f} over this range). Time on this machine: n^"
         f"{fits['hand-written']['time']:.2f} hand-written, n^{fits['fused']['time']:.2f} fused; at n={lengths[-1]} "
         f"{hand['seconds'] * 1e3:.1f} ms against {fused['seconds'] * 1e3:.1f} ms "
-        f"(fused {hand['seconds'] / fused['seconds']:.1f}x {'faster' if fused['seconds'] < hand['seconds'] else 'slower'}).")
+        f"(fused {hand['seconds'] / fused['seconds']:.1f}x "
+        f"{'faster' if fused['seconds'] < hand['seconds'] else 'slower'}).")
     numbers = {"lengths": lengths, "d_model": D_MODEL, "heads": HEADS, "measured": data, "flops": flops,
                "exponents": fits, "threads": torch.get_num_threads()}
     return Result(numbers, conclusion, figure)

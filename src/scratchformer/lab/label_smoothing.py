@@ -120,6 +120,7 @@ def run(out: Path, quick: bool = False) -> Result:
         f"{'lowers' if b['ece'] < a['ece'] else 'does not lower'} the calibration error "
         f"({a['ece'] / max(b['ece'], 1e-9):.1f}x). Against the clean references: accuracy "
         f"{pct(a['accuracy_clean'])} vs {pct(b['accuracy_clean'])}, BLEU {a['bleu_clean']:.1f} vs "
-        f"{b['bleu_clean']:.1f} ({'eps=0.1 higher' if b['bleu_clean'] > a['bleu_clean'] else 'eps=0 higher or equal'}).")
+        f"{b['bleu_clean']:.1f} "
+        f"({'eps=0.1 higher' if b['bleu_clean'] > a['bleu_clean'] else 'eps=0 higher or equal'}).")
     return Result({"steps": steps, "train_size": train_size, "noise": NOISE, "bins": BINS, "runs": runs},
                   conclusion, figure)

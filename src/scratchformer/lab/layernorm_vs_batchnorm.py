@@ -129,6 +129,9 @@ def run(out: Path, quick: bool = False) -> Result:
     figure = save_figure(fig, out, "layernorm-vs-batchnorm")
     ln, bn = results["LayerNorm"], results["BatchNorm"]
     long_key = f"batch statistics, padded to {3 * longest}"
+    short_acc = bn["batch statistics, padded to 4"]
+    change = (f"padding changed the accuracy by {pct(abs(short_acc - bn[long_key]))}" if short_acc != bn[long_key]
+              else "padding did not change the accuracy")
     conclusion = (
         f"Batched beside a 5-token or a 24-token sentence, sentence A's logits move by {gaps['LayerNorm']['train']:.1e}"
         f" with LayerNorm (each token normalised alone) and by {gaps['BatchNorm']['train']:.2f} with BatchNorm in "
@@ -137,7 +140,7 @@ def run(out: Path, quick: bool = False) -> Result:
         f"padded to 4 and to {3 * longest}: LayerNorm {pct(ln['running statistics, padded to 4'])} and "
         f"{pct(ln[f'running statistics, padded to {3 * longest}'])}; BatchNorm with batch statistics "
         f"{pct(bn['batch statistics, padded to 4'])} and {pct(bn[long_key])} "
-        f"({'padding changed the answers by ' + pct(abs(bn['batch statistics, padded to 4'] - bn[long_key])) if bn['batch statistics, padded to 4'] != bn[long_key] else 'the same'}), "
+        f"({change}), "
         f"with running statistics {pct(bn['running statistics, padded to 4'])}.")
     numbers = {"steps": steps, "train_lengths": [2, longest], "neighbour_gap": gaps, "training": results}
     return Result(numbers, conclusion, figure)

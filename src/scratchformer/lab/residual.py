@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from scratchformer.lab.common import (
     Result,
