@@ -124,7 +124,7 @@ def run(out: Path, quick: bool = False) -> Result:
     ax2.set_xticks(range(len(keys)), [k.replace(", ", ",\n") for k in keys])
     ax2.set(ylim=(0, 1.05), ylabel="accuracy on 4-token sentences", title=f"tagger trained {steps} steps on "
             f"padded batches (lengths 2-{longest})")
-    ax2.legend()
+    ax2.legend(loc="lower left")
     fig.tight_layout()
     figure = save_figure(fig, out, "layernorm-vs-batchnorm")
     ln, bn = results["LayerNorm"], results["BatchNorm"]
