@@ -81,7 +81,7 @@ def run(out: Path, quick: bool = False) -> Result:
         + f"; at N={deep}: post-norm {pct(acc[f'post, N={deep}, warm-up 0'])} without warm-up and "
         f"{pct(acc[f'post, N={deep}, warm-up {warm}'])} with {warm} warm-up steps, pre-norm "
         f"{pct(acc[f'pre, N={deep}, warm-up 0'])} without. Runs that did not train: "
-        + (", ".join(fails) if fails else "none") + ".")
+        + ("; ".join(fails) if fails else "none") + ".")
     numbers = {"lr": LR, "steps": steps, "depths": list(depths), "chance_loss": chance_loss,
                "runs": {k: {key: v for key, v in r.items() if key != "curve"} for k, r in runs.items()},
                "failed": fails}
