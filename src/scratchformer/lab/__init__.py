@@ -16,6 +16,7 @@ from pathlib import Path
 
 from scratchformer.errors import InputError
 from scratchformer.lab import (
+    add_and_norm,
     complexity,
     extrapolation,
     heads,
@@ -35,6 +36,7 @@ EXPERIMENTS: dict[str, tuple[Callable[..., Result], str]] = {
     "complexity": (complexity.run, "How do the time and memory of attention grow with the sequence length n?"),
     "norm-placement": (norm_placement.run, "Post-norm or pre-norm: which trains as the stack gets deeper, with and "
                        "without warm-up?"),
+    "add-and-norm": (add_and_norm.run, "What do the seeds' own Add & Norm formulas compute, against the paper's?"),
     "layernorm-vs-batchnorm": (layernorm_vs_batchnorm.run,
                                "With padding in the batch, what does BatchNorm do that LayerNorm does not?"),
     "residual": (residual.run, "What do the residual connections buy? Training with and without them."),
