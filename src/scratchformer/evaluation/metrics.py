@@ -1,7 +1,8 @@
 """Scores: sacreBLEU BLEU and chrF on detokenized text, exact match, and language-model perplexity.
 
     bleu(hyps, refs)         -> {"score": 27.3, "signature": "nrefs:1|case:mixed|eff:no|tok:zh|smooth:exp|..."}
-    chrf(hyps, refs)         -> {"score": 55.1, "signature": "..."}
+    chrf(hyps, refs)         -> {"score": 55.1, "signature": "..."}; sentence_chrf(hyp, ref) -> 61.2
+    bleu_explained(hyps, refs) -> BLEU taken apart (n-gram precisions, brevity penalty), seed 001's simple BLEU
     exact_match(hyps, refs)  -> fraction of hypotheses equal to their reference (whitespace at the ends ignored)
     perplexity(model, batches) -> exp(mean NLL per non-pad target token)
 
@@ -49,6 +50,19 @@ def chrf(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float | str]:
     metric = CHRF()
     score = metric.corpus_score(list(hyps), [list(refs)])
     return {"score": score.score, "signature": str(metric.get_signature())}
+
+
+def sentence_chrf(hyp: str, ref: str) -> float:
+    """chrF of one sentence against its reference (the corpus chrF's settings), 0 to 100."""
+    return CHRF().sentence_score(hyp, [ref]).score
+
+
+def chrf_signature() -> str:
+    """The signature of the chrF that `chrf` computes with one reference per sentence (sacreBLEU fills in
+    nrefs only after a scoring, so one is made)."""
+    metric = CHRF()
+    metric.corpus_score(["a"], [["a"]])
+    return str(metric.get_signature())
 
 
 def exact_match(hyps: Sequence[str], refs: Sequence[str]) -> float:
