@@ -12,6 +12,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     path = write_run_report(args.run_dir, args.out, args.samples, args.limit, args.corpus)
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, self-contained: open it in any browser)")
+    if args.screenshot:
+        from scratchformer.inspect.browser import screenshot
+
+        seen = screenshot(path, args.screenshot)
+        print(f"wrote {args.screenshot} (headless chromium: {seen['images']} images, "
+              f"{len(seen['console'])} console messages)")
     return 0
 
 
@@ -25,4 +31,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=100,
                    help="test sentences to score when the run has no stored test scores")
     p.add_argument("--corpus", help="take the test sentences from another corpus than the one trained on")
+    p.add_argument("--screenshot", help="also save the top of the page, as headless chromium shows it, to this PNG")
     p.set_defaults(func=cmd_report)
