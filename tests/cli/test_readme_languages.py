@@ -53,3 +53,22 @@ def test_the_check_fails_for_a_missing_command():
         "scratchformer plot attention", "make bench"}
     assert missing("from scratchformer import ModelConfig; make another", "") == set()  # not commands
     assert "README.zh-CN.md" in (ROOT / "README.md").read_text(encoding="utf-8")  # the English one links to it
+
+
+LAB = ("scaling", "positions", "heads", "complexity", "norm-placement", "add-and-norm", "layernorm-vs-batchnorm",
+       "residual", "extrapolation", "label-smoothing")
+
+
+def test_the_chinese_faq_answers_each_question_with_code_that_exists():
+    faq = ROOT / "docs" / "zh" / "faq.md"
+    text = faq.read_text(encoding="utf-8")
+    parts = re.split(r"\n## Q\d+：|\n### \d\. ", text)[1:]
+    assert len(parts) == 10 + 6  # seed 003's Q1-Q10 and its six Socratic questions
+    for part in parts:
+        links = re.findall(r"\]\((\.\./\.\./(?:src|tests)/[^)#]+)\)", part)
+        assert links, f"no link to the code in: {part[:40]}"
+        for link in links:
+            assert (faq.parent / link).resolve().is_file(), link
+    for name in LAB:  # every experiment's page is linked (the pages themselves come with `lab`)
+        assert f"(lab/{name}.md)" in text and f"(docs/zh/lab/{name}.md)" in (ROOT / "README.zh-CN.md").read_text(
+            encoding="utf-8")
