@@ -44,7 +44,8 @@ def test_every_command_of_the_english_readme_is_in_the_chinese_one():
     chinese = (ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
     assert {"scratchformer train", "scratchformer report", "scratchformer plot attention", "make test"} <= (
         documented(english))
-    assert not missing(english, chinese), f"in README.md but not in README.zh-CN.md: {sorted(missing(english, chinese))}"
+    gap = sorted(missing(english, chinese))
+    assert not gap, f"in README.md but not in README.zh-CN.md: {gap}"
 
 
 def test_the_check_fails_for_a_missing_command():

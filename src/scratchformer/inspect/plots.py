@@ -7,6 +7,7 @@ matplotlib with the headless Agg backend: files only, no screen needed. Every fi
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -112,7 +113,8 @@ def plot_attention_grid(path: str | Path, rows: Sequence[Sequence[Tensor]], keys
     top = max(float(m.max()) for r in rows for m in r) or 1.0
     fontsize = 7 if max(len(keys), len(queries)) <= 30 else 5
     with chinese_text():
-        fig, axes = plt.subplots(len(rows), cols, figsize=(3.6 * cols + 1, 3.3 * len(rows) + 0.6), squeeze=False)
+        width = max(3.6 * cols + 1, 6.0)
+        fig, axes = plt.subplots(len(rows), cols, figsize=(width, 3.3 * len(rows) + 0.8), squeeze=False)
         image = None
         for ax_row, row, row_names in zip(axes, rows, names):
             for ax, m, name in zip(ax_row, row, row_names):
@@ -122,7 +124,7 @@ def plot_attention_grid(path: str | Path, rows: Sequence[Sequence[Tensor]], keys
                 ax.set_title(name, fontsize=9)
             for ax in ax_row[len(row):]:
                 ax.axis("off")
-        fig.suptitle(title)
+        fig.suptitle(textwrap.fill(title, int(width * 9)))  # a long sentence wraps instead of running off the page
         fig.tight_layout()
         fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")
         return _save(fig, path, default_name)
