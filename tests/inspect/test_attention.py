@@ -77,3 +77,22 @@ def test_plot_attention_bad_flags_are_one_line(capsys, tiny_run, tmp_path, args,
 def test_plot_attention_needs_a_run_and_a_sentence(capsys, tmp_path):
     assert main(["plot", "attention", "--out", str(tmp_path / "a.png")]) == 2
     assert "needs a run and a sentence" in capsys.readouterr().err
+
+
+def test_a_language_model_run_is_refused_in_one_line(capsys, tmp_path):
+    from scratchformer.config import ModelConfig
+    from scratchformer.data.tokenizers import train_tokenizer
+    from scratchformer.model import build_model
+    from scratchformer.runs import save_weights
+
+    tok = train_tokenizer("char", ["hello world"])
+    config = ModelConfig.preset("gpt-tiny", tgt_vocab_size=tok.vocab_size)
+    (tmp_path / "lm").mkdir()
+    config.save(tmp_path / "lm" / "config.json")
+    tok.save(tmp_path / "lm" / "tokenizer_tgt.json")
+    save_weights(build_model(config), tmp_path / "lm" / "model.safetensors")
+    for argv in (["plot", "attention", str(tmp_path / "lm"), "hello", "--translation", "", "--out", "a.png"],
+                 ["report", str(tmp_path / "lm"), "--out", str(tmp_path / "r.html")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "decoder model" in err and "encoder-decoder" in err and err.count("\n") == 1
