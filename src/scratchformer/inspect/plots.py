@@ -96,7 +96,7 @@ def plot_attention(path: str | Path, weights: Tensor, src_tokens: Sequence[str],
     if w.dim() == 2:
         w = w[None]
     heads = [w.mean(0)] + list(w[:8])
-    labels = ["mean of heads"] + [f"head {i}" for i in range(min(8, w.size(0)))]
+    labels = ["mean of heads"] + [f"head {i + 1}" for i in range(min(8, w.size(0)))]  # 1-based, as --head
     cols = min(3, len(heads))
     rows = (len(heads) + cols - 1) // cols
     panels = [heads[r * cols : (r + 1) * cols] for r in range(rows)]
