@@ -23,7 +23,7 @@ def test_positions_without_pe_permuting_the_input_permutes_the_output(quick):
     assert gaps["without PE"]["max_abs_gap"] < 1e-5 and gaps["with PE"]["max_abs_gap"] > 1e-2
     assert acc["copy, without PE"] > 0.9  # copy needs no order
     assert acc["reverse, with PE"] > acc["reverse, without PE"] + 0.3  # reverse does
-    assert "blind to order" in conclusion
+    assert "attention is blind to order" in conclusion
 
 
 def test_complexity_hand_written_memory_is_quadratic_and_fused_linear(quick):

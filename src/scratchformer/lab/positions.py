@@ -76,8 +76,9 @@ def run(out: Path, quick: bool = False) -> Result:
     equivariant = no["max_abs_gap"] < 1e-4 * max(no["scale"], 1.0)
     rev_no, rev_yes = acc["reverse, without PE"], acc["reverse, with PE"]
     conclusion = (
-        f"Without positional encoding, f([8,3,4]) equals f([3,8,4]) with rows swapped to {no['max_abs_gap']:.1e} "
-        f"({'float rounding: attention is blind to order' if equivariant else 'NOT equivariant'}); with PE the "
+        f"Without positional encoding, f([8,3,4]) equals f([3,8,4]) with rows swapped "
+        f"{'exactly' if no['max_abs_gap'] == 0 else 'to ' + format(no['max_abs_gap'], '.1e')} "
+        f"({'attention is blind to order' if equivariant else 'NOT equivariant'}); with PE the "
         f"gap is {yes['max_abs_gap']:.2f}. Copy needs no order: {pct(acc['copy, without PE'])} without PE, "
         f"{pct(acc['copy, with PE'])} with. Reverse needs it: {pct(rev_no)} without PE against {pct(rev_yes)} "
         f"with ({'PE wins by ' + pct(rev_yes - rev_no) if rev_yes > rev_no else 'no gain from PE'}; "
