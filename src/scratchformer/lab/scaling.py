@@ -94,8 +94,9 @@ def run(out: Path, quick: bool = False) -> Result:
         for kind, style in (("scaled", "-o"), ("unscaled", "--s")):
             ax.plot(d_ks, [s[key] for s in stats[kind]], style, label=f"{kind}")
         ax.set(xscale="log", xlabel="d_k", title=label)
-        ax.legend()
     axes[1].axhline(math.log(KEYS), color="gray", ls=":", label=f"uniform: ln {KEYS}")
+    for ax in axes[:3]:
+        ax.legend()
     axes[2].set_yscale("log")
     for kind in ("scaled", "unscaled"):
         axes[3].plot(curves[kind], label=f"{kind}: accuracy {pct(acc[kind])}")
