@@ -1,6 +1,7 @@
 """Every experiment has its page in English and in Chinese, with its picture, and the page quotes the conclusion
 that its committed run (docs/lab/NAME.json) printed."""
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -32,3 +33,30 @@ def test_the_indexes_list_every_experiment():
     for index in (DOCS / "lab" / "README.md", DOCS / "zh" / "lab" / "README.md"):
         text = index.read_text(encoding="utf-8")
         assert all(f"[`{name}`]({name}.md)" in text for name in EXPERIMENTS), index
+
+
+def _lab_pages():
+    spec = importlib.util.spec_from_file_location("lab_pages", DOCS.parent / "scripts" / "lab_pages.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_code_link_points_at_the_line_that_holds_its_snippet():
+    pages = _lab_pages()
+    links = sum(len(pages.LINK.findall(p.read_text(encoding="utf-8"))) for p in pages.PAGES)
+    assert links >= 40  # every page links its code
+    problems = [problem for page in pages.PAGES for problem in pages.refresh(page)[1]]
+    assert not problems, "run python scripts/lab_pages.py: " + "; ".join(problems)
+
+
+def test_a_moved_line_is_found_again(tmp_path):
+    pages = _lab_pages()
+    page = tmp_path / "docs" / "p.md"
+    page.parent.mkdir()
+    (tmp_path / "code.py").write_text("a = 1\nb = 2  # the line\n", encoding="utf-8")
+    page.write_text("see [`b = 2`](../code.py#L1) (code.py, line 1) and [`gone`](../code.py#L2) (code.py, line 2)",
+                    encoding="utf-8")
+    text, problems = pages.refresh(page)
+    assert "(../code.py#L2) (code.py, line 2) and" in text
+    assert problems == ["docs/p.md: `b = 2` moved from line 1 to 2", "docs/p.md: `gone` is no longer in ../code.py"]
