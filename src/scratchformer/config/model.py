@@ -24,13 +24,17 @@ from scratchformer.config.fields import check_choices, check_field_types, read_j
 from scratchformer.errors import ConfigError
 
 Arch = Literal["encoder-decoder", "encoder", "decoder"]
-Norm = Literal["post", "pre"]
+NormPlacement = Literal["post", "pre", "seed000", "seed003"]  # where the norm sits: model/norm.py has the formulas
+NormKind = Literal["layer", "rms"]  # which norm: LayerNorm (the paper) | RMSNorm (Llama)
 Positions = Literal["sinusoidal", "sinusoidal-concat", "learned"]
 Activation = Literal["relu", "gelu", "gelu-tanh", "silu"]
 Head = Literal["mlm", "classification"]
-ARCHS, NORMS, POSITIONS, ACTIVATIONS = get_args(Arch), get_args(Norm), get_args(Positions), get_args(Activation)
+ARCHS, POSITIONS, ACTIVATIONS = get_args(Arch), get_args(Positions), get_args(Activation)
+NORMS, NORM_KINDS = get_args(NormPlacement), get_args(NormKind)
 # The task head's fields; older config.json files kept them in `extra`, from where __post_init__ moves them.
 HEAD_FIELDS = ("head", "n_classes", "labels", "mask_id")
+# Fields renamed since older config.json files were written: old name -> new name (upgrade_fields maps them).
+RENAMED_FIELDS = {"norm": "norm_placement"}
 
 
 @dataclass
@@ -50,8 +54,10 @@ class ModelConfig:
     dropout: float = 0.1  # P_drop: sublayer outputs and embedding + position sums
     attention_dropout: float = 0.0  # on the attention weights (nn.Transformer and BERT use P_drop here)
     activation_dropout: float = 0.0  # inside the FFN, after the activation
-    norm: Norm = "post"  # "post": LayerNorm(x + Sublayer(x)) (paper) | "pre": x + Sublayer(LayerNorm(x))
-    final_norm: bool | None = None  # LayerNorm after each stack; None -> True for pre-norm, False for post
+    # "post": Norm(x + Sublayer(x)) (paper) | "pre": x + Sublayer(Norm(x)) | "seed000" | "seed003" (model/norm.py)
+    norm_placement: NormPlacement = "post"
+    norm_kind: NormKind = "layer"  # "layer": LayerNorm (paper) | "rms": RMSNorm (Llama); layer_norm_eps is its eps
+    final_norm: bool | None = None  # a norm after each stack; None -> True for pre and seed000, False otherwise
     positions: Positions = "sinusoidal"  # interleaved sin/cos (paper) | "sinusoidal-concat" (sin|cos) | "learned"
     activation: Activation = "relu"  # "relu" (paper) | "gelu" (exact erf) | "gelu-tanh" | "silu" (swish: Marian)
     tie_embeddings: bool = True  # share target embedding and pre-softmax weights (and source, if same vocab)
@@ -101,7 +107,7 @@ class ModelConfig:
 
     @property
     def use_final_norm(self) -> bool:
-        return self.final_norm if self.final_norm is not None else self.norm == "pre"
+        return self.final_norm if self.final_norm is not None else self.norm_placement in ("pre", "seed000")
 
     @property
     def shared_vocab(self) -> bool:
@@ -114,7 +120,7 @@ class ModelConfig:
                 raise ConfigError(msg)
 
         check_field_types(type(self), {f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
-        check_choices(self)  # arch, norm, positions, activation, head: one of their Literal's names
+        check_choices(self)  # each Literal field (arch, norm_placement, norm_kind, ...): one of its names
         for name in ("d_model", "n_heads", "d_ff", "max_len", "tgt_vocab_size"):
             need(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
         if self.arch == "encoder-decoder":
@@ -159,7 +165,7 @@ class ModelConfig:
     def preset(cls, name: str, **overrides: Any) -> ModelConfig:
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}")
-        fields = {**PRESETS[name], **overrides}
+        fields = upgrade_fields({**PRESETS[name], **upgrade_fields(overrides)})
         reject_unknown_fields(cls, fields, f"config field(s) for preset {name!r}")
         return cls(**fields)
 
@@ -171,6 +177,7 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        data = upgrade_fields(data)
         reject_unknown_fields(cls, data, "config field(s)")
         return cls(**data)
 
@@ -184,6 +191,21 @@ class ModelConfig:
             return cls.from_dict(data)
         except ConfigError as e:  # say which file holds the bad value
             raise ConfigError(f"{path}: {e}") from None
+
+
+def upgrade_fields(data: Any) -> Any:
+    """A mapping of config fields with the old names of RENAMED_FIELDS replaced by the new ones (older config.json
+    files, `norm=pre` overrides); a one-line ConfigError if both names are given with different values."""
+    if not isinstance(data, dict) or not any(old in data for old in RENAMED_FIELDS):
+        return data
+    out = dict(data)
+    for old, new in RENAMED_FIELDS.items():
+        if old in out:
+            value = out.pop(old)
+            if new in out and out[new] != value:
+                raise ConfigError(f"{old}={value!r} (the old name of {new}) disagrees with {new}={out[new]!r}")
+            out[new] = value
+    return out
 
 
 # -- memory -------------------------------------------------------------------------------------------------------
@@ -269,7 +291,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "small": dict(src_vocab_size=8000, tgt_vocab_size=8000, d_model=256, n_heads=4, d_ff=1024,
                   n_encoder_layers=4, n_decoder_layers=4, dropout=0.1, max_len=256, tie_embeddings=False),
     "gpt-tiny": dict(arch="decoder", tgt_vocab_size=1000, d_model=128, n_heads=4, d_ff=512,
-                     n_decoder_layers=4, norm="pre", activation="gelu", positions="learned",
+                     n_decoder_layers=4, norm_placement="pre", activation="gelu", positions="learned",
                      scale_embeddings=False, generator_bias=False, dropout=0.1, max_len=256),
     "bert-tiny": dict(arch="encoder", tgt_vocab_size=1000, d_model=128, n_heads=4, d_ff=512,
                       n_encoder_layers=4, activation="gelu", positions="learned", scale_embeddings=False,

@@ -65,9 +65,12 @@ def check_model(model: EncoderDecoder) -> None:
     c = model.config
     if c.arch != "encoder-decoder":
         raise ConfigError(f"arch={c.arch!r}: the CTranslate2 export writes encoder-decoder (translation) models only")
-    if c.norm == "post" and c.use_final_norm:
-        raise ConfigError("final_norm=True with norm='post': CTranslate2 has a final LayerNorm only for pre-norm "
-                          "stacks")
+    if c.norm_placement not in ("post", "pre") or c.norm_kind != "layer":
+        raise ConfigError(f"norm_placement={c.norm_placement!r}, norm_kind={c.norm_kind!r}: CTranslate2's Transformer "
+                          "has post or pre LayerNorm only")
+    if c.norm_placement == "post" and c.use_final_norm:
+        raise ConfigError("final_norm=True with norm_placement='post': CTranslate2 has a final LayerNorm only for "
+                          "pre-norm stacks")
     if c.head_dim_k != c.head_dim_v:
         raise ConfigError(f"d_v={c.head_dim_v} differs from d_k={c.head_dim_k}: CTranslate2 has one head width")
     if c.type_vocab_size:
@@ -167,7 +170,7 @@ def build_spec(model: EncoderDecoder, src_tokens: list[str], tgt_tokens: list[st
 
     check_model(model)
     c = model.config
-    pre = c.norm == "pre"
+    pre = c.norm_placement == "pre"
     shape: dict[str, Any] = dict(pre_norm=pre, no_final_norm=pre and not c.use_final_norm,
                                  activation=getattr(common_spec.Activation, ACTIVATIONS[c.activation]),
                                  layernorm_embedding=c.embedding_norm)

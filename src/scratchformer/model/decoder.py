@@ -1,7 +1,7 @@
 """The decoder (Figure 1, right): N layers of masked self-attention, cross-attention and feed-forward.
 
     DecoderLayer   x -> Sub(MaskedSelfAttn(x)) -> Sub(CrossAttn(x, memory)) -> Sub(FFN)
-    Decoder        N layers (+ a final LayerNorm for pre-norm)      (B, L_tgt, D) -> (B, L_tgt, D)
+    Decoder        N layers (+ a final norm for pre-norm)          (B, L_tgt, D) -> (B, L_tgt, D)
     DecoderCache   keys/values of every layer, kept between decoding steps
 
 A GPT-style decoder-only model uses the same layer without the cross-attention sublayer.
@@ -12,20 +12,20 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from scratchformer.model.attention import KVCache, MultiHeadAttention
-from scratchformer.model.feedforward import PositionwiseFeedForward
-from scratchformer.model.norm import LayerNorm, SublayerConnection
+from scratchformer.model.norm import SublayerConnection
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, self_attn: MultiHeadAttention, cross_attn: MultiHeadAttention | None,
-                 feed_forward: PositionwiseFeedForward, d_model: int, dropout: float, norm: str = "post",
-                 eps: float = 1e-5) -> None:
+    def __init__(self, *, self_attn: MultiHeadAttention, cross_attn: MultiHeadAttention | None,
+                 feed_forward: nn.Module, sublayers: list[SublayerConnection]) -> None:
         super().__init__()
         self.self_attn = self_attn
         self.cross_attn = cross_attn
         self.feed_forward = feed_forward
-        n_sub = 3 if cross_attn is not None else 2
-        self.sublayer = nn.ModuleList([SublayerConnection(d_model, dropout, norm, eps) for _ in range(n_sub)])
+        if len(sublayers) != (3 if cross_attn is not None else 2):
+            raise ValueError(f"a decoder layer {'with' if cross_attn else 'without'} cross-attention has "
+                             f"{3 if cross_attn else 2} sublayers, got {len(sublayers)}")
+        self.sublayer = nn.ModuleList(sublayers)
 
     def forward(self, x: Tensor, memory: Tensor | None = None, self_mask: Tensor | None = None,
                 memory_mask: Tensor | None = None, self_cache: KVCache | None = None,
@@ -65,7 +65,7 @@ class DecoderCache:
 
 
 class Decoder(nn.Module):
-    def __init__(self, layers: list[DecoderLayer], final_norm: LayerNorm | None = None) -> None:
+    def __init__(self, *, layers: list[DecoderLayer], final_norm: nn.Module | None = None) -> None:
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.norm = final_norm

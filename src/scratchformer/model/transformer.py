@@ -24,7 +24,7 @@ from scratchformer.model.embedding import InputLayer
 from scratchformer.model.encoder import Encoder, EncoderLayer
 from scratchformer.model.feedforward import PositionwiseFeedForward
 from scratchformer.model.masks import causal_mask, check_mask, combine, padding_mask
-from scratchformer.model.norm import LayerNorm
+from scratchformer.model.norm import NORMS, SublayerConnection, make_norm
 
 
 class Generator(nn.Module):
@@ -75,7 +75,7 @@ class TransformerBase(nn.Module):
     def set_fused(self, fused: bool) -> TransformerBase:
         """True: torch's fused kernels (fast). False: the hand-written formulas (the reference)."""
         for m in self.modules():
-            if isinstance(m, (ScaledDotProductAttention, LayerNorm)):
+            if isinstance(m, (ScaledDotProductAttention, *NORMS.values())):
                 m.fused = fused
         return self
 
@@ -127,25 +127,31 @@ def _ffn(c: ModelConfig) -> PositionwiseFeedForward:
     return PositionwiseFeedForward(c.d_model, c.d_ff, c.activation, c.activation_dropout, c.bias)
 
 
-def _final_norm(c: ModelConfig) -> LayerNorm | None:
-    return LayerNorm(c.d_model, c.layer_norm_eps, c.fused) if c.use_final_norm else None
+def _final_norm(c: ModelConfig) -> nn.Module | None:
+    return make_norm(c) if c.use_final_norm else None
+
+
+def _sublayers(c: ModelConfig, n: int) -> list[SublayerConnection]:
+    return [SublayerConnection(norm=make_norm(c), dropout=c.dropout, placement=c.norm_placement) for _ in range(n)]
 
 
 def _input_layer(c: ModelConfig, vocab_size: int) -> InputLayer:
-    return InputLayer(vocab_size, c.d_model, c.max_len, c.positions, c.dropout, c.pad_id, c.scale_embeddings,
-                      c.type_vocab_size, c.embedding_norm, c.layer_norm_eps)
+    return InputLayer(vocab_size=vocab_size, d_model=c.d_model, max_len=c.max_len, positions=c.positions,
+                      dropout=c.dropout, pad_id=c.pad_id, scale=c.scale_embeddings, type_vocab_size=c.type_vocab_size,
+                      norm=make_norm(c) if c.embedding_norm else None)
 
 
 def _encoder(c: ModelConfig) -> Encoder:
-    layers = [EncoderLayer(_attention(c), _ffn(c), c.d_model, c.dropout, c.norm, c.layer_norm_eps)
+    layers = [EncoderLayer(self_attn=_attention(c), feed_forward=_ffn(c), sublayers=_sublayers(c, 2))
               for _ in range(c.n_encoder_layers)]
-    return Encoder(layers, _final_norm(c))
+    return Encoder(layers=layers, final_norm=_final_norm(c))
 
 
 def _decoder(c: ModelConfig, cross: bool) -> Decoder:
-    layers = [DecoderLayer(_attention(c), _attention(c, cross=True) if cross else None, _ffn(c), c.d_model,
-                           c.dropout, c.norm, c.layer_norm_eps) for _ in range(c.n_decoder_layers)]
-    return Decoder(layers, _final_norm(c))
+    layers = [DecoderLayer(self_attn=_attention(c), cross_attn=_attention(c, cross=True) if cross else None,
+                           feed_forward=_ffn(c), sublayers=_sublayers(c, 3 if cross else 2))
+              for _ in range(c.n_decoder_layers)]
+    return Decoder(layers=layers, final_norm=_final_norm(c))
 
 
 def _decoder_self_mask(ids: Tensor, pad_id: int | None, past: int, start_is_pad: bool = False) -> Tensor:
@@ -177,7 +183,7 @@ class EncoderDecoder(TransformerBase):
             self.generator.proj.weight = self.tgt_embed.token.weight
             if c.src_vocab_size == c.tgt_vocab_size:
                 self.src_embed.token.weight = self.tgt_embed.token.weight
-        self.set_fused(c.fused)  # every attention and LayerNorm, the sublayers' included
+        self.set_fused(c.fused)  # every attention and norm, the sublayers' included
 
     def src_mask(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
         """(B, 1, 1, L_src) padding mask, derived from pad_id unless given."""
@@ -234,7 +240,7 @@ class EncoderOnly(TransformerBase):
         self.embed = _input_layer(c, c.tgt_vocab_size)
         self.encoder = _encoder(c)
         self._init_weights()
-        self.set_fused(c.fused)  # every attention and LayerNorm, the sublayers' included
+        self.set_fused(c.fused)  # every attention and norm, the sublayers' included
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
                 token_type_ids: Tensor | None = None, position_ids: Tensor | None = None) -> Tensor:
@@ -263,7 +269,7 @@ class DecoderOnly(TransformerBase):
         self._init_weights()
         if c.tie_embeddings:
             self.generator.proj.weight = self.embed.token.weight
-        self.set_fused(c.fused)  # every attention and LayerNorm, the sublayers' included
+        self.set_fused(c.fused)  # every attention and norm, the sublayers' included
 
     def new_cache(self) -> DecoderCache:
         return DecoderCache(self.config.n_decoder_layers, cross=False)
