@@ -167,11 +167,22 @@ def test_heads_are_independent():
 
 
 def test_ffn_shapes_and_activation():
-    ffn = PositionwiseFeedForward(8, 32, "relu")
+    ffn = PositionwiseFeedForward(d_model=8, d_ff=32, activation="relu")
     x = torch.randn(2, 3, 8)
     torch.testing.assert_close(ffn(x), ffn.w_2(torch.relu(ffn.w_1(x))))
-    gelu = PositionwiseFeedForward(8, 32, "gelu-tanh")
+    gelu = PositionwiseFeedForward(d_model=8, d_ff=32, activation="gelu-tanh")
     torch.testing.assert_close(gelu(x), gelu.w_2(nn.functional.gelu(gelu.w_1(x), approximate="tanh")))
+
+
+@pytest.mark.parametrize("activation,fn", [("silu", nn.functional.silu), ("gelu", nn.functional.gelu)])
+def test_gated_ffn_is_swiglu_or_geglu(activation, fn):
+    """(act(x W_gate) * x W_up) W_2, with W_gate the first d_ff rows of w_1 and W_up the last d_ff."""
+    torch.manual_seed(0)
+    ffn = PositionwiseFeedForward(d_model=8, d_ff=12, activation=activation, bias=False, gated=True)
+    assert ffn.w_1.weight.shape == (24, 8) and ffn.w_2.weight.shape == (8, 12)
+    x = torch.randn(2, 3, 8)
+    w_gate, w_up = ffn.w_1.weight[:12], ffn.w_1.weight[12:]
+    torch.testing.assert_close(ffn(x), (fn(x @ w_gate.T) * (x @ w_up.T)) @ ffn.w_2.weight.T, atol=1e-6, rtol=0)
 
 
 def test_masks_convention():

@@ -6,7 +6,8 @@
 
 Names follow the paper: d_model, h (`n_heads`), d_k, d_v, d_ff, N (`n_encoder_layers`, `n_decoder_layers`).
 Each choice is a `Literal` type, written once: the tuples of allowed names (ARCHS, ...) are read from it, and
-model/feedforward.py's ACTIVATIONS table has exactly the Activation names (a test checks it).
+model/feedforward.py's ACTIVATIONS table (the one table of activations: how to build one, its names in Hugging Face
+and CTranslate2) has exactly the Activation names (a test checks it).
 Also here: the memory check made before a model is allocated, and the presets (Table 3 and small ones).
 """
 
@@ -28,8 +29,10 @@ NormPlacement = Literal["post", "pre", "seed000", "seed003"]  # where the norm s
 NormKind = Literal["layer", "rms"]  # which norm: LayerNorm (the paper) | RMSNorm (Llama)
 Positions = Literal["sinusoidal", "sinusoidal-concat", "learned"]
 Activation = Literal["relu", "gelu", "gelu-tanh", "silu"]
+FfnKind = Literal["mlp", "gated"]  # the paper's two matrices | GLU (SwiGLU with silu: Llama; GeGLU with gelu)
 Head = Literal["mlm", "classification"]
 ARCHS, POSITIONS, ACTIVATIONS = get_args(Arch), get_args(Positions), get_args(Activation)
+FFN_KINDS = get_args(FfnKind)
 NORMS, NORM_KINDS = get_args(NormPlacement), get_args(NormKind)
 # The task head's fields; older config.json files kept them in `extra`, from where __post_init__ moves them.
 HEAD_FIELDS = ("head", "n_classes", "labels", "mask_id")
@@ -60,6 +63,7 @@ class ModelConfig:
     final_norm: bool | None = None  # a norm after each stack; None -> True for pre and seed000, False otherwise
     positions: Positions = "sinusoidal"  # interleaved sin/cos (paper) | "sinusoidal-concat" (sin|cos) | "learned"
     activation: Activation = "relu"  # "relu" (paper) | "gelu" (exact erf) | "gelu-tanh" | "silu" (swish: Marian)
+    ffn_kind: FfnKind = "mlp"  # "mlp": act(x W_1) W_2 (paper) | "gated": (act(x W_gate) * x W_up) W_2 (Llama)
     tie_embeddings: bool = True  # share target embedding and pre-softmax weights (and source, if same vocab)
     scale_embeddings: bool = True  # multiply token embeddings by sqrt(d_model) (paper section 3.4)
     max_len: int = 512  # longest sequence the positions cover
@@ -214,7 +218,8 @@ def parameter_bytes(c: ModelConfig) -> int:
     norms and biases, so that a model too big for the machine is refused before any of it is allocated."""
     d, hk, hv = c.d_model, c.n_heads * c.head_dim_k, c.n_heads * c.head_dim_v
     attention = d * (2 * hk + hv) + hv * d + (2 * hk + hv + d)  # W_q, W_k, W_v, W_o and their biases
-    layer = attention + 2 * d * c.d_ff + c.d_ff + d + 4 * d  # + FFN + two LayerNorms
+    ffn = (3 if c.ffn_kind == "gated" else 2) * d * c.d_ff + (2 if c.ffn_kind == "gated" else 1) * c.d_ff + d
+    layer = attention + ffn + 4 * d  # + two LayerNorms
     stack_input = c.max_len * d + c.type_vocab_size * d + 2 * d  # positions (a table or a buffer), types, norm
     if c.arch == "encoder-decoder":
         count = c.n_encoder_layers * layer + c.n_decoder_layers * (layer + attention + 2 * d)

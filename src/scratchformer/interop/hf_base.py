@@ -15,11 +15,12 @@ from torch import Tensor
 
 from scratchformer.config import ModelConfig, regular_file
 from scratchformer.errors import ConfigError
+from scratchformer.model.feedforward import ACTIVATIONS
 
-# Hugging Face activation names -> ours; and back (the first HF name listed for each of ours).
-ACT_IN = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu-tanh", "gelu_pytorch_tanh": "gelu-tanh",
-          "swish": "silu", "silu": "silu"}
-ACT_OUT = {"relu": "relu", "gelu": "gelu", "gelu-tanh": "gelu_new", "silu": "swish"}
+# Hugging Face activation names -> ours; and back (the first HF name listed for each of ours): both read from the
+# one table of activations, model/feedforward.py's ACTIVATIONS.
+ACT_IN = {hf: ours for ours, act in ACTIVATIONS.items() for hf in act.hf}
+ACT_OUT = {ours: act.hf[0] for ours, act in ACTIVATIONS.items()}
 
 
 @dataclass(frozen=True)

@@ -149,6 +149,8 @@ def check_expressible(c: ModelConfig, hf_arch: str | None = None) -> tuple[Famil
         problems.append("d_k / d_v (Hugging Face needs n_heads * d_k = n_heads * d_v = d_model)")
     if not c.bias:
         problems.append("bias=False (the Hugging Face layers have biases)")
+    if c.ffn_kind != "mlp":
+        problems.append(f"ffn_kind={c.ffn_kind!r} ({family.model_type} has a two-matrix FFN)")
     if c.norm_kind != "layer":
         problems.append(f"norm_kind={c.norm_kind!r} ({family.model_type} uses LayerNorm)")
     if c.activation not in ACT_OUT:

@@ -64,8 +64,8 @@ def _check_compatible(config: ModelConfig) -> None:
         problems.append("final_norm is off (nn.Transformer always has final norms: set final_norm=True)")
     if config.head_dim_k * config.n_heads != config.d_model or config.head_dim_v != config.head_dim_k:
         problems.append("h*d_k != d_model or d_v != d_k (nn.MultiheadAttention cannot express that)")
-    if config.activation not in ("relu", "gelu") or not config.bias:
-        problems.append(f"activation={config.activation!r}, bias={config.bias}")
+    if config.activation not in ("relu", "gelu") or not config.bias or config.ffn_kind != "mlp":
+        problems.append(f"activation={config.activation!r}, bias={config.bias}, ffn_kind={config.ffn_kind!r}")
     if problems:
         raise ConfigError("config cannot be expressed as torch.nn.Transformer: " + "; ".join(problems))
 

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from scratchformer.config.model import HEAD_FIELDS, ModelConfig
 from scratchformer.errors import ConfigError
-from scratchformer.model.feedforward import ACTIVATIONS
+from scratchformer.model.feedforward import make_activation
 
 
 class MLMHead(nn.Module):
@@ -30,7 +30,7 @@ class MLMHead(nn.Module):
         super().__init__()
         vocab_size, d_model = embedding.shape
         self.dense = nn.Linear(d_model, d_model)
-        self.activation = ACTIVATIONS[activation]()
+        self.activation = make_activation(activation)
         self.norm = norm  # BERT: a LayerNorm (make_norm)
         self.decoder = nn.Linear(d_model, vocab_size)  # its bias is BERT's output bias
         nn.init.xavier_uniform_(self.dense.weight)

@@ -124,7 +124,8 @@ def _attention(c: ModelConfig, cross: bool = False) -> MultiHeadAttention:
 
 
 def _ffn(c: ModelConfig) -> PositionwiseFeedForward:
-    return PositionwiseFeedForward(c.d_model, c.d_ff, c.activation, c.activation_dropout, c.bias)
+    return PositionwiseFeedForward(d_model=c.d_model, d_ff=c.d_ff, activation=c.activation,
+                                   dropout=c.activation_dropout, bias=c.bias, gated=c.ffn_kind == "gated")
 
 
 def _final_norm(c: ModelConfig) -> nn.Module | None:
