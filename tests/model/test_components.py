@@ -145,14 +145,14 @@ def test_multihead_shapes_with_separate_d_k(d_k, d_v):
     assert mha.w_qkv.weight.shape == (4 * (2 * d_k + d_v), 32)
     assert mha.w_o.weight.shape == (32, 4 * d_v)
     assert mha(torch.randn(2, 5, 32)).shape == (2, 5, 32)
-    cross = MultiHeadAttention(32, 4, d_k, d_v, cross=True)
+    cross = MultiHeadAttention(d_model=32, n_heads=4, d_k=d_k, d_v=d_v, cross=True)
     assert cross(torch.randn(2, 5, 32), torch.randn(2, 7, 32)).shape == (2, 5, 32)
 
 
 def test_heads_are_independent():
     """Changing the values of head 1 only changes the head-1 slice before W_o: no mixing between heads."""
     torch.manual_seed(0)
-    mha = MultiHeadAttention(8, 2, 4, 4, fused=False)
+    mha = MultiHeadAttention(d_model=8, n_heads=2, d_k=4, d_v=4, fused=False)
     captured = {}
     mha.attention.register_forward_hook(lambda m, i, o: captured.setdefault("out", o))
     x = torch.randn(1, 3, 8)

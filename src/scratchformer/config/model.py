@@ -49,6 +49,7 @@ class ModelConfig:
     tgt_vocab_size: int = 37000  # decoder vocabulary; the one vocabulary of single-stack models
     d_model: int = 512
     n_heads: int = 8  # h
+    n_kv_heads: int | None = None  # h_kv heads of keys/values (GQA: each shared by h / h_kv query heads); None -> h
     d_k: int | None = None  # per-head query/key width; None -> d_model // n_heads
     d_v: int | None = None  # per-head value width; None -> d_k (the paper keeps d_v = d_k)
     d_ff: int = 2048
@@ -106,6 +107,10 @@ class ModelConfig:
         return self.d_k if self.d_k is not None else self.d_model // self.n_heads
 
     @property
+    def kv_heads(self) -> int:
+        return self.n_kv_heads if self.n_kv_heads is not None else self.n_heads
+
+    @property
     def head_dim_v(self) -> int:
         return self.d_v if self.d_v is not None else self.head_dim_k
 
@@ -135,6 +140,8 @@ class ModelConfig:
             "choose sizes that divide, or set d_k (and d_v) explicitly",
         )
         need(self.head_dim_k > 0 and self.head_dim_v > 0, "d_k and d_v must be positive")
+        need(self.kv_heads > 0 and self.n_heads % self.kv_heads == 0,
+             f"n_kv_heads={self.n_kv_heads} must be a positive divisor of n_heads={self.n_heads}")
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             need(0.0 <= getattr(self, name) < 1.0, f"{name} must be in [0, 1), got {getattr(self, name)}")
         need(0.0 < self.layer_norm_eps < math.inf,
@@ -217,7 +224,8 @@ def parameter_bytes(c: ModelConfig) -> int:
     """Bytes (fp32) of the weights `build_model(c)` would allocate, positions tables included; exact up to the
     norms and biases, so that a model too big for the machine is refused before any of it is allocated."""
     d, hk, hv = c.d_model, c.n_heads * c.head_dim_k, c.n_heads * c.head_dim_v
-    attention = d * (2 * hk + hv) + hv * d + (2 * hk + hv + d)  # W_q, W_k, W_v, W_o and their biases
+    kk, kv = c.kv_heads * c.head_dim_k, c.kv_heads * c.head_dim_v  # GQA: fewer key/value heads
+    attention = d * (hk + kk + kv) + hv * d + (hk + kk + kv + d)  # W_q, W_k, W_v, W_o and their biases
     ffn = (3 if c.ffn_kind == "gated" else 2) * d * c.d_ff + (2 if c.ffn_kind == "gated" else 1) * c.d_ff + d
     layer = attention + ffn + 4 * d  # + two LayerNorms
     stack_input = c.max_len * d + c.type_vocab_size * d + 2 * d  # positions (a table or a buffer), types, norm

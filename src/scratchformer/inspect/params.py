@@ -97,7 +97,8 @@ def seeds_estimate(config: ModelConfig) -> int:
 def closed_form(config: ModelConfig) -> int:
     """The weight matrices exactly (biases and norms left out): what the paper's column counts in essence."""
     d, h, dk, dv, dff = config.d_model, config.n_heads, config.head_dim_k, config.head_dim_v, config.d_ff
-    attn = d * h * (2 * dk + dv) + h * dv * d  # W^Q, W^K, W^V and W^O
+    kv = config.kv_heads  # GQA: h_kv heads of W^K and W^V
+    attn = d * (h * dk + kv * (dk + dv)) + h * dv * d  # W^Q, W^K, W^V and W^O
     ffn = (3 if config.ffn_kind == "gated" else 2) * d * dff  # gated: W_gate, W_up, W_2
     n_enc = config.n_encoder_layers if config.arch != "decoder" else 0
     n_dec = config.n_decoder_layers if config.arch != "encoder" else 0

@@ -50,6 +50,11 @@ class DecoderCache:
     def length(self) -> int:
         return self.self_attn[0].length
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of keys and values held, every layer and both attentions (GQA divides it by h / h_kv)."""
+        return sum(c.nbytes for c in self.self_attn + self.cross_attn if c is not None)
+
     def reorder(self, index: Tensor, cross_index: Tensor | None = None) -> None:
         """Keep batch rows `index` in every self-attention cache and rows `cross_index` in every cross-attention
         cache (None: leave them alone, e.g. beams of one sentence reordered among themselves share its encoder

@@ -119,8 +119,9 @@ class TransformerBase(nn.Module):
 
 
 def _attention(c: ModelConfig, cross: bool = False) -> MultiHeadAttention:
-    return MultiHeadAttention(c.d_model, c.n_heads, c.head_dim_k, c.head_dim_v, c.attention_dropout, c.bias,
-                              cross=cross, fused=c.fused)
+    return MultiHeadAttention(d_model=c.d_model, n_heads=c.n_heads, d_k=c.head_dim_k, d_v=c.head_dim_v,
+                              n_kv_heads=c.kv_heads, dropout=c.attention_dropout, bias=c.bias, cross=cross,
+                              fused=c.fused)
 
 
 def _ffn(c: ModelConfig) -> PositionwiseFeedForward:
