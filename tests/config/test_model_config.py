@@ -26,7 +26,7 @@ def test_each_choice_is_written_once():
     assert set(typing.get_args(Head)) == set(HEADS)
     assert NORMS == norm.PLACEMENTS == ("post", "pre", "seed000", "seed003")
     assert NORM_KINDS == tuple(norm.NORMS) == ("layer", "rms")
-    assert POSITIONS == ("sinusoidal", "sinusoidal-concat", "learned")
+    assert POSITIONS == ("sinusoidal", "sinusoidal-concat", "learned", "rope")
 
 
 def test_a_choice_outside_its_literal_is_a_one_line_error():

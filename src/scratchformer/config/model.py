@@ -27,7 +27,7 @@ from scratchformer.errors import ConfigError
 Arch = Literal["encoder-decoder", "encoder", "decoder"]
 NormPlacement = Literal["post", "pre", "seed000", "seed003"]  # where the norm sits: model/norm.py has the formulas
 NormKind = Literal["layer", "rms"]  # which norm: LayerNorm (the paper) | RMSNorm (Llama)
-Positions = Literal["sinusoidal", "sinusoidal-concat", "learned"]
+Positions = Literal["sinusoidal", "sinusoidal-concat", "learned", "rope"]
 Activation = Literal["relu", "gelu", "gelu-tanh", "silu"]
 FfnKind = Literal["mlp", "gated"]  # the paper's two matrices | GLU (SwiGLU with silu: Llama; GeGLU with gelu)
 Head = Literal["mlm", "classification"]
@@ -62,7 +62,12 @@ class ModelConfig:
     norm_placement: NormPlacement = "post"
     norm_kind: NormKind = "layer"  # "layer": LayerNorm (paper) | "rms": RMSNorm (Llama); layer_norm_eps is its eps
     final_norm: bool | None = None  # a norm after each stack; None -> True for pre and seed000, False otherwise
-    positions: Positions = "sinusoidal"  # interleaved sin/cos (paper) | "sinusoidal-concat" (sin|cos) | "learned"
+    # interleaved sin/cos added at the input (paper) | "sinusoidal-concat" (sin|cos) | "learned" | "rope": q and k
+    # turned inside attention (Llama; model/rope.py)
+    positions: Positions = "sinusoidal"
+    rope_theta: float = 10000.0  # rope: the base of its wavelengths (Llama 2: 1e4, SmolLM2: 1e5, Llama 3: 5e5)
+    # rope: Hugging Face's scaling rule, {"rope_type": "linear" | "llama3", "factor": ..., ...}; None = none
+    rope_scaling: dict[str, Any] | None = None
     activation: Activation = "relu"  # "relu" (paper) | "gelu" (exact erf) | "gelu-tanh" | "silu" (swish: Marian)
     ffn_kind: FfnKind = "mlp"  # "mlp": act(x W_1) W_2 (paper) | "gated": (act(x W_gate) * x W_up) W_2 (Llama)
     tie_embeddings: bool = True  # share target embedding and pre-softmax weights (and source, if same vocab)
@@ -151,10 +156,28 @@ class ModelConfig:
         need(self.decoder_start_id is None or 0 <= self.decoder_start_id < self.tgt_vocab_size,
              f"decoder_start_id={self.decoder_start_id} is outside the target vocabulary")
         need(self.positions != "sinusoidal" or self.d_model % 2 == 0, "sinusoidal positions need an even d_model")
+        if self.positions == "rope":
+            need(self.head_dim_k % 2 == 0 and self.head_dim_k == self.head_dim_v, "rope needs d_k = d_v, even")
+            need(self.rope_theta > 1, f"rope_theta must be > 1, got {self.rope_theta}")
+            self._validate_rope_scaling()
         n_layers = {"encoder-decoder": (self.n_encoder_layers, self.n_decoder_layers),
                     "encoder": (self.n_encoder_layers,), "decoder": (self.n_decoder_layers,)}[self.arch]
         need(all(n > 0 for n in n_layers), f"a {self.arch} model needs at least one layer per stack")
         self._validate_head()
+
+    def _validate_rope_scaling(self) -> None:
+        """rope_scaling: None, or a rope_type this code implements with the numbers that rule reads."""
+        s = self.rope_scaling
+        if s is None or s.get("rope_type", "default") == "default":
+            return
+        keys = {"linear": ("factor",), "llama3": ("factor", "low_freq_factor", "high_freq_factor",
+                                                   "original_max_position_embeddings")}.get(s.get("rope_type"))
+        if keys is None:
+            raise ConfigError(f"rope_scaling rope_type={s.get('rope_type')!r} is not supported "
+                              "(supported: default, linear, llama3)")
+        missing = [k for k in keys if not isinstance(s.get(k), (int, float)) or isinstance(s.get(k), bool)]
+        if missing:
+            raise ConfigError(f"rope_scaling of type {s['rope_type']!r} needs numbers for {', '.join(missing)}")
 
     def _validate_head(self) -> None:
         """The task head's fields: a head sits on an encoder; a classifier has K >= 2 classes (and K labels)."""
@@ -228,7 +251,8 @@ def parameter_bytes(c: ModelConfig) -> int:
     attention = d * (hk + kk + kv) + hv * d + (hk + kk + kv + d)  # W_q, W_k, W_v, W_o and their biases
     ffn = (3 if c.ffn_kind == "gated" else 2) * d * c.d_ff + (2 if c.ffn_kind == "gated" else 1) * c.d_ff + d
     layer = attention + ffn + 4 * d  # + two LayerNorms
-    stack_input = c.max_len * d + c.type_vocab_size * d + 2 * d  # positions (a table or a buffer), types, norm
+    positions = 0 if c.positions == "rope" else c.max_len * d  # a table or a buffer; rope turns q and k instead
+    stack_input = positions + c.type_vocab_size * d + 2 * d  # positions, token types, embedding norm
     if c.arch == "encoder-decoder":
         count = c.n_encoder_layers * layer + c.n_decoder_layers * (layer + attention + 2 * d)
         count += 2 * stack_input + c.tgt_vocab_size * d * (1 if c.tie_embeddings else 2) + c.tgt_vocab_size
@@ -306,6 +330,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     "gpt-tiny": dict(arch="decoder", tgt_vocab_size=1000, d_model=128, n_heads=4, d_ff=512,
                      n_decoder_layers=4, norm_placement="pre", activation="gelu", positions="learned",
                      scale_embeddings=False, generator_bias=False, dropout=0.1, max_len=256),
+    # Llama's boxes at toy size: RoPE, RMSNorm before each sublayer, SwiGLU, grouped-query attention, no biases
+    "llama-tiny": dict(arch="decoder", tgt_vocab_size=1000, d_model=128, n_heads=4, n_kv_heads=2, d_ff=344,
+                       n_decoder_layers=4, norm_placement="pre", norm_kind="rms", ffn_kind="gated", activation="silu",
+                       positions="rope", bias=False, generator_bias=False, scale_embeddings=False,
+                       layer_norm_eps=1e-5, dropout=0.0, max_len=256),
     "bert-tiny": dict(arch="encoder", tgt_vocab_size=1000, d_model=128, n_heads=4, d_ff=512,
                       n_encoder_layers=4, activation="gelu", positions="learned", scale_embeddings=False,
                       type_vocab_size=2, embedding_norm=True, layer_norm_eps=1e-12, dropout=0.1,

@@ -71,8 +71,9 @@ def check_model(model: EncoderDecoder) -> None:
     if c.norm_placement == "post" and c.use_final_norm:
         raise ConfigError("final_norm=True with norm_placement='post': CTranslate2 has a final LayerNorm only for "
                           "pre-norm stacks")
-    if c.ffn_kind != "mlp":
-        raise ConfigError(f"ffn_kind={c.ffn_kind!r}: the CTranslate2 export writes the paper's two-matrix FFN only")
+    if c.ffn_kind != "mlp" or c.positions == "rope" or c.kv_heads != c.n_heads:
+        raise ConfigError(f"ffn_kind={c.ffn_kind!r}, positions={c.positions!r}, n_kv_heads={c.n_kv_heads}: the "
+                          "CTranslate2 export writes the paper's FFN, positions added at the input and full heads only")
     if c.head_dim_k != c.head_dim_v:
         raise ConfigError(f"d_v={c.head_dim_v} differs from d_k={c.head_dim_k}: CTranslate2 has one head width")
     if c.type_vocab_size:

@@ -149,6 +149,8 @@ def check_expressible(c: ModelConfig, hf_arch: str | None = None) -> tuple[Famil
         problems.append("d_k / d_v (Hugging Face needs n_heads * d_k = n_heads * d_v = d_model)")
     if not c.bias:
         problems.append("bias=False (the Hugging Face layers have biases)")
+    if c.kv_heads != c.n_heads:
+        problems.append(f"n_kv_heads={c.n_kv_heads} ({family.model_type} has as many key/value heads as queries)")
     if c.ffn_kind != "mlp":
         problems.append(f"ffn_kind={c.ffn_kind!r} ({family.model_type} has a two-matrix FFN)")
     if c.norm_kind != "layer":

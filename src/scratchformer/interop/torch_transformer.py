@@ -64,6 +64,9 @@ def _check_compatible(config: ModelConfig) -> None:
         problems.append("final_norm is off (nn.Transformer always has final norms: set final_norm=True)")
     if config.head_dim_k * config.n_heads != config.d_model or config.head_dim_v != config.head_dim_k:
         problems.append("h*d_k != d_model or d_v != d_k (nn.MultiheadAttention cannot express that)")
+    if config.positions == "rope" or config.kv_heads != config.n_heads:
+        problems.append(f"positions={config.positions!r}, n_kv_heads={config.n_kv_heads} (nn.Transformer adds no "
+                        "rope and has full heads)")
     if config.activation not in ("relu", "gelu") or not config.bias or config.ffn_kind != "mlp":
         problems.append(f"activation={config.activation!r}, bias={config.bias}, ffn_kind={config.ffn_kind!r}")
     if problems:

@@ -29,10 +29,10 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x: Tensor, memory: Tensor | None = None, self_mask: Tensor | None = None,
                 memory_mask: Tensor | None = None, self_cache: KVCache | None = None,
-                cross_cache: KVCache | None = None) -> Tensor:
+                cross_cache: KVCache | None = None, positions: Tensor | None = None) -> Tensor:
         # x: (B, L_tgt, D); memory: (B, L_src, D); self_mask: (B|1, 1, L_tgt, L_past + L_tgt);
-        # memory_mask: (B, 1, 1, L_src)
-        x = self.sublayer[0](x, lambda y: self.self_attn(y, mask=self_mask, cache=self_cache))
+        # memory_mask: (B, 1, 1, L_src); positions: (B|1, L_tgt) for rope (None: from the cache's length)
+        x = self.sublayer[0](x, lambda y: self.self_attn(y, mask=self_mask, cache=self_cache, positions=positions))
         if self.cross_attn is not None:
             x = self.sublayer[1](x, lambda y: self.cross_attn(y, memory, memory_mask, cross_cache))
         return self.sublayer[-1](x, self.feed_forward)  # (B, L_tgt, D)
@@ -76,9 +76,10 @@ class Decoder(nn.Module):
         self.norm = final_norm
 
     def forward(self, x: Tensor, memory: Tensor | None = None, self_mask: Tensor | None = None,
-                memory_mask: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:
+                memory_mask: Tensor | None = None, cache: DecoderCache | None = None,
+                positions: Tensor | None = None) -> Tensor:
         for i, layer in enumerate(self.layers):
             self_cache = cache.self_attn[i] if cache is not None else None
             cross_cache = cache.cross_attn[i] if cache is not None else None
-            x = layer(x, memory, self_mask, memory_mask, self_cache, cross_cache)  # (B, L_tgt, D)
+            x = layer(x, memory, self_mask, memory_mask, self_cache, cross_cache, positions)  # (B, L_tgt, D)
         return self.norm(x) if self.norm is not None else x

@@ -78,7 +78,8 @@ class LearnedPositionalEmbedding(nn.Module):
 
 
 class InputLayer(nn.Module):
-    """x = Dropout(TokenEmbedding(ids) + PositionalEncoding(positions) [+ TokenType]) [-> Norm]."""
+    """x = Dropout(TokenEmbedding(ids) + PositionalEncoding(positions) [+ TokenType]) [-> Norm]; no positions here
+    for rope."""
 
     def __init__(
         self,
@@ -96,9 +97,10 @@ class InputLayer(nn.Module):
         super().__init__()
         self.max_len = max_len
         self.token = TokenEmbedding(vocab_size, d_model, pad_id, scale)
+        self.position: nn.Module | None = None  # "rope": positions enter inside attention (model/rope.py)
         if positions == "learned":
-            self.position: nn.Module = LearnedPositionalEmbedding(d_model, max_len)
-        else:
+            self.position = LearnedPositionalEmbedding(d_model, max_len)
+        elif positions != "rope":
             layout = "concat" if positions == "sinusoidal-concat" else "interleaved"
             self.position = SinusoidalPositionalEncoding(d_model, max_len, layout)
         self.token_type = nn.Embedding(type_vocab_size, d_model) if type_vocab_size > 0 else None
@@ -108,9 +110,11 @@ class InputLayer(nn.Module):
     def forward(self, ids: Tensor, positions: Tensor | None = None, token_type_ids: Tensor | None = None,
                 offset: int = 0) -> Tensor:
         # ids: (B, L); positions: (B, L) or None -> offset, offset+1, ... (offset > 0 when decoding with a cache)
-        if positions is None:
-            positions = torch.arange(offset, offset + ids.size(1), device=ids.device)[None, :]  # (1, L)
-        x = self.token(ids) + self.position(positions)  # (B, L, D)
+        x = self.token(ids)  # (B, L, D)
+        if self.position is not None:
+            if positions is None:
+                positions = torch.arange(offset, offset + ids.size(1), device=ids.device)[None, :]  # (1, L)
+            x = x + self.position(positions)  # (B, L, D)
         if self.token_type is not None:
             types = token_type_ids if token_type_ids is not None else torch.zeros_like(ids)
             x = x + self.token_type(types)

@@ -20,9 +20,9 @@ class EncoderLayer(nn.Module):
         self.feed_forward = feed_forward
         self.sublayer = nn.ModuleList(sublayers)  # 2: around the attention, around the FFN
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        # x: (B, L, D); mask: (B, 1, 1, L) padding, or (B, 1, L, L)
-        x = self.sublayer[0](x, lambda y: self.self_attn(y, mask=mask))  # (B, L, D)
+    def forward(self, x: Tensor, mask: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
+        # x: (B, L, D); mask: (B, 1, 1, L) padding, or (B, 1, L, L); positions: (B|1, L) for rope, or None
+        x = self.sublayer[0](x, lambda y: self.self_attn(y, mask=mask, positions=positions))  # (B, L, D)
         return self.sublayer[1](x, self.feed_forward)  # (B, L, D)
 
 
@@ -32,7 +32,7 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList(layers)
         self.norm = final_norm
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, mask: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
         for layer in self.layers:
-            x = layer(x, mask)  # (B, L_src, D)
+            x = layer(x, mask, positions)  # (B, L_src, D)
         return self.norm(x) if self.norm is not None else x

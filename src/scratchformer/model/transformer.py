@@ -25,6 +25,7 @@ from scratchformer.model.encoder import Encoder, EncoderLayer
 from scratchformer.model.feedforward import PositionwiseFeedForward
 from scratchformer.model.masks import causal_mask, check_mask, combine, padding_mask
 from scratchformer.model.norm import NORMS, SublayerConnection, make_norm
+from scratchformer.model.rope import RotaryEmbedding
 
 
 class Generator(nn.Module):
@@ -118,10 +119,17 @@ class TransformerBase(nn.Module):
                     nn.init.zeros_(m.bias)
 
 
-def _attention(c: ModelConfig, cross: bool = False) -> MultiHeadAttention:
+def _attention(c: ModelConfig, cross: bool = False, rope: RotaryEmbedding | None = None) -> MultiHeadAttention:
     return MultiHeadAttention(d_model=c.d_model, n_heads=c.n_heads, d_k=c.head_dim_k, d_v=c.head_dim_v,
                               n_kv_heads=c.kv_heads, dropout=c.attention_dropout, bias=c.bias, cross=cross,
-                              fused=c.fused)
+                              fused=c.fused, rope=rope)
+
+
+def _rope(c: ModelConfig) -> RotaryEmbedding | None:
+    """One rotary embedding per stack, shared by its self-attentions; None unless positions="rope"."""
+    if c.positions != "rope":
+        return None
+    return RotaryEmbedding(head_dim=c.head_dim_k, theta=c.rope_theta, scaling=c.rope_scaling)
 
 
 def _ffn(c: ModelConfig) -> PositionwiseFeedForward:
@@ -144,13 +152,15 @@ def _input_layer(c: ModelConfig, vocab_size: int) -> InputLayer:
 
 
 def _encoder(c: ModelConfig) -> Encoder:
-    layers = [EncoderLayer(self_attn=_attention(c), feed_forward=_ffn(c), sublayers=_sublayers(c, 2))
+    rope = _rope(c)
+    layers = [EncoderLayer(self_attn=_attention(c, rope=rope), feed_forward=_ffn(c), sublayers=_sublayers(c, 2))
               for _ in range(c.n_encoder_layers)]
     return Encoder(layers=layers, final_norm=_final_norm(c))
 
 
 def _decoder(c: ModelConfig, cross: bool) -> Decoder:
-    layers = [DecoderLayer(self_attn=_attention(c), cross_attn=_attention(c, cross=True) if cross else None,
+    rope = _rope(c)
+    layers = [DecoderLayer(self_attn=_attention(c, rope=rope), cross_attn=_attention(c, cross=True) if cross else None,
                            feed_forward=_ffn(c), sublayers=_sublayers(c, 3 if cross else 2))
               for _ in range(c.n_decoder_layers)]
     return Decoder(layers=layers, final_norm=_final_norm(c))
@@ -252,7 +262,7 @@ class EncoderOnly(TransformerBase):
         else:
             mask = check_mask(attention_mask, input_ids.size(0), 1, input_ids.size(1), "attention_mask")
         x = self.embed(input_ids, position_ids, token_type_ids)  # (B, L, D)
-        return self.encoder(x, mask)  # (B, L, D)
+        return self.encoder(x, mask, position_ids)  # (B, L, D); position_ids reach attention only for rope
 
 
 class DecoderOnly(TransformerBase):
@@ -290,7 +300,7 @@ class DecoderOnly(TransformerBase):
             if position_ids is None:
                 position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, past:]  # (B, L)
         x = self.embed(input_ids, position_ids, offset=past)  # (B, L, D)
-        return self.decoder(x, None, mask, None, cache)  # (B, L, D)
+        return self.decoder(x, None, mask, None, cache, position_ids)  # (B, L, D); rope turns q, k by position_ids
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
                 position_ids: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:
