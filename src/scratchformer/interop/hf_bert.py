@@ -5,7 +5,7 @@ LayerNorm (eps 1e-12); W^Q, W^K, W^V are three Linear layers, stacked row-wise i
 from __future__ import annotations
 
 from scratchformer.errors import ConfigError
-from scratchformer.interop.hf_base import ACT_OUT, Family, Link, activation, pair
+from scratchformer.interop.hf_base import ACT_OUT, Family, Link, activation, classic_problems, pair
 
 
 class Bert(Family):
@@ -56,7 +56,7 @@ class Bert(Family):
         return {rename(k): v for k, v in state.items()}
 
     def problems(self, c):
-        return [p for cond, p in (
+        return classic_problems(c, self.model_type) + [p for cond, p in (
             (c.norm_placement == "post", f"norm_placement={c.norm_placement!r} (BERT is post-norm)"),
             (not c.use_final_norm, "final_norm is on (BERT has no final LayerNorm)"),
             (c.positions == "learned", f"positions={c.positions!r} (BERT learns its positions)"),

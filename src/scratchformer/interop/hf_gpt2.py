@@ -6,7 +6,7 @@ without bias. Its Conv1D stores weights (in, out), the transpose of nn.Linear, a
 from __future__ import annotations
 
 from scratchformer.errors import ConfigError
-from scratchformer.interop.hf_base import ACT_OUT, Family, Link, activation, pair
+from scratchformer.interop.hf_base import ACT_OUT, Family, Link, activation, classic_problems, pair
 
 
 class Gpt2(Family):
@@ -49,7 +49,7 @@ class Gpt2(Family):
         return links
 
     def problems(self, c):
-        return [p for cond, p in (
+        return classic_problems(c, self.model_type) + [p for cond, p in (
             (c.norm_placement == "pre", f"norm_placement={c.norm_placement!r} (GPT-2 is pre-norm)"),
             (c.use_final_norm, "final_norm is off (GPT-2 ends with ln_f)"),
             (c.positions == "learned", f"positions={c.positions!r} (GPT-2 learns its positions)"),

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from scratchformer.config import ModelConfig
 from scratchformer.errors import ConfigError
-from scratchformer.interop.hf_base import ACT_OUT, Family, Link, activation, pair
+from scratchformer.interop.hf_base import ACT_OUT, Family, Link, activation, classic_problems, pair
 
 # Our parameter names by how they touch the residual stream (D): matched on the name's last two parts.
 _READS = ("token.weight", "w_qkv.weight", "w_q.weight", "w_kv.weight", "w_1.weight", "proj.weight")  # (out, D)
@@ -96,7 +96,7 @@ class Marian(Family):
         return state
 
     def problems(self, c):
-        return [p for cond, p in (
+        return classic_problems(c, self.model_type) + [p for cond, p in (
             (c.norm_placement == "post", f"norm_placement={c.norm_placement!r} (Marian is post-norm)"),
             (not c.use_final_norm, "final_norm is on (Marian has no final LayerNorm)"),
             (c.positions == "sinusoidal-concat", f"positions={c.positions!r} (Marian: 'sinusoidal-concat'"

@@ -35,21 +35,21 @@ from torch import Tensor
 
 from scratchformer.config import ModelConfig
 from scratchformer.errors import ConfigError
-from scratchformer.interop.hf_base import ACT_OUT, Family, load_tensors, read_json, to_ours, to_theirs
+from scratchformer.interop.hf_base import Family, load_tensors, read_json, split_rows, to_ours, to_theirs
 from scratchformer.interop.hf_bert import Bert
 from scratchformer.interop.hf_gpt2 import Gpt2
+from scratchformer.interop.hf_llama import Llama
 from scratchformer.interop.hf_marian import Marian
 from scratchformer.model import build_model
 from scratchformer.model.transformer import TransformerBase
 
-SUPPORTED = ("bert", "gpt2", "marian")
+SUPPORTED = ("bert", "gpt2", "marian", "llama")
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
 _TOP_LEVEL = ("lm_head.weight", "final_logits_bias")  # outside the base model: never prefixed
 _TOKEN_IDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id", "forced_eos_token_id")
 
-FAMILIES: dict[str, Family] = {f.model_type: f for f in (Bert(), Gpt2(), Marian())}
-_BY_ARCH = {f.arch: f for f in FAMILIES.values()}
+FAMILIES: dict[str, Family] = {f.model_type: f for f in (Bert(), Gpt2(), Marian(), Llama())}
 
 
 def _family_of(hf: dict[str, Any], file: Path) -> Family:
@@ -139,24 +139,15 @@ def from_pretrained(path: str | Path, fused: bool = True) -> TransformerBase:
 def check_expressible(c: ModelConfig, hf_arch: str | None = None) -> tuple[Family, str]:
     """The family and Hugging Face class that hold a model with config `c` (hf_arch None: the family's first),
     or a one-line ConfigError listing everything in `c` that class cannot hold."""
-    family = _BY_ARCH[c.arch]
-    hf_arch = hf_arch or next(iter(family.export_archs))
-    if hf_arch not in family.export_archs:
-        known = ", ".join(a for f in FAMILIES.values() for a in f.export_archs)
+    families = [f for f in FAMILIES.values() if f.arch == c.arch]
+    if hf_arch is None:  # the family that can hold it (GPT-2 or Llama for a decoder), else the first, to say why not
+        family = next((f for f in families if not f.problems(c)), families[0])
+        hf_arch = next(iter(family.export_archs))
+    family = next((f for f in families if hf_arch in f.export_archs), None)
+    if family is None:
+        known = ", ".join(a for f in families for a in f.export_archs)
         raise ConfigError(f"hf_arch={hf_arch!r} cannot hold a {c.arch} model; choose one of: {known}")
     problems = family.problems(c)
-    if c.head_dim_k * c.n_heads != c.d_model or c.head_dim_v != c.head_dim_k:
-        problems.append("d_k / d_v (Hugging Face needs n_heads * d_k = n_heads * d_v = d_model)")
-    if not c.bias:
-        problems.append("bias=False (the Hugging Face layers have biases)")
-    if c.kv_heads != c.n_heads:
-        problems.append(f"n_kv_heads={c.n_kv_heads} ({family.model_type} has as many key/value heads as queries)")
-    if c.ffn_kind != "mlp":
-        problems.append(f"ffn_kind={c.ffn_kind!r} ({family.model_type} has a two-matrix FFN)")
-    if c.norm_kind != "layer":
-        problems.append(f"norm_kind={c.norm_kind!r} ({family.model_type} uses LayerNorm)")
-    if c.activation not in ACT_OUT:
-        problems.append(f"activation={c.activation!r}")
     if problems:
         raise ConfigError(f"config cannot be expressed as {hf_arch}: " + "; ".join(problems))
     return family, hf_arch
@@ -181,7 +172,7 @@ def save_pretrained(model: TransformerBase, path: str | Path, hf_arch: str | Non
             continue  # GPT2Model has no lm_head
         if link.optional and link.ours not in params:
             continue  # generator_bias=False: Hugging Face's zeros are the same
-        parts = params[link.ours].detach().chunk(len(link.theirs), dim=0)
+        parts = split_rows(params[link.ours].detach(), link)
         for name, part in zip(link.theirs, parts):
             # clone: safetensors refuses tensors that share storage (tied matrices, chunks of w_qkv)
             full = name if name in _TOP_LEVEL else prefix + name
