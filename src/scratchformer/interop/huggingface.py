@@ -35,6 +35,7 @@ from torch import Tensor
 
 from scratchformer.config import ModelConfig
 from scratchformer.errors import ConfigError
+from scratchformer.interop.gguf import read_gguf
 from scratchformer.interop.hf_base import Family, load_tensors, read_json, split_rows, to_ours, to_theirs
 from scratchformer.interop.hf_bert import Bert
 from scratchformer.interop.hf_gpt2 import Gpt2
@@ -94,13 +95,18 @@ def config_from_hf(hf: dict[str, Any], file: str | Path = "config.json", fused: 
 def from_pretrained(path: str | Path, fused: bool = True) -> TransformerBase:
     """A local Hugging Face folder (config.json + model.safetensors | pytorch_model.bin) -> our model, eval mode.
 
-    BERT -> EncoderOnly (same last hidden states), GPT-2 -> DecoderOnly (same logits), Marian -> EncoderDecoder
-    (same logits). Heads we have no box for (BERT's pooler and MLM head) are ignored.
+    BERT -> EncoderOnly (same last hidden states), GPT-2 and Llama -> DecoderOnly (same logits), Marian ->
+    EncoderDecoder (same logits). Heads we have no box for (BERT's pooler and MLM head) are ignored.
+    A .gguf file (a Llama-family model, quantised or not) goes to interop/gguf.py.
     """
     folder = Path(path)
+    if folder.suffix == ".gguf" and folder.is_file():
+        gguf = read_gguf(folder)
+        return model_from_state(FAMILIES["llama"], config_from_hf(gguf.hf_config, folder, fused), gguf.state,
+                                gguf.hf_config, str(folder))
     if not folder.is_dir():
         raise ConfigError(f"{folder} is not a folder: from_pretrained reads a local Hugging Face model folder "
-                          "(config.json + model.safetensors) and never downloads")
+                          "(config.json + model.safetensors) or a .gguf file, and never downloads")
     config_file = folder / "config.json"
     hf = read_json(config_file)
     family = _family_of(hf, config_file)
@@ -108,7 +114,14 @@ def from_pretrained(path: str | Path, fused: bool = True) -> TransformerBase:
     weights = next((folder / n for n in WEIGHT_FILES if (folder / n).is_file()), None)
     if weights is None:
         raise ConfigError(f"{folder} has no weights file (looked for {', '.join(WEIGHT_FILES)})")
-    state = load_tensors(weights)
+    return model_from_state(family, config, load_tensors(weights), hf, str(weights))
+
+
+def model_from_state(family: Family, config: ModelConfig, state: dict[str, Tensor], hf: dict[str, Any],
+                     source: str) -> TransformerBase:
+    """Our model of `config` holding the Hugging Face tensors `state` (named as `family` names them; `source`
+    names the file in errors), eval mode."""
+    weights = source
     for prefix in family.prefixes:
         state = {k.removeprefix(prefix): v for k, v in state.items()}
     state = family.normalise(state, hf)
