@@ -23,6 +23,8 @@ from scratchformer.interop.gguf import chat_template, gguf_tokenizer, read_gguf
 from scratchformer.interop.huggingface import FAMILIES, config_from_hf, from_pretrained, model_from_state
 from scratchformer.model.transformer import DecoderOnly
 
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # what --dtype may name
+
 
 def is_pretrained(path: str | Path) -> bool:
     """A .gguf file, or a folder whose config.json names a Hugging Face model_type (a run's config.json does not)."""
