@@ -106,3 +106,27 @@ def test_old_config_files_with_norm_still_load(tmp_path):
         ModelConfig.from_dict({"norm": "pre", "norm_placement": "post"})
     with pytest.raises(ConfigError, match="norm_placement='mid' is not one of"):
         ModelConfig.from_dict({"norm": "mid"})
+
+
+@pytest.mark.parametrize("preset,overrides", [("llama-tiny", {}), ("llama-tiny", {"n_kv_heads": 1}),
+                                              ("llama-tiny", {"tie_embeddings": False, "n_kv_heads": 4})])
+def test_params_of_llama_configs_equal_the_closed_form_with_gqa_and_a_gated_ffn(preset, overrides):
+    """No biases: the exact count is the closed form's matrices plus the RMSNorm weights (2 per layer + final)."""
+    from scratchformer.config import parameter_bytes
+    from scratchformer.inspect.params import closed_form
+
+    c = ModelConfig.preset(preset, **overrides)
+    d, h, kv, dk, n = c.d_model, c.n_heads, c.kv_heads, c.head_dim_k, c.n_decoder_layers
+    by_hand = n * (d * (h + 2 * kv) * dk + h * dk * d + 3 * d * c.d_ff) + c.tgt_vocab_size * d * (
+        1 if c.tie_embeddings else 2)
+    assert closed_form(c) == by_hand
+    model = build_model(c)
+    assert model.num_parameters() == by_hand + (2 * n + 1) * d
+    assert 0.9 <= parameter_bytes(c) / (4 * model.num_parameters()) <= 1.1
+
+
+def test_smollm2_sizes_count_its_published_134_5m(capsys):
+    assert main(["params", "--preset", "smollm2-135m"]) == 0
+    out = capsys.readouterr().out
+    assert "134,515,008" in out and "= 134.52M" in out
+    assert "rope: turns q and k, no parameters" in out

@@ -22,8 +22,8 @@ def _ids(b=2, n=8, seed=0):
 def test_rope_model_has_no_input_positions_and_depends_on_relative_positions_only():
     model, ids = _llama(), _ids()
     assert model.embed.position is None
-    ropes = {id(m) for m in model.modules() if isinstance(m, RotaryEmbedding)}
-    assert len(ropes) == 1  # one per stack, shared by its self-attentions
+    ropes = [m for m in model.modules() if isinstance(m, RotaryEmbedding)]
+    assert len(ropes) == 2 and all(r is layer.self_attn.rope for r, layer in zip(ropes, model.decoder.layers))
     with torch.no_grad():
         base = model(ids)
         shifted = model(ids, position_ids=torch.arange(8)[None] + 17)  # every position + 17: same differences

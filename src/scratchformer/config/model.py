@@ -299,6 +299,9 @@ def check_fits_in_memory(c: ModelConfig) -> None:
 
 # Table 3 of the paper. Shared source/target vocabulary of 37000 (WMT14 En-De BPE), tied embeddings.
 _PAPER = dict(src_vocab_size=37000, tgt_vocab_size=37000, tie_embeddings=True)
+_LLAMA = dict(arch="decoder", norm_placement="pre", norm_kind="rms", ffn_kind="gated", activation="silu",
+              positions="rope", bias=False, generator_bias=False, scale_embeddings=False, layer_norm_eps=1e-5,
+              dropout=0.0, tie_embeddings=True)
 PRESETS: dict[str, dict[str, Any]] = {
     "paper-base": dict(_PAPER),
     "paper-big": dict(_PAPER, d_model=1024, n_heads=16, d_ff=4096, dropout=0.3),
@@ -331,10 +334,11 @@ PRESETS: dict[str, dict[str, Any]] = {
                      n_decoder_layers=4, norm_placement="pre", activation="gelu", positions="learned",
                      scale_embeddings=False, generator_bias=False, dropout=0.1, max_len=256),
     # Llama's boxes at toy size: RoPE, RMSNorm before each sublayer, SwiGLU, grouped-query attention, no biases
-    "llama-tiny": dict(arch="decoder", tgt_vocab_size=1000, d_model=128, n_heads=4, n_kv_heads=2, d_ff=344,
-                       n_decoder_layers=4, norm_placement="pre", norm_kind="rms", ffn_kind="gated", activation="silu",
-                       positions="rope", bias=False, generator_bias=False, scale_embeddings=False,
-                       layer_norm_eps=1e-5, dropout=0.0, max_len=256),
+    "llama-tiny": dict(_LLAMA, tgt_vocab_size=1000, d_model=128, n_heads=4, n_kv_heads=2, d_ff=344,
+                       n_decoder_layers=4, max_len=256),
+    # SmolLM2-135M's sizes (HuggingFaceTB; 134.5M parameters with tied embeddings): `params`, `shapes`
+    "smollm2-135m": dict(_LLAMA, tgt_vocab_size=49152, d_model=576, n_heads=9, n_kv_heads=3, d_ff=1536,
+                         n_decoder_layers=30, rope_theta=100000.0, max_len=8192, pad_id=2),
     "bert-tiny": dict(arch="encoder", tgt_vocab_size=1000, d_model=128, n_heads=4, d_ff=512,
                       n_encoder_layers=4, activation="gelu", positions="learned", scale_embeddings=False,
                       type_vocab_size=2, embedding_norm=True, layer_norm_eps=1e-12, dropout=0.1,

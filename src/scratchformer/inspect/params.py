@@ -57,7 +57,9 @@ def _stack_rows(stack: nn.Module, side: str, seen: set[int]) -> list[Row]:
 def _embed_rows(embed: nn.Module, label: str, seen: set[int], note: str = "") -> list[Row]:
     rows = [Row(f"input: {label} token embedding", None, None, _count(embed.token, seen), note)]
     n_pos = _count(embed.position, seen)
-    rows.append(Row(f"input: {label} positions", None, None, n_pos, "" if n_pos else "sinusoidal: no parameters"))
+    note = "" if n_pos else "rope: turns q and k, no parameters" if embed.position is None else \
+        "sinusoidal: no parameters"
+    rows.append(Row(f"input: {label} positions", None, None, n_pos, note))
     if embed.token_type is not None:
         rows.append(Row(f"input: {label} token types", None, None, _count(embed.token_type, seen)))
     if embed.norm is not None:
@@ -81,7 +83,8 @@ def parameter_rows(model: TransformerBase) -> list[Row]:
     if generator is not None:
         tied = c.tie_embeddings
         rows.append(Row("output: generator (linear + log-softmax)", None, None, _count(generator, seen),
-                        "weight tied to target embedding: bias only" if tied else ""))
+                        ("weight tied to target embedding" + (": bias only" if c.generator_bias else ""))
+                        if tied else ""))
     return rows
 
 

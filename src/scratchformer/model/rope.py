@@ -46,8 +46,8 @@ def rotate_half(x: Tensor) -> Tensor:
 
 
 class RotaryEmbedding(nn.Module):
-    """rope(q, k, positions, offset) -> q, k turned by their positions; no parameters. One per stack, shared by its
-    self-attentions."""
+    """rope(q, k, positions, offset) -> q, k turned by their positions; no parameters (the d/2 frequencies are a
+    buffer). Each self-attention holds one."""
 
     def __init__(self, *, head_dim: int, theta: float = 10000.0, scaling: dict[str, Any] | None = None) -> None:
         super().__init__()

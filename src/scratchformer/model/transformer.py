@@ -126,7 +126,7 @@ def _attention(c: ModelConfig, cross: bool = False, rope: RotaryEmbedding | None
 
 
 def _rope(c: ModelConfig) -> RotaryEmbedding | None:
-    """One rotary embedding per stack, shared by its self-attentions; None unless positions="rope"."""
+    """A rotary embedding for one self-attention (no parameters: d/2 frequencies); None unless positions="rope"."""
     if c.positions != "rope":
         return None
     return RotaryEmbedding(head_dim=c.head_dim_k, theta=c.rope_theta, scaling=c.rope_scaling)
@@ -152,15 +152,14 @@ def _input_layer(c: ModelConfig, vocab_size: int) -> InputLayer:
 
 
 def _encoder(c: ModelConfig) -> Encoder:
-    rope = _rope(c)
-    layers = [EncoderLayer(self_attn=_attention(c, rope=rope), feed_forward=_ffn(c), sublayers=_sublayers(c, 2))
+    layers = [EncoderLayer(self_attn=_attention(c, rope=_rope(c)), feed_forward=_ffn(c), sublayers=_sublayers(c, 2))
               for _ in range(c.n_encoder_layers)]
     return Encoder(layers=layers, final_norm=_final_norm(c))
 
 
 def _decoder(c: ModelConfig, cross: bool) -> Decoder:
-    rope = _rope(c)
-    layers = [DecoderLayer(self_attn=_attention(c, rope=rope), cross_attn=_attention(c, cross=True) if cross else None,
+    layers = [DecoderLayer(self_attn=_attention(c, rope=_rope(c)),
+                           cross_attn=_attention(c, cross=True) if cross else None,
                            feed_forward=_ffn(c), sublayers=_sublayers(c, 3 if cross else 2))
               for _ in range(c.n_decoder_layers)]
     return Decoder(layers=layers, final_norm=_final_norm(c))
