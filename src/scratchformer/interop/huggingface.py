@@ -1,4 +1,5 @@
-"""Weights to and from Hugging Face model folders: BERT, GPT-2 and Marian (OPUS-MT), without `transformers`.
+"""Weights to and from Hugging Face model folders: BERT, GPT-2, Marian (OPUS-MT) and Llama, without `transformers`;
+and Llama-family GGUF files (interop/gguf.py reads them).
 
     model = from_pretrained("models/opus-mt-en-de")   # a LOCAL folder: config.json + model.safetensors
     save_pretrained(model, "out/")                     # loads in transformers.AutoModel... with the same outputs
@@ -9,6 +10,7 @@ How each family maps onto our switches (config.json is read by hand; the network
     BERT    encoder          post  no           learned            gelu         + token types, LayerNorm, eps 1e-12
     GPT-2   decoder          pre   yes (ln_f)   learned            gelu-tanh    tied lm_head, no generator bias
     Marian  encoder-decoder  post  no           sinusoidal-concat  silu (swish) x sqrt(D), shared; final_logits_bias
+    Llama   decoder          pre   yes (RMS)    rope (+ scaling)   gated silu   no biases; GQA (n_kv_heads)
 
 Weight layouts. BERT and Marian keep W^Q, W^K, W^V in three nn.Linear; our self-attention stacks them row-wise
 into `w_qkv` ([q; k; v]) and cross-attention into `w_q` and `w_kv` ([k; v]). GPT-2's Conv1D stores (in, out),
@@ -20,7 +22,7 @@ same table with the D dimensions permuted, folded into the weights by hf_marian.
 `config.decoder_start_id` (and `config.extra["decoder_start_token_id"]`) record it, and the decoder then keeps
 target position 0 visible instead of masking it as padding.
 
-One file per family (hf_bert.py, hf_gpt2.py, hf_marian.py) fills in hf_base.Family: its config fields, the
+One file per family (hf_bert.py, hf_gpt2.py, hf_marian.py, hf_llama.py) fills in hf_base.Family: its config fields, the
 tensor names of each of our parameters, what it cannot express. This module reads and writes the folders.
 """
 
