@@ -68,3 +68,13 @@ def test_rope_config_is_checked():
         ModelConfig.preset("llama-tiny", rope_scaling={"rope_type": "llama3", "factor": 8.0})
     with pytest.raises(Exception, match="rope needs d_k = d_v, even"):
         ModelConfig.preset("llama-tiny", d_k=7, d_v=7)
+
+
+def test_llama_tiny_trains_every_parameter():
+    """One backward pass reaches every weight (RMSNorm, gated FFN, GQA projections, tied embedding)."""
+    model = _llama().train()
+    ids = _ids()
+    logits = model(ids[:, :-1])
+    torch.nn.functional.cross_entropy(logits.reshape(-1, 60), ids[:, 1:].reshape(-1)).backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert not missing
