@@ -79,6 +79,9 @@ class Batcher:
                 self.queue.remove(job)
                 self.metrics.queued_sentences -= len(job.texts)
 
+    def _tokens(self) -> int:
+        return sum(j.tokens for j in self.queue)
+
     def _take(self) -> list[_Job]:
         """The first job and every later one with its key, while the source tokens fit in max_tokens."""
         first = self.queue[0]
@@ -106,12 +109,14 @@ class Batcher:
                 await self._wake.wait()
             if self.wait > 0:  # gather: until wait after the oldest request's arrival, or until the batch is full
                 deadline = self.queue[0].arrived + self.wait
-                while time.monotonic() < deadline and sum(j.tokens for j in self.queue) < self.max_tokens:
+                while self.queue and time.monotonic() < deadline and self._tokens() < self.max_tokens:
                     self._wake.clear()
                     try:
                         await asyncio.wait_for(self._wake.wait(), deadline - time.monotonic())
                     except asyncio.TimeoutError:
                         break
+            if not self.queue:  # every waiting request gave up
+                continue
             jobs = [j for j in self._take() if not j.future.done()]
             if not jobs:
                 continue

@@ -11,10 +11,11 @@ import sys
 import warnings
 from pathlib import Path
 
+from scratchformer.decoding.translate import check_translate_options
 from scratchformer.errors import ConfigError
 from scratchformer.runs import load_run
 from scratchformer.serve.app import Settings, create_app
-from scratchformer.serve.decoder import Options, RunTranslator, run_languages
+from scratchformer.serve.decoder import RunTranslator, run_languages
 
 
 def check_settings(settings: Settings, port: int) -> None:
@@ -70,8 +71,8 @@ def serve(run_dir: str | Path, settings: Settings | None = None, host: str = "12
                       "add --api-key KEY to require a key", stacklevel=2)
     run = load_run(run_dir, weights)
     translator = RunTranslator(run, engine, alpha, batch_size, max_len, int8)
+    check_translate_options(run.model, settings.beam, alpha, batch_size, None, max_len, cli=True)
     settings.source, settings.target = run_languages(run, source or settings.source, target or settings.target)
-    translator.check(Options(settings.beam))
     sock = bind(host, port)
     where = f"[{host}]" if ":" in host else host
     print(f"scratchformer serve: {run_dir} ({settings.source}->{settings.target}, engine {engine}, beam "
