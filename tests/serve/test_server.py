@@ -57,7 +57,7 @@ def test_translate_equals_the_cli(server, reference, tiny_run):
 
 
 def test_form_posts_and_auto_source(server, reference):
-    data = "q=Print+it.&source=en&target=zh&beam=1".encode()
+    data = b"q=Print+it.&source=en&target=zh&beam=1"
     status, out, _ = request(server.url, "/translate", data=data, content_type="application/x-www-form-urlencoded")
     assert status == 200 and out == {"translatedText": reference[1]["Print it."]}
     boundary = "xXxBoundary"

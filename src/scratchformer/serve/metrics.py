@@ -35,7 +35,8 @@ class Histogram:
 
     def lines(self, name: str) -> list[str]:
         out = [f'{name}_bucket{{le="{b:g}"}} {c}' for b, c in zip(self.buckets, self.counts)]
-        return out + [f'{name}_bucket{{le="+Inf"}} {self.count}', f"{name}_sum {self.sum:g}", f"{name}_count {self.count}"]
+        return [*out, f'{name}_bucket{{le="+Inf"}} {self.count}', f"{name}_sum {self.sum:g}",
+                f"{name}_count {self.count}"]
 
 
 class Metrics:
