@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The service under load: `scratchformer serve` on 127.0.0.1 with 1, 4, 16 and 64 concurrent clients, batching on
-(--batch-wait-ms 5, the default) and off (--batch-wait-ms 0).
+(--batch-wait-ms 10, the default) and off (--batch-wait-ms 0).
 
     .venv/bin/python benchmarks/bench_serve.py [--run-dir models/en-zh] [--seconds 10] [--clients 1,4,16,64]
-                                               [--beam 4] [--wait-ms 5] [--threads auto|N] [--quick]
+                                               [--beam 4] [--wait-ms 10] [--threads auto|N] [--quick]
 
 Bounded and on loopback only: the server binds 127.0.0.1 on a free port; each level runs `--seconds`, then the
 clients stop and the server gets SIGTERM. Each client is a closed loop over one keep-alive connection: it posts one
@@ -65,9 +65,21 @@ def client(port: int, sentences: list[str], offset: int, deadline: float, out: l
     conn.close()
 
 
+def batches(port: int) -> tuple[float, float]:
+    """(requests merged, decoding calls) so far, from the server's /metrics."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    values = dict(line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
+    name = "scratchformer_serve_batch_requests"
+    return float(values[f"{name}_sum"]), float(values[f"{name}_count"])
+
+
 def level(port: int, sentences: list[str], clients: int, seconds: float) -> dict:
     """`clients` closed-loop clients for `seconds`; their figures."""
     results: list[list] = [[] for _ in range(clients)]
+    merged, calls = batches(port)
     deadline = time.monotonic() + seconds
     start = time.monotonic()
     threads = [threading.Thread(target=client, args=(port, sentences, 13 * c, deadline, results[c]))
@@ -80,9 +92,11 @@ def level(port: int, sentences: list[str], clients: int, seconds: float) -> dict
     done = [r for rs in results for r in rs]
     latencies = sorted(lat for lat, ok in done if ok)
     n_ok = len(latencies)
+    merged_after, calls_after = batches(port)
     return {"clients": clients, "requests_s": n_ok / elapsed, "sentences_s": n_ok / elapsed,
             "p50": quantile(latencies, 0.5), "p95": quantile(latencies, 0.95), "p99": quantile(latencies, 0.99),
-            "errors": len(done) - n_ok, "requests": len(done)}
+            "errors": len(done) - n_ok, "requests": len(done),
+            "per_batch": (merged_after - merged) / max(1.0, calls_after - calls)}
 
 
 def main() -> None:
@@ -92,7 +106,7 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=10.0, help="seconds of load per level (each mode, each count)")
     p.add_argument("--clients", default="1,4,16,64", help="concurrent client counts, comma-separated")
     p.add_argument("--beam", type=int, default=4, help="the server's beam (default 4, as `translate`)")
-    p.add_argument("--wait-ms", type=float, default=5.0, help="--batch-wait-ms with batching on")
+    p.add_argument("--wait-ms", type=float, default=10.0, help="--batch-wait-ms with batching on")
     args = p.parse_args()
     threads = setup_threads(args.threads)
     seconds = 3.0 if args.quick else args.seconds
@@ -111,10 +125,12 @@ def main() -> None:
             row["mode"], row["x_sequential"] = mode, row["sentences_s"] / rows[0]["sentences_s"]
             table.append(row)
     log(f"bench_serve: {args.run_dir.name}, beam {args.beam}, {threads} server thread(s), {seconds:g} s per level")
-    log("| mode | clients | requests/s | sentences/s | x sequential | p50 s | p95 s | p99 s | errors |")
+    log("| mode | clients | requests/s | sentences/s | x sequential | p50 s | p95 s | p99 s | errors | requests "
+        "per batch |")
     for r in table:
         log(f"| {r['mode']} | {r['clients']} | {r['requests_s']:.2f} | {r['sentences_s']:.2f} | "
-            f"{r['x_sequential']:.2f}x | {r['p50']:.3f} | {r['p95']:.3f} | {r['p99']:.3f} | {r['errors']} |")
+            f"{r['x_sequential']:.2f}x | {r['p50']:.3f} | {r['p95']:.3f} | {r['p99']:.3f} | {r['errors']} | "
+            f"{r['per_batch']:.1f} |")
     report(table, args.beam, threads)
 
 
@@ -123,7 +139,7 @@ def report(table: list[dict], beam: int, threads: int) -> None:
     for r in table:
         name = f"serve {r['mode']}, {r['clients']} client(s)"
         note = (f"beam {beam}, {threads} thread(s); p50/p95/p99 {r['p50']:.2f}/{r['p95']:.2f}/{r['p99']:.2f} s, "
-                f"{r['errors']} errors of {r['requests']}")
+                f"{r['errors']} errors of {r['requests']}, {r['per_batch']:.1f} requests per batch")
         first = table[[t["mode"] for t in table].index(r["mode"])]
         on16 = r["mode"] == "batching on" and r["clients"] == 16
         emit(f"{name}: sentences/s", "sentences/s", r["sentences_s"], first["sentences_s"], "1 client",

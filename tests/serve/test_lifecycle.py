@@ -96,3 +96,20 @@ def test_a_port_in_use_is_one_line(capsys, tiny_run):
         assert main(["serve", str(tiny_run), *LANGS, "--port", str(port)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"cannot listen on 127.0.0.1:{port}" in err
+
+
+@pytest.mark.slow  # ~40 s on the busy 2-core machine: the export and CTranslate2's start, twice
+def test_another_engine_serves_the_clis_text(tiny_run, tmp_path):
+    pytest.importorskip("ctranslate2")
+    import shutil
+
+    run = shutil.copytree(tiny_run, tmp_path / "run")  # the engine caches its export in the run directory
+    expected = cli_lines(str(run), "--engine", "ctranslate2", "--beam", "4", *TEXTS[:3])
+    server = start_server(run, *LANGS, "--engine", "ctranslate2")
+    try:
+        status, out, _ = request(server.url, "/translate", {"q": TEXTS[:3], "source": "en", "target": "zh"})
+        assert (status, out) == (200, {"translatedText": expected})
+        status, out, _ = request(server.url, "/translate", {"q": "Hi", "alternatives": 1})
+        assert status == 400 and "only --engine torch" in out["error"]
+    finally:
+        assert server.stop() == 0

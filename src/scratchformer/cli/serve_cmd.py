@@ -40,8 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--batch-size", type=int, default=32, help="sentences decoded together (default 32)")
     d.add_argument("--max-len", type=int, default=None, help="most output tokens per sentence (default: source + 50)")
     b = p.add_argument_group("batching and limits")
-    b.add_argument("--batch-wait-ms", type=float, default=5.0,
-                   help="merge the requests that arrive within this many ms into one decoding batch (default 5; "
+    b.add_argument("--batch-wait-ms", type=float, default=10.0,
+                   help="merge the requests that arrive within this many ms into one decoding batch (default 10; "
                         "0: no merging, one request per decoding call)")
     b.add_argument("--max-batch-tokens", type=int, default=4096,
                    help="most source tokens merged into one decoding call (default 4096)")

@@ -37,7 +37,7 @@ class Settings:
     source: str
     target: str
     beam: int = 4
-    batch_wait_ms: float = 5.0
+    batch_wait_ms: float = 10.0
     max_batch_tokens: int = 4096
     max_chars: int = 5000
     max_sentences: int = 128

@@ -1,12 +1,14 @@
 """Dynamic batching: requests that arrive within `wait_ms` of each other are merged into one decoding call (up to
 `max_tokens` source tokens), which runs on one worker thread so the event loop (and /health) keeps answering.
 
-    batcher = Batcher(decode, count_tokens, wait_ms=5, max_tokens=4096, metrics=Metrics())
+    batcher = Batcher(decode, count_tokens, wait_ms=10, max_tokens=4096, metrics=Metrics())
     await batcher.start(); outputs = await batcher.submit(["Hello.", "Bye."], key); await batcher.stop()
 
 `decode(texts, key)` gets every merged request's texts in arrival order and returns one output per text; the
 decoder sorts them by length itself (translate_texts), and each request gets back its own slice, in its own order.
-Only requests with the same key (decoding options) are merged. wait_ms=0 turns merging off: one request per call.
+Only requests with the same key (decoding options) are merged. A batch leaves `wait_ms` after its oldest request
+arrived or after the previous batch ended, whichever is later (so the clients that batch answered can join this
+one), or as soon as it is full. wait_ms=0 turns merging off: one request per decoding call.
 """
 
 from __future__ import annotations
@@ -103,12 +105,13 @@ class Batcher:
     async def _loop(self) -> None:
         assert self._wake is not None
         loop = asyncio.get_running_loop()
+        finished = 0.0  # when the last decoding call ended: the clients it answered may come back within `wait`
         while True:
             while not self.queue:
                 self._wake.clear()
                 await self._wake.wait()
-            if self.wait > 0:  # gather: until wait after the oldest request's arrival, or until the batch is full
-                deadline = self.queue[0].arrived + self.wait
+            if self.wait > 0:  # gather until `wait` after the oldest arrival or the last batch's end, or until full
+                deadline = max(self.queue[0].arrived, finished) + self.wait
                 while self.queue and time.monotonic() < deadline and self._tokens() < self.max_tokens:
                     self._wake.clear()
                     try:
@@ -125,11 +128,13 @@ class Batcher:
             try:
                 outputs = await loop.run_in_executor(self.executor, self.decode, texts, jobs[0].key)
             except Exception as e:  # noqa: BLE001 (each request gets the error; the worker lives on)
+                finished = time.monotonic()
                 for job in jobs:
                     if not job.future.done():
                         job.future.set_exception(e)
                 continue
-            self.metrics.batch_done(len(texts), len(jobs), time.monotonic() - start)
+            finished = time.monotonic()
+            self.metrics.batch_done(len(texts), len(jobs), finished - start)
             at = 0
             for job in jobs:
                 if not job.future.done():
