@@ -113,3 +113,17 @@ def test_another_engine_serves_the_clis_text(tiny_run, tmp_path):
         assert status == 400 and "only --engine torch" in out["error"]
     finally:
         assert server.stop() == 0
+
+
+def test_the_service_imports_nothing_from_training():
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import SRC
+
+    code = ("import sys, scratchformer.cli.serve_cmd, scratchformer.serve; "
+            "print(sorted(m for m in sys.modules if m.startswith('scratchformer.training')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(SRC)}, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr[-2000:]

@@ -114,6 +114,8 @@ BAD = [  # (body or raw bytes, content type, status, words in the error)
     (b'{"q": "Hello", ', "application/json", 400, "malformed JSON"),
     (b'["Hello"]', "application/json", 400, "must be an object"),
     (b"\xff\xfe{", "application/json", 400, "malformed JSON"),
+    (b'{"q": "' + b"x" * 100_000 + b'"}', "application/json", 413, "request body"),
+    (b"q=%ZZ&source=en", "multipart/form-data; boundary=nothing", 400, "form data"),
     ({"source": "en", "target": "zh"}, None, 400, "missing q"),
     ({"q": 7}, None, 400, "q must be a string"),
     ({"q": ["ok", None]}, None, 400, "NoneType"),

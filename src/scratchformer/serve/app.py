@@ -61,7 +61,8 @@ def _error(status: int, message: str) -> JSONResponse:
 async def request_fields(request: Request, body_limit: int) -> dict[str, Any]:
     """The request's fields: a JSON object, or form data (urlencoded or multipart) as LibreTranslate takes, with
     the query string's fields under them. A repeated form field (q=a&q=b) is a list."""
-    if int(request.headers.get("content-length") or 0) > body_limit:
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > body_limit:
         raise ServeError(413, f"the request body is over {body_limit} bytes")
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     fields: dict[str, Any] = {}
@@ -76,9 +77,11 @@ async def request_fields(request: Request, body_limit: int) -> dict[str, Any]:
                 raise ServeError(400, f"{name!r} must be text, not a file upload")
             fields[name] = values if len(values) > 1 else values[0]
     else:
-        body = await request.body()
-        if len(body) > body_limit:
-            raise ServeError(413, f"the request body is over {body_limit} bytes")
+        body = b""
+        async for chunk in request.stream():  # a chunked body has no content-length: stop reading at the limit
+            body += chunk
+            if len(body) > body_limit:
+                raise ServeError(413, f"the request body is over {body_limit} bytes")
         if body.strip():
             try:
                 fields = json.loads(body)
