@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""Decoding engines on the shipped model: ours (PyTorch) against `--engine ctranslate2`, the same sentences.
+"""Decoding engines on the shipped model: ours (PyTorch) against `--engine ctranslate2` and `--engine onnxruntime`.
 
     .venv/bin/python benchmarks/bench_engines.py [--run-dir models/en-zh] [--sentences 1000] [--speed-sentences 100]
                                                  [--patience 2] [--threads auto|N] [--quick] [--repeats R]
 
 Both engines translate the run's test split exactly as `scratchformer translate` does (text in, text out: the
 tokenizers, source length + 50 budgets, the GNMT length penalty 0.6), greedy and beam 4. The CTranslate2 engine
-is scratchformer.engines.ctranslate2.Translator (float32, exported into RUN_DIR/export/ctranslate2 on first use),
-in a child process (ct2_worker.py says why); the parent times each request. Per decoding:
-  - sentences/s at batch 32 on all `--sentences`, and at batch 1 on the first `--speed-sentences`, the two
+and onnxruntime engines are scratchformer's own (`make_translator`, float32, exported into RUN_DIR/export/ on first
+use), each in a child process (ct2_worker.py says why); the parent times each request. Per decoding and engine:
+  - sentences/s at batch 32 on all `--sentences`, and at batch 1 on the first `--speed-sentences`, the
     engines interleaved (benchlib.interleave), medians of `--repeats` rounds;
   - BLEU of each (sacreBLEU, as `evaluate`), and |BLEU difference| (target <= 0.2);
   - the share of sentences whose outputs are identical (targets: greedy >= 99%, beam 4 >= 97%).
@@ -30,15 +30,34 @@ from scratchformer.runs import load_run
 TARGET_SHARE = {1: 99.0, 4: 97.0}  # % identical outputs, greedy and beam 4 (issue 12)
 
 
-def candidates(run, worker: CT2Process, texts: list[str], beam: int, batch: int, keep: dict) -> dict:
-    """The two engines as calls for benchlib.interleave; each stores its translations in `keep`."""
+ENGINES = {"ct2": ("ctranslate2", "CTranslate2 engine (float32)"),
+           "ort": ("onnxruntime", "onnxruntime engine (float32)")}
+
+
+def candidates(run, workers: dict[str, CT2Process], texts: list[str], beam: int, batch: int, keep: dict) -> dict:
+    """Ours and each engine as calls for benchlib.interleave; each stores its translations in `keep`."""
     def ours() -> None:
         keep["ours"] = translate_texts(run.model, run.src_tok, run.tgt_tok, texts, beam=beam, batch_size=batch)
 
-    def ct2() -> None:
-        keep["ct2"] = worker.ask({"translate": texts, "beam": beam, "batch_size": batch})
+    def engine(key: str):
+        def call() -> None:
+            keep[key] = workers[key].ask({"translate": texts, "beam": beam, "batch_size": batch})
+        return call
 
-    return {"ours": ours, "ct2": ct2}
+    return {"ours": ours, **{key: engine(key) for key in workers}}
+
+
+def start_workers(run_dir: Path, threads: int, patience: float) -> dict[str, CT2Process]:
+    """One child process per engine that installs (each exports into RUN_DIR/export/ on first use)."""
+    workers = {}
+    for key, (name, _) in ENGINES.items():
+        try:
+            worker = CT2Process(None, threads)
+            worker.request({"engine": str(run_dir), "name": name, "threads": threads, "patience": patience})
+            workers[key] = worker
+        except (ImportError, RuntimeError) as e:
+            log(f"bench_engines: the {name} engine is unavailable ({e}): `pip install -e '.[export]'`")
+    return workers
 
 
 def main() -> None:
@@ -56,11 +75,8 @@ def main() -> None:
     corpus = run.train_config.corpus if run.train_config else "en-zh"
     pairs = load_pairs(corpus, "test", on_error="skip")[:n]
     src, refs = [s for s, _ in pairs], [t for _, t in pairs]
-    try:
-        worker = CT2Process(None, threads)
-        worker.request({"engine": str(args.run_dir), "threads": threads, "patience": args.patience})
-    except (ImportError, RuntimeError) as e:
-        log(f"bench_engines: the ctranslate2 engine is unavailable ({e}): `pip install -e '.[export]'`")
+    workers = start_workers(args.run_dir, threads, args.patience)
+    if not workers:
         return
     common = {"threads": threads, "sentences": n, "run": str(args.run_dir)}
     for beam in (1, 4):
@@ -69,21 +85,27 @@ def main() -> None:
         for batch, texts, repeats in ((32, src, args.repeats or 1), (1, src[:n1], args.repeats or 3)):
             log(f"bench_engines: {what}, batch {batch}: {len(texts)} sentences x {repeats} round(s)")
             keep = outputs if batch == 32 else {}
-            times = interleave(candidates(run, worker, texts, beam, batch, keep), repeats, warmup=0)
-            emit(f"engines: {what}, batch {batch}", "sentences/s", len(texts) / median(times["ours"]),
-                 len(texts) / median(times["ct2"]), "CTranslate2 engine (float32)", **common,
-                 note=f"{len(texts)} test sentences of {corpus}; CTranslate2 patience {args.patience}",
-                 **{f"times_{k}": [round(t, 2) for t in v] for k, v in times.items()})
-        ours, theirs = outputs["ours"], outputs["ct2"]
-        b_ours, b_ct2 = bleu(ours, refs), bleu(theirs, refs)
-        emit(f"engines: {what}, BLEU", "BLEU", b_ours["score"], b_ct2["score"], "CTranslate2 engine (float32)",
-             note=b_ours["signature"], **common)
-        emit(f"engines: {what}, |BLEU difference|", "BLEU", abs(b_ours["score"] - b_ct2["score"]),
-             higher_is_better=False, target_ours=0.2, **common)
-        same = sum(a == b for a, b in zip(ours, theirs))
-        emit(f"engines: {what}, identical outputs", "% of sentences", 100.0 * same / n, target_ours=TARGET_SHARE[beam],
-             note=f"{same} of {n}; differing: {[i for i in range(n) if ours[i] != theirs[i]][:20]}", **common)
-    worker.close()
+            times = interleave(candidates(run, workers, texts, beam, batch, keep), repeats, warmup=0)
+            for key in workers:
+                emit(f"engines: {what}, batch {batch}", "sentences/s", len(texts) / median(times["ours"]),
+                     len(texts) / median(times[key]), ENGINES[key][1], **common,
+                     note=f"{len(texts)} test sentences of {corpus}; CTranslate2 patience {args.patience}",
+                     **{f"times_{k}": [round(t, 2) for t in times[k]] for k in ("ours", key)})
+        ours = outputs["ours"]
+        b_ours = bleu(ours, refs)
+        for key in workers:
+            theirs = outputs[key]
+            b_theirs = bleu(theirs, refs)
+            emit(f"engines: {what}, BLEU", "BLEU", b_ours["score"], b_theirs["score"], ENGINES[key][1],
+                 note=b_ours["signature"], **common)
+            emit(f"engines: {what}, |BLEU difference| ({ENGINES[key][0]})", "BLEU",
+                 abs(b_ours["score"] - b_theirs["score"]), higher_is_better=False, target_ours=0.2, **common)
+            same = sum(a == b for a, b in zip(ours, theirs))
+            emit(f"engines: {what}, identical outputs ({ENGINES[key][0]})", "% of sentences", 100.0 * same / n,
+                 target_ours=TARGET_SHARE[beam],
+                 note=f"{same} of {n}; differing: {[i for i in range(n) if ours[i] != theirs[i]][:20]}", **common)
+    for worker in workers.values():
+        worker.close()
 
 
 if __name__ == "__main__":

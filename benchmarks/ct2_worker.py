@@ -12,8 +12,9 @@ Protocol (one JSON object per line, each answered by one line):
     {"set": [[token, ...], ...]}                        -> "ok"  the source batch of the next runs
     {"run": compute_type, "threads": n, "beam": k, "new": m}
                                                         -> "ok"  one translate_batch, exactly m new tokens
-    {"engine": run_dir, "threads": n, "compute_type": c, "patience": p}
-                                                        -> "ok"  scratchformer's ctranslate2 engine on a run
+    {"engine": run_dir, "name": e, "threads": n, "compute_type": c, "patience": p}
+                                                        -> "ok"  scratchformer's engine `e` (ctranslate2, the
+                                                                 default, or onnxruntime) on a run
     {"translate": [text, ...], "beam": k, "batch_size": b}
                                                         -> a JSON list of the translations (bench_engines.py)
 

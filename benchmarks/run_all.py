@@ -93,6 +93,27 @@ def render(records: list[dict], meta: dict, why: str) -> str:
     return "\n".join(lines) + "\n" + why
 
 
+def _key(record: dict) -> tuple[str, str]:
+    return record["figure"], record.get("peer_name", "")
+
+
+def merged_records(jsonl: Path, records: list[dict], meta: dict) -> list[dict]:
+    """The previous results.jsonl's rows that `records` does not measure again, then `records`; a kept row from
+    another day or CPU says so in its note."""
+    new = {_key(r) for r in records}
+    kept = []
+    for line in jsonl.read_text(encoding="utf-8").splitlines()[1:]:
+        r = json.loads(line) if line.strip() else {}
+        if "figure" not in r or _key(r) in new:
+            continue
+        if (r.get("date"), r.get("cpu")) != (meta["date"], meta["cpu"]):
+            measured = f"measured {r.get('date')} on {r.get('cpu')}"
+            if measured not in r.get("note", ""):
+                r["note"] = f"{r.get('note', '')}; {measured}".lstrip("; ")
+        kept.append(r)
+    return kept + records
+
+
 def previous_why(path: Path) -> str:
     if path.exists():
         text = path.read_text(encoding="utf-8")
@@ -108,6 +129,9 @@ def main() -> None:
     p.add_argument("--only", default=",".join(SCRIPTS), help=f"comma-separated subset of {', '.join(SCRIPTS)}")
     p.add_argument("--no-extras", action="store_true", help="skip the slow extra figures (bf16, torch.compile)")
     p.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the rows of results.jsonl that this run does not measure again (with --only), each "
+                        "marked with the date and CPU it was measured on")
     p.add_argument("--render-only", action="store_true",
                    help="rewrite RESULTS.md from results.jsonl (after editing its Why section) without measuring")
     args = p.parse_args()
@@ -129,12 +153,14 @@ def main() -> None:
     for name in [n.strip() for n in args.only.split(",") if n.strip()]:
         records += run_script(name, args)
     meta["load_after"] = tuple(round(x, 2) for x in os.getloadavg())
+    if args.merge and jsonl.is_file():
+        records = merged_records(jsonl, records, meta)
     why = previous_why(args.out)
     args.out.write_text(render(records, meta, why), encoding="utf-8")
     with open(jsonl, "w", encoding="utf-8") as f:
         f.write(json.dumps({"meta": meta}) + "\n")
         for r in records:
-            f.write(json.dumps({**r, "date": meta["date"], "cpu": meta["cpu"]}, ensure_ascii=False) + "\n")
+            f.write(json.dumps({"date": meta["date"], "cpu": meta["cpu"], **r}, ensure_ascii=False) + "\n")
     log(f"run_all: wrote {args.out} ({len(records)} figures)")
 
 

@@ -562,6 +562,36 @@ def write_bundle(built: list[Built], out: Path) -> None:
     (out / "STATS.json").write_text(stats_json(built, sizes), encoding="utf-8")
 
 
+# Sources also bundled as a corpus of their own, `data/corpora/<name>/` (train/valid/test exactly as in the
+# software bundle), to fine-tune a model on one domain (README, "Fine-tuning"): `train --init models/en-zh
+# --corpus gimp`.
+OWN_CORPUS = ("gimp",)
+
+
+def own_notice(b: Built) -> str:
+    """NOTICE of a one-source corpus: the source's section of the software corpus' NOTICE."""
+    title = f"{b.src.name}: English-Chinese (Simplified), one source of the software corpus"
+    lines = [title, "=" * len(title), "",
+             "Files: train.tsv.gz, valid.tsv.gz, test.tsv.gz: the same pairs as this source's splits of",
+             "data/corpora/software (its valid-/test- files and its part of train.tsv.gz).",
+             "Built by scripts/build_software_corpus.py; see data/corpora/software/NOTICE for the processing.", ""]
+    lines += [f"  {p}  {v}" for p, v in b.versions]
+    lines += [f"Licence: {b.src.licence}", f"  (from {b.src.licence_file} in {b.versions[b.src.licence_in][0]})"]
+    lines += _wrap(b.src.note + " " + HOW[b.src.kind])
+    return "\n".join(lines) + "\n"
+
+
+def write_own_corpora(built: list[Built], parent: Path) -> None:
+    """`parent/<name>/{train,valid,test}.tsv.gz` + NOTICE for each source of OWN_CORPUS."""
+    for b in built:
+        if b.src.name in OWN_CORPUS:
+            out = parent / b.src.name
+            out.mkdir(parents=True, exist_ok=True)
+            for name in ("train", "valid", "test"):
+                bc.write_tsv_gz(out / f"{name}.tsv.gz", b.splits[name])
+            (out / "NOTICE").write_text(own_notice(b), encoding="utf-8")
+
+
 def build_all(cache: Path) -> list[Built]:
     """Every source, in order."""
     taken: set[str] = set()
@@ -581,8 +611,14 @@ def _digests(folder: Path) -> dict[str, str]:
 def check(cache: Path, bundled: Path) -> int:
     """Rebuild into a temporary folder and compare sha256 of every file with `bundled`; print OK or the diff."""
     with tempfile.TemporaryDirectory(prefix="swcheck") as tmp:
-        write_bundle(build_all(cache), Path(tmp))
-        new, old = _digests(Path(tmp)), _digests(bundled)
+        built = build_all(cache)
+        write_bundle(built, Path(tmp) / "software")
+        write_own_corpora(built, Path(tmp))
+        new, old = {}, {}
+        for name in ("software", *OWN_CORPUS):
+            folder = bundled if name == "software" else bundled.parent / name
+            new |= {f"{name}/{k}": v for k, v in _digests(Path(tmp) / name).items()}
+            old |= {f"{name}/{k}": v for k, v in (_digests(folder) if folder.is_dir() else {}).items()}
     differ = sorted(n for n in set(new) | set(old) if new.get(n) != old.get(n))
     for name in differ:
         print(f"DIFFERS: {name} (bundled {old.get(name, 'missing')[:12]}, rebuilt {new.get(name, 'missing')[:12]})")
@@ -604,6 +640,7 @@ def main(argv: list[str] | None = None) -> int:
             return check(cache, args.out)
         built = build_all(cache)
         write_bundle(built, args.out)
+        write_own_corpora(built, args.out.parent)
     print((args.out / "STATS.json").read_text(encoding="utf-8"))
     return 0
 

@@ -119,6 +119,19 @@ def test_libreoffice_part_is_the_en_zh_split(splits):
     assert splits["train"][: STATS["sources"]["libreoffice"]["pairs"]["train"]] == load_pairs("en-zh", "train")
 
 
+@pytest.mark.parametrize("source", SW.OWN_CORPUS)
+def test_a_one_source_corpus_holds_exactly_that_sources_splits(splits, source):
+    """data/corpora/gimp (fine-tuning, README): its valid/test are the software bundle's, its train is that
+    source's part of the merged train, in order."""
+    for split in ("test", "valid"):
+        assert load_pairs(source, split) == splits[f"{split}-{source}"]
+    counts = [STATS["sources"][s]["pairs"]["train"] for s in SOURCES]
+    i = SOURCES.index(source)
+    start = sum(counts[:i])
+    assert load_pairs(source, "train") == splits["train"][start : start + counts[i]]
+    assert "Licence: GFDL" in (CORPORA_DIR / source / "NOTICE").read_text(encoding="utf-8")
+
+
 def test_no_markup_or_placeholder_left(splits):
     everything = [p for name in MERGED for p in splits[name]]
     bad = [p for p in everything if MARKUP.search(p[0]) or MARKUP.search(p[1])]

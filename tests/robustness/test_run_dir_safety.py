@@ -310,6 +310,13 @@ def test_out_that_is_a_file_is_one_line(tmp_path):
     assert target.read_text() == "mine\n"
 
 
+def test_an_unknown_corpus_fails_before_out_is_made_so_a_retry_needs_no_overwrite(tmp_path):
+    out = tmp_path / "run"
+    assert_one_line_error(cli("train", "--corpus", "no-such-corpus", "--out", str(out)), "no-such-corpus",
+                          "not a bundled corpus", code=2)
+    assert not out.exists()
+
+
 def test_out_that_cannot_be_written_is_one_line(tmp_path):
     if os.geteuid() == 0:  # root ignores permission bits: a folder nobody may create one in
         target = Path("/sys/scratchformer-test-run")

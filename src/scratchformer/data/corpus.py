@@ -207,6 +207,17 @@ def _is_tsv(path: Path) -> bool:
     return path.name.endswith(_SUFFIXES)
 
 
+def check_corpus(source: str | Path) -> None:
+    """A one-line CorpusError unless `source` names something `load_pairs` can read (a file, a bundled name or two
+    files "SRC_FILE,TGT_FILE"); nothing is read. `train` calls it before it writes into --out."""
+    text, path = str(source), Path(source)
+    if path.exists() or text in bundled_corpora():
+        return
+    if "," in text and all(Path(p.strip()).exists() for p in text.split(",", 1)):
+        return
+    raise CorpusError(_not_found_message(text))
+
+
 def load_pairs(source: str | Path, split: str = "train", on_error: str = "stop") -> list[tuple[str, str]]:
     """(source, target) sentence pairs from a bundled name, a TSV file or ``"SRC_FILE,TGT_FILE"``."""
     if on_error not in ON_ERROR:
