@@ -61,5 +61,7 @@ def test_steady_load_keeps_memory_flat(tiny_run):
     assert sum(counts) >= CLIENTS * 5, counts
     fifth = max(1, len(samples) // 5)
     warm, last = statistics.median(samples[fifth: 2 * fifth]), statistics.median(samples[-fifth:])
+    print(f"soak: {sum(counts)} requests in {SECONDS:g} s, RSS after warm-up {warm / 2**20:.1f} MiB, at the end "
+          f"{last / 2**20:.1f} MiB, peak {max(samples) / 2**20:.1f} MiB")
     assert last - warm <= GROWTH, (f"RSS grew {(last - warm) / 2**20:.1f} MiB after warm-up over {sum(counts)} "
                                    f"requests: {[s // 2**20 for s in samples[::fifth]]} MiB")
