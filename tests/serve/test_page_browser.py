@@ -50,7 +50,7 @@ def test_type_click_read_the_chinese_and_the_heatmap(browser, tmp_path):
     from selenium.webdriver.support.ui import WebDriverWait
 
     expected = cli_lines(str(RUN), "--beam", "4", "--n-best", "3", SENTENCE)  # `text<TAB>score`, best first
-    server = start_server(RUN, "--threads", "1")
+    server = start_server(RUN)
     try:
         browser.get(server.url + "/")
         box = browser.find_element(By.ID, "source")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import threading
+import urllib.parse
 
 import pytest
 
@@ -67,6 +68,11 @@ def test_form_posts_and_auto_source(server, reference):
                              content_type=f"multipart/form-data; boundary={boundary}")
     assert status == 200 and out["translatedText"] == reference[4][TEXTS[4]]
     assert out["detectedLanguage"] == {"confidence": 100.0, "language": "en"}
+    params = urllib.parse.urlencode({"q": TEXTS[6], "source": "en", "target": "zh"})
+    status, out, _ = request(server.url, "/translate", data=params.encode())  # libretranslatepy: urllib's default
+    assert status == 200 and out == {"translatedText": reference[4][TEXTS[6]]}  # form content type
+    status, out, _ = request(server.url, f"/translate?{params}", data=b"")  # the fields in the query string
+    assert status == 200 and out == {"translatedText": reference[4][TEXTS[6]]}
     status, out, _ = request(server.url, "/detect", {"q": "Hello"})
     assert status == 200 and out == [{"confidence": 100.0, "language": "en"}]
 
