@@ -10,7 +10,8 @@ clients stop and the server gets SIGTERM. Each client is a closed loop over one 
 test-split sentence (LibreTranslate JSON), waits for the answer, posts the next. Figures per mode and level:
 requests/s, sentences/s, p50 / p95 / p99 latency and errors, printed as a table (stderr) and as JSON lines; the
 ratios compare each level with the same mode's single client. Targets (issue 13): 0 errors at 64 clients; at 16
-clients with batching, >= 3x the sequential throughput and p99 under 2 s.
+clients with batching, >= 3x the sequential throughput and p99 under 2 s. Last, the cost of the HTTP path: 8
+sentences one at a time over HTTP against `translate_texts` in this process, interleaved.
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ import threading
 import time
 from pathlib import Path
 
-from benchlib import ROOT, add_common_args, emit, log, setup_threads
+from benchlib import ROOT, add_common_args, emit, interleave, log, median, setup_threads
 
 from scratchformer.data.corpus import load_pairs
+from scratchformer.decoding import translate_texts
+from scratchformer.runs import load_run
 from scratchformer.serve.metrics import quantile
 
 
@@ -99,6 +102,26 @@ def level(port: int, sentences: list[str], clients: int, seconds: float) -> dict
             "per_batch": (merged_after - merged) / max(1.0, calls_after - calls)}
 
 
+def overhead(port: int, run_dir: Path, sentences: list[str], beam: int, repeats: int) -> dict:
+    """Seconds per sentence, one at a time: over HTTP against `translate_texts` in this process, interleaved."""
+    run = load_run(run_dir)
+
+    def http_all() -> None:  # a fresh connection each round: uvicorn closes one idle for 5 s
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        for text in sentences:
+            conn.request("POST", "/translate", json.dumps({"q": text, "source": "en", "target": "zh"}),
+                         {"Content-Type": "application/json"})
+            conn.getresponse().read()
+        conn.close()
+
+    def direct_all() -> None:
+        for text in sentences:
+            translate_texts(run.model, run.src_tok, run.tgt_tok, [text], beam=beam)
+
+    times = interleave({"http": http_all, "direct": direct_all}, repeats)
+    return {name: median(ts) / len(sentences) for name, ts in times.items()}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_common_args(p)
@@ -118,6 +141,8 @@ def main() -> None:
         try:
             level(port, sentences, 1, min(2.0, seconds))  # warm-up: first calls, allocator, caches
             rows = [level(port, sentences, n, seconds) for n in counts]
+            if wait == 0:
+                cost = overhead(port, args.run_dir, sentences[::97][:8], args.beam, 2 if args.quick else 3)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(120)
@@ -131,7 +156,11 @@ def main() -> None:
         log(f"| {r['mode']} | {r['clients']} | {r['requests_s']:.2f} | {r['sentences_s']:.2f} | "
             f"{r['x_sequential']:.2f}x | {r['p50']:.3f} | {r['p95']:.3f} | {r['p99']:.3f} | {r['errors']} | "
             f"{r['per_batch']:.1f} |")
+    log(f"bench_serve: one sentence at a time, {cost['http']:.3f} s over HTTP, {cost['direct']:.3f} s in-process")
     report(table, args.beam, threads)
+    emit("serve: one sentence at a time over HTTP vs translate_texts in-process", "s/sentence", cost["http"],
+         cost["direct"], "in-process", higher_is_better=False, note=f"beam {args.beam}, {threads} thread(s); "
+         "8 test sentences, interleaved, batching off")
 
 
 def report(table: list[dict], beam: int, threads: int) -> None:
