@@ -6,9 +6,10 @@
 
 `decode(texts, key)` gets every merged request's texts in arrival order and returns one output per text; the
 decoder sorts them by length itself (translate_texts), and each request gets back its own slice, in its own order.
-Only requests with the same key (decoding options) are merged. A batch leaves `wait_ms` after its oldest request
-arrived or after the previous batch ended, whichever is later (so the clients that batch answered can join this
-one), or as soon as it is full. wait_ms=0 turns merging off: one request per decoding call.
+Only requests with the same key (decoding options) are merged. A batch opens when its oldest request arrived or
+the previous batch ended, whichever is later (so the clients that batch answered can join this one), and leaves
+`wait_ms` after the latest arrival, at most 5 x wait_ms after it opened, or as soon as it is full. wait_ms=0 turns
+merging off: one request per decoding call.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scratchformer.serve.metrics import Metrics
+
+MAX_WAITS = 5  # a batch that keeps getting requests leaves at most 5 x wait_ms after it opened
 
 
 @dataclass
@@ -102,6 +105,21 @@ class Batcher:
             self.metrics.queued_sentences -= len(job.texts)
         return jobs
 
+    async def _gather(self, finished: float) -> None:
+        """Wait while requests keep coming: until `wait` after the oldest arrival or the last batch's end, each
+        arrival extending it to `wait` after itself, at most MAX_WAITS waits in all; or until the batch is full."""
+        assert self._wake is not None
+        opened = max(self.queue[0].arrived, finished)
+        deadline = opened + self.wait
+        while self.queue and time.monotonic() < deadline and self._tokens() < self.max_tokens:
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), deadline - time.monotonic())
+            except asyncio.TimeoutError:
+                return
+            if self.queue:
+                deadline = min(opened + MAX_WAITS * self.wait, max(deadline, self.queue[-1].arrived + self.wait))
+
     async def _loop(self) -> None:
         assert self._wake is not None
         loop = asyncio.get_running_loop()
@@ -110,14 +128,8 @@ class Batcher:
             while not self.queue:
                 self._wake.clear()
                 await self._wake.wait()
-            if self.wait > 0:  # gather until `wait` after the oldest arrival or the last batch's end, or until full
-                deadline = max(self.queue[0].arrived, finished) + self.wait
-                while self.queue and time.monotonic() < deadline and self._tokens() < self.max_tokens:
-                    self._wake.clear()
-                    try:
-                        await asyncio.wait_for(self._wake.wait(), deadline - time.monotonic())
-                    except asyncio.TimeoutError:
-                        break
+            if self.wait > 0:
+                await self._gather(finished)
             if not self.queue:  # every waiting request gave up
                 continue
             jobs = [j for j in self._take() if not j.future.done()]
