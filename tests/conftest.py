@@ -19,6 +19,10 @@ import torch
 from torch import nn
 
 from scratchformer import ModelConfig, build_model
+from scratchformer.config import TrainConfig
+from scratchformer.data.corpus import load_pairs
+from scratchformer.data.tokenizers import train_tokenizer
+from scratchformer.runs import save_weights, write_json
 
 THREADS_VAR = "SCRATCHFORMER_TEST_THREADS"
 os.environ.setdefault("SCRATCHFORMER_AUTOTUNE", "0")  # no timing in tests, no cache written to the home folder
@@ -87,3 +91,36 @@ def tiny_seq2seq():
 def source_ids():
     """Factory: source_ids(seed, vocab, lengths=...) -> source id lists ending in EOS."""
     return _source_ids
+
+
+def write_tiny_run(run_dir, tiny_seq2seq, corpus: str = "toy", steps: int = 40):
+    """config.json, train_config.json (corpus `corpus`), one char tokenizer for both sides and the weights of a
+    tiny model fitted for `steps` Adam steps to the corpus' training pairs (a second or two: its outputs end,
+    as a trained model's do): what load_run reads."""
+    from scratchformer.decoding.common import pad_ids
+
+    pairs = load_pairs(corpus, "train")
+    tok = train_tokenizer("char", [s for s, _ in pairs] + [t for _, t in pairs])  # one vocabulary for both sides
+    model = tiny_seq2seq(0, tok.vocab_size, tie_embeddings=False, max_len=64).train()
+    src = pad_ids([tok.encode(s) + [2] for s, _ in pairs], 0, "cpu")  # (N, L_src), 2 = EOS
+    tgt = pad_ids([[1, *tok.encode(t), 2] for _, t in pairs], 0, "cpu")  # (N, 1 + L_tgt), 1 = BOS
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(steps):
+        logits = model(src, tgt[:, :-1])  # (N, L_tgt, V)
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=0)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    run_dir.mkdir(parents=True)
+    model.config.save(run_dir / "config.json")
+    write_json(run_dir / "train_config.json", TrainConfig(corpus=corpus).to_dict())
+    tok.save(run_dir / "tokenizer_src.json")
+    tok.save(run_dir / "tokenizer_tgt.json")
+    save_weights(model.eval(), run_dir / "model.safetensors")
+    return run_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory, tiny_seq2seq):
+    """A tiny random translation run on the toy corpus, on disk (no training: a second)."""
+    return write_tiny_run(tmp_path_factory.mktemp("report") / "run", tiny_seq2seq)

@@ -1,7 +1,7 @@
-"""`translate`, `evaluate` and `generate` import nothing from scratchformer.training: using a finished run must not
-climb into the trainer (issue 11). Each command runs in a fresh interpreter on a tiny run directory written with
-the package's own writers (an untrained model: the command has to run, not to be good), then that interpreter's
-sys.modules is searched for scratchformer.training."""
+"""`translate`, `evaluate`, `generate`, `plot attention` and `report` import nothing from scratchformer.training:
+using a finished run must not climb into the trainer (issue 11). Each command runs in a fresh interpreter on a tiny
+run directory written with the package's own writers (an untrained model: the command has to run, not to be good),
+then that interpreter's sys.modules is searched for scratchformer.training."""
 
 from __future__ import annotations
 
@@ -71,6 +71,10 @@ COMMANDS = {  # test id -> (cli module, its arguments given the runs)
         str(r["translate"]), "--corpus", str(r["corpus"]), "--limit", "2", "--show", "0", "--json"]),
     "evaluate-lm": ("evaluate_cmd", lambda r: [str(r["lm"]), "--corpus", str(r["corpus"]), "--json"]),
     "generate": ("generate_cmd", lambda r: [str(r["lm"]), "Open", "--max-new-tokens", "3", "--seed", "0"]),
+    "plot-attention": ("plot_cmd", lambda r: ["attention", str(r["translate"]), "Open the file.", "--layer", "1",
+                                              "--out", str(r["corpus"].parent / "attention.png")]),
+    "report": ("report_cmd", lambda r: [str(r["translate"]), "--corpus", str(r["corpus"]), "--samples", "1",
+                                        "--limit", "2", "--out", str(r["corpus"].parent / "report.html")]),
 }
 
 

@@ -49,3 +49,40 @@ def test_attention_and_curves_return_the_files_they_wrote(tmp_path):
                                          {"kind": "valid", "step": 1, "valid_loss": 2.5, "bleu": 1.0}])
     assert a == tmp_path / "attention.png" and c == tmp_path / "curve.png"
     assert a.read_bytes()[:4] == PNG and c.read_bytes()[:4] == PNG
+
+
+def _drawn_curves(monkeypatch, **kwargs) -> list:
+    """The y values of every curve plot_positions draws (the figure caught before it is saved)."""
+    import scratchformer.inspect.plots as plots
+
+    curves = []
+    save = plots._save
+    monkeypatch.setattr(plots, "_save", lambda fig, path, name: curves.extend(
+        line.get_ydata() for ax in fig.axes for line in ax.lines) or save(fig, path, name))
+    plot_positions(kwargs.pop("path"), **kwargs)
+    return curves
+
+
+def test_positions_draws_the_dimensions_asked_for(monkeypatch, tmp_path):
+    from scratchformer.model.embedding import sinusoid_table
+
+    curves = _drawn_curves(monkeypatch, path=tmp_path / "pe.png", d_model=32, max_len=50, dims=[0, 1, 20, 21])
+    table = sinusoid_table(50, 32).numpy()
+    assert len(curves) == 4
+    for curve, d in zip(curves, [0, 1, 20, 21]):
+        assert (curve == table[:, d]).all()
+
+
+def test_default_dimensions_go_from_fast_to_slow(monkeypatch, tmp_path):
+    """Seed 000's lesson: low dimensions oscillate fast, high ones slowly. Count the sign changes of each curve."""
+    from scratchformer.inspect.plots import default_dims
+
+    assert default_dims(128) == [0, 16, 32, 64] and default_dims(2) == [0]
+    curves = _drawn_curves(monkeypatch, path=tmp_path / "pe.png", d_model=128, max_len=100)
+    crossings = [int(((c[1:] > 0) != (c[:-1] > 0)).sum()) for c in curves]
+    assert crossings == sorted(crossings, reverse=True) and crossings[0] > 10 * max(crossings[-1], 1)
+
+
+def test_dims_outside_the_model_are_refused():
+    with pytest.raises(InputError, match="--dims 16: outside the 16 dimensions"):
+        plot_positions("unused.png", d_model=16, max_len=5, dims=[0, 16])

@@ -30,6 +30,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     _check_flags(args)
     arch = load_config(args.run_dir).arch  # config.json only: the evaluator loads the model
+    if args.explain and arch != "encoder-decoder":
+        from scratchformer.errors import ConfigError
+
+        raise ConfigError(f"--explain takes BLEU apart: {args.run_dir} holds a {arch} model, which has no BLEU")
     if arch == "decoder":
         from scratchformer.evaluation.lm import evaluate_lm
 
@@ -42,14 +46,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from scratchformer.evaluation.translation import evaluate_run
 
         result = evaluate_run(args.run_dir, args.split, args.beam, args.alpha, args.limit, args.show, args.corpus,
-                              args.weights, engine=args.engine)
+                              args.weights, engine=args.engine, explain=args.explain)
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
         return 0
+    explained = result.pop("bleu_explained", None)
     for sample in result.pop("samples", []):
         print(f"  src: {sample['src']}\n  ref: {sample['ref']}\n  hyp: {sample['hyp']}\n")
     for key, value in result.items():
         print(f"{key:16s} {value}")
+    if explained:
+        from scratchformer.evaluation.metrics import format_bleu_explained
+
+        print("\n" + format_bleu_explained(explained))
     return 0
 
 
@@ -67,6 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--weights", help="another safetensors file of the run (e.g. averaged.safetensors)")
     p.add_argument("--engine", default="torch", choices=["torch", "ctranslate2", "onnxruntime"],
                    help="translation: decode with our PyTorch code (default) or an exported copy")
+    p.add_argument("--explain", action="store_true", help="translation: BLEU taken apart (1-4-gram precisions, "
+                   "brevity penalty) beside sacreBLEU's score, and why seed 001's unigram 'simple BLEU' differs")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_evaluate)
 

@@ -1,26 +1,69 @@
-"""`scratchformer plot positions`: draw the positional encodings to a PNG, wiring only."""
+"""`scratchformer plot positions | attention`: draw the positional encodings, or a run's attention of every kind
+for one sentence, to a PNG; wiring only."""
 
 from __future__ import annotations
 
 import argparse
 
+from scratchformer.errors import InputError
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    """'0,1,20,21' -> [0, 1, 20, 21], or a one-line InputError."""
+    try:
+        return [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise InputError(f"{flag} {text}: give whole numbers separated by commas, e.g. {flag} 0,1,20,21") from None
+
+
+def _one_or_all(text: str | None, flag: str) -> int | None:
+    """'all' or None -> None (every one), '2' -> 2."""
+    if text is None or text == "all":
+        return None
+    if not text.lstrip("-").isdigit():
+        raise InputError(f"{flag} {text}: give a number (1 = the first) or all")
+    return int(text)
+
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """Write the requested picture and say where."""
-    from scratchformer.inspect.plots import check_position_sizes, plot_positions
-
     if args.what == "positions":
+        from scratchformer.inspect.plots import check_dims, check_position_sizes, plot_positions
+
+        if args.run_dir or args.sentence:
+            raise InputError("plot positions takes no run or sentence (give --d-model / --max-len / --dims)")
         check_position_sizes(args.d_model, args.max_len, flags={"d_model": "--d-model", "max_len": "--max-len"})
-        path = plot_positions(args.out, args.d_model, args.max_len)  # an existing directory: DIR/positions.png
+        dims = check_dims(_ints(args.dims, "--dims"), args.d_model) if args.dims is not None else None
+        path = plot_positions(args.out, args.d_model, args.max_len, dims)  # an existing directory: DIR/positions.png
         print(f"wrote {path}")
+        return 0
+    if not args.run_dir or not args.sentence:
+        raise InputError('plot attention needs a run and a sentence: plot attention RUN_DIR "sentence" --out FILE')
+    from scratchformer.inspect.attention import plot_sentence_attention
+    from scratchformer.runs import load_run
+
+    layer, head = _one_or_all(args.layer, "--layer"), _one_or_all(args.head, "--head")
+    path, translation = plot_sentence_attention(load_run(args.run_dir), args.sentence, args.out, args.kind, layer,
+                                                head, args.translation)
+    print(f"{args.sentence} -> {translation}\nwrote {path}")
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `plot` subcommand."""
-    p = sub.add_parser("plot", help="pictures: positional encodings")
-    p.add_argument("what", choices=["positions"])
+    p = sub.add_parser("plot", help="pictures: positional encodings, attention of every kind")
+    p.add_argument("what", choices=["positions", "attention"])
+    p.add_argument("run_dir", nargs="?", help="attention: the run directory")
+    p.add_argument("sentence", nargs="?", help="attention: the source sentence (translated greedily)")
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--max-len", type=int, default=100)
-    p.add_argument("--out", required=True, help="output PNG file (an existing directory: DIR/positions.png)")
+    p.add_argument("--dims", help="positions: dimensions to draw as curves, e.g. 0,1,20,21 (default: 0, D/8, D/4, "
+                   "D/2, fast to slow)")
+    p.add_argument("--kind", default="cross", choices=["self", "decoder-self", "cross"],
+                   help="attention: encoder self-attention, decoder self-attention, or cross-attention")
+    p.add_argument("--layer", help="attention: layer number (1 = first) or all (default: all)")
+    p.add_argument("--head", help="attention: head number (1 = first) or all (default: all)")
+    p.add_argument("--translation", help="attention: draw this target text instead of the model's translation")
+    p.add_argument("--out", required=True, help="output PNG file (an existing directory: DIR/positions.png or "
+                   "DIR/attention-KIND.png)")
     p.set_defaults(func=cmd_plot)

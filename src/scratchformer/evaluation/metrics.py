@@ -1,7 +1,8 @@
 """Scores: sacreBLEU BLEU and chrF on detokenized text, exact match, and language-model perplexity.
 
     bleu(hyps, refs)         -> {"score": 27.3, "signature": "nrefs:1|case:mixed|eff:no|tok:zh|smooth:exp|..."}
-    chrf(hyps, refs)         -> {"score": 55.1, "signature": "..."}
+    chrf(hyps, refs)         -> {"score": 55.1, "signature": "..."}; sentence_chrf(hyp, ref) -> 61.2
+    bleu_explained(hyps, refs) -> BLEU taken apart (n-gram precisions, brevity penalty), seed 001's simple BLEU
     exact_match(hyps, refs)  -> fraction of hypotheses equal to their reference (whitespace at the ends ignored)
     perplexity(model, batches) -> exp(mean NLL per non-pad target token)
 
@@ -49,6 +50,19 @@ def chrf(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float | str]:
     metric = CHRF()
     score = metric.corpus_score(list(hyps), [list(refs)])
     return {"score": score.score, "signature": str(metric.get_signature())}
+
+
+def sentence_chrf(hyp: str, ref: str) -> float:
+    """chrF of one sentence against its reference (the corpus chrF's settings), 0 to 100."""
+    return CHRF().sentence_score(hyp, [ref]).score
+
+
+def chrf_signature() -> str:
+    """The signature of the chrF that `chrf` computes with one reference per sentence (sacreBLEU fills in
+    nrefs only after a scoring, so one is made)."""
+    metric = CHRF()
+    metric.corpus_score(["a"], [["a"]])
+    return str(metric.get_signature())
 
 
 def exact_match(hyps: Sequence[str], refs: Sequence[str]) -> float:
@@ -119,3 +133,77 @@ def unseen_ngram_rate(texts: Sequence[str], corpus_targets: Iterable[str], n: in
         seen |= char_ngrams(t, n)
     grams = [g for t in texts for g in char_ngrams(t, n)]
     return sum(g not in seen for g in grams) / len(grams) if grams else 0.0
+
+
+# -- BLEU taken apart (`evaluate --explain`) ---------------------------------------------------------------------
+
+
+def seed_simple_bleu(reference: str, candidate: str) -> float:
+    """Seed 001's "simple BLEU" of one sentence, as it wrote it: clipped character-unigram precision times
+    min(1, len(ref) / len(cand)). In [0, 1]."""
+    ref, cand = list(reference), list(candidate)
+    if not cand:
+        return 0.0
+    matches = sum(min(ref.count(t), cand.count(t)) for t in set(cand))
+    return matches / len(cand) * min(1.0, len(ref) / len(cand))
+
+
+def bleu_explained(hyps: Sequence[str], refs: Sequence[str], tokenize: str | None = None) -> dict:
+    """sacreBLEU's corpus BLEU taken apart from its own statistics: clipped n-gram matches and precisions
+    (n = 1..4), the brevity penalty, and the two recombined (it must give sacreBLEU's score); beside it seed 001's
+    unigram "simple BLEU" (mean over sentences, x100), also of the outputs with their characters shuffled."""
+    _check(hyps, refs)
+    tokenize = tokenize or ("zh" if has_cjk(refs) else "13a")
+    metric = BLEU(tokenize=tokenize)
+    s = metric.corpus_score(list(hyps), [list(refs)])
+    c, r = s.sys_len, s.ref_len
+    bp = 1.0 if c >= r else (math.exp(1 - r / c) if c else 0.0)  # the paper's BP: only short output pays
+    logs = [math.log(p / 100) for p in s.precisions if p > 0]
+    geo = 100 * math.exp(sum(logs) / 4) if len(logs) == 4 else 0.0  # geometric mean of p1..p4, in percent
+    shuffled = [_shuffled(h, i) for i, h in enumerate(hyps)]
+    n = max(len(hyps), 1)
+    return {
+        "score": s.score, "signature": str(metric.get_signature()),
+        "ngrams": [{"n": i + 1, "matches": s.counts[i], "total": s.totals[i], "precision": s.precisions[i]}
+                   for i in range(4)],
+        "hyp_len": c, "ref_len": r, "brevity_penalty": bp, "geometric_mean": geo, "recombined": bp * geo,
+        "simple_bleu": 100 * sum(seed_simple_bleu(rf, h) for h, rf in zip(hyps, refs)) / n,
+        "shuffled_bleu": metric.corpus_score(shuffled, [list(refs)]).score,
+        "shuffled_simple_bleu": 100 * sum(seed_simple_bleu(rf, h) for h, rf in zip(shuffled, refs)) / n,
+        "shorter_than_ref": sum(len(h) < len(rf) for h, rf in zip(hyps, refs)),
+        "longer_than_ref": sum(len(h) > len(rf) for h, rf in zip(hyps, refs)), "sentences": len(hyps),
+    }
+
+
+def _shuffled(text: str, seed: int) -> str:
+    """The characters of `text` in a fixed random order: the same bag of unigrams, the order gone."""
+    import random
+
+    chars = list(text)
+    random.Random(seed).shuffle(chars)
+    return "".join(chars)
+
+
+def format_bleu_explained(e: dict) -> str:
+    """The explanation as lines of text, every figure from `e` (bleu_explained)."""
+    lines = [f"BLEU = BP x (p1 p2 p3 p4)^(1/4), n-grams clipped by the reference, counted over the whole corpus "
+             f"(tokenizer {e['signature'].split('tok:')[1].split('|')[0]}):"]
+    for g in e["ngrams"]:
+        lines.append(f"  p{g['n']} = {g['matches']:>7} / {g['total']:<7} = {g['precision']:6.2f}%")
+    lines += [
+        f"  geometric mean (p1 p2 p3 p4)^(1/4) = {e['geometric_mean']:.2f}%",
+        f"  brevity penalty: output {e['hyp_len']} tokens, references {e['ref_len']}: BP = "
+        + ("1 (not shorter)" if e["hyp_len"] >= e["ref_len"] else
+           f"exp(1 - {e['ref_len']}/{e['hyp_len']}) = {e['brevity_penalty']:.4f}"),
+        f"  BP x mean = {e['recombined']:.2f}   sacreBLEU's own score: {e['score']:.2f}   ({e['signature']})",
+        "",
+        f"seed 001's simple BLEU (clipped character unigrams x min(1, ref/out), mean of sentences): "
+        f"{e['simple_bleu']:.2f}. Why it differs:",
+        f"  - unigrams only: the order does not count. Shuffle each output's characters: simple BLEU "
+        f"{e['shuffled_simple_bleu']:.2f}, real BLEU {e['shuffled_bleu']:.2f} (p2-p4 collapse).",
+        f"  - its penalty punishes LONG output (min(1, ref/out); {e['longer_than_ref']} of {e['sentences']} "
+        f"outputs are longer), which the precision already does; BLEU's BP punishes SHORT output "
+        f"({e['shorter_than_ref']} are shorter), which precision alone rewards.",
+        "  - it averages sentence scores; BLEU adds up the counts of the whole corpus first, then divides.",
+    ]
+    return "\n".join(lines)

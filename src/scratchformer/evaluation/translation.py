@@ -13,12 +13,15 @@ from scratchformer.runs import Run, load_run
 
 
 def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha: float = 0.6,
-                   show: int = 0, train_targets: list[str] | None = None, engine: str = "torch") -> dict[str, Any]:
+                   show: int = 0, train_targets: list[str] | None = None, engine: str = "torch",
+                   explain: bool = False) -> dict[str, Any]:
     """BLEU, chrF, exact match and time; for Chinese targets also the spurious-quote rate and, given the training
-    targets, the share of unseen character 4-grams in the outputs and in the references."""
+    targets, the share of unseen character 4-grams in the outputs and in the references. explain: BLEU taken
+    apart too (metrics.bleu_explained), under "bleu_explained"."""
     from scratchformer.engines import make_translator
     from scratchformer.evaluation.metrics import (
         bleu,
+        bleu_explained,
         chrf,
         exact_match,
         has_cjk,
@@ -41,6 +44,8 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha:
         if train_targets:
             result["unseen_4grams_hyp"] = round(unseen_ngram_rate(hyps, train_targets), 4)
             result["unseen_4grams_ref"] = round(unseen_ngram_rate(refs, train_targets), 4)
+    if explain:
+        result["bleu_explained"] = bleu_explained(hyps, refs)
     if show:
         result["samples"] = [{"src": s, "ref": r, "hyp": h} for s, r, h in list(zip(sources, refs, hyps))[:show]]
     return result
@@ -48,7 +53,7 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha:
 
 def evaluate_run(run_dir: str | Path, split: str = "test", beam: int = 1, alpha: float = 0.6,
                  limit: int | None = None, show: int = 0, corpus: str | None = None,
-                 weights: str | Path | None = None, engine: str = "torch") -> dict[str, Any]:
+                 weights: str | Path | None = None, engine: str = "torch", explain: bool = False) -> dict[str, Any]:
     """Translation scores of a run on `split` of its training corpus (or of `corpus`), the first `limit` pairs."""
     run = load_run(run_dir, weights)
     if run.model_config.arch != "encoder-decoder":
@@ -61,7 +66,7 @@ def evaluate_run(run_dir: str | Path, split: str = "test", beam: int = 1, alpha:
     if limit:
         pairs = pairs[:limit]
     return {"run_dir": str(run_dir), "corpus": source, "split": split,
-            **evaluate_pairs(run, pairs, beam, alpha, show, _train_targets(run), engine)}
+            **evaluate_pairs(run, pairs, beam, alpha, show, _train_targets(run), engine, explain)}
 
 
 def _train_targets(run: Run) -> list[str] | None:

@@ -6,6 +6,8 @@ matplotlib with the headless Agg backend: files only, no screen needed. Every fi
 
 from __future__ import annotations
 
+import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -48,23 +50,41 @@ def check_position_sizes(d_model: int, max_len: int, flags: dict[str, str] | Non
         raise InputError(f"{flags['max_len']} {max_len}: give at least one position")
 
 
+def default_dims(d_model: int) -> list[int]:
+    """Four sine dimensions from fast to slow (0, D/8, D/4, D/2, rounded down to even): what seed 000 teaches,
+    low dimensions oscillate fast and high ones slowly."""
+    return sorted({min(2 * (d_model // k // 2), d_model - 2) for k in (8, 4, 2)} | {0})
+
+
+def check_dims(dims: Sequence[int], d_model: int) -> list[int]:
+    """`dims` as a list, or a one-line InputError naming the first dimension outside [0, d_model)."""
+    bad = [d for d in dims if not 0 <= d < d_model]
+    if bad:
+        raise InputError(f"--dims {bad[0]}: outside the {d_model} dimensions (0 to {d_model - 1})")
+    if not dims:
+        raise InputError("--dims: give at least one dimension, e.g. --dims 0,1,20,21")
+    return list(dims)
+
+
 def plot_positions(path: str | Path, d_model: int = 128, max_len: int = 100,
-                   dims: Sequence[int] = (4, 5, 6, 7)) -> Path:
-    """Left: the (position x dimension) heatmap of PE. Right: a few dimensions as curves over position.
+                   dims: Sequence[int] | None = None) -> Path:
+    """Left: the (position x dimension) heatmap of PE. Right: `dims` as curves over position (default
+    `default_dims`), each labelled with its wavelength 2 pi 10000^(2i/D).
 
     Returns the file written (DIR/positions.png for a directory)."""
     check_position_sizes(d_model, max_len)
     table = sinusoid_table(max_len, d_model).numpy()
-    dims = [d for d in dims if 0 <= d < d_model] or list(range(min(4, d_model)))
+    dims = check_dims(default_dims(d_model) if dims is None else dims, d_model)
     with chinese_text():
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
         im = ax1.imshow(table, aspect="auto", cmap="RdBu", vmin=-1, vmax=1)
         ax1.set(xlabel="embedding dimension", ylabel="position", title=f"sinusoidal PE (d_model={d_model})")
         fig.colorbar(im, ax=ax1)
         for d in dims:
-            ax2.plot(table[:, d], label=f"dim {d} ({'sin' if d % 2 == 0 else 'cos'})")
-        ax2.set(xlabel="position", ylabel="value", title="PE(pos, dim) for a few dimensions")
-        ax2.legend()
+            wavelength = 2 * math.pi * 10000 ** ((d - d % 2) / d_model)
+            ax2.plot(table[:, d], label=f"dim {d} ({'sin' if d % 2 == 0 else 'cos'}, wavelength {wavelength:.3g})")
+        ax2.set(xlabel="position", ylabel="value", title="PE(pos, dim): low dimensions fast, high ones slow")
+        ax2.legend(fontsize=8, loc="lower left")
         fig.tight_layout()
         return _save(fig, path, "positions.png")
 
@@ -76,21 +96,38 @@ def plot_attention(path: str | Path, weights: Tensor, src_tokens: Sequence[str],
     if w.dim() == 2:
         w = w[None]
     heads = [w.mean(0)] + list(w[:8])
-    labels = ["mean of heads"] + [f"head {i}" for i in range(min(8, w.size(0)))]
+    labels = ["mean of heads"] + [f"head {i + 1}" for i in range(min(8, w.size(0)))]  # 1-based, as --head
     cols = min(3, len(heads))
     rows = (len(heads) + cols - 1) // cols
+    panels = [heads[r * cols : (r + 1) * cols] for r in range(rows)]
+    names = [labels[r * cols : (r + 1) * cols] for r in range(rows)]
+    return plot_attention_grid(path, panels, src_tokens, tgt_tokens, names, title)
+
+
+def plot_attention_grid(path: str | Path, rows: Sequence[Sequence[Tensor]], keys: Sequence[str],
+                        queries: Sequence[str], names: Sequence[Sequence[str]], title: str,
+                        default_name: str = "attention.png") -> Path:
+    """Heatmaps in a grid: rows[r][c] is one (L_q, L_k) matrix named names[r][c], keys on the x axis, queries on
+    the y axis, one colour bar (0 to the largest weight shown) for all. Returns the file written."""
+    cols = max(len(r) for r in rows)
+    top = max(float(m.max()) for r in rows for m in r) or 1.0
+    fontsize = 7 if max(len(keys), len(queries)) <= 30 else 5
     with chinese_text():
-        fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 4 * rows), squeeze=False)
-        for ax, m, label in zip(axes.flat, heads, labels):
-            ax.imshow(m.numpy(), cmap="viridis", aspect="auto")
-            ax.set_xticks(range(len(src_tokens)), src_tokens, rotation=90, fontsize=7)
-            ax.set_yticks(range(len(tgt_tokens)), tgt_tokens, fontsize=7)
-            ax.set_title(label)
-        for ax in list(axes.flat)[len(heads):]:
-            ax.axis("off")
-        fig.suptitle(title)
+        width = max(3.6 * cols + 1, 6.0)
+        fig, axes = plt.subplots(len(rows), cols, figsize=(width, 3.3 * len(rows) + 0.8), squeeze=False)
+        image = None
+        for ax_row, row, row_names in zip(axes, rows, names):
+            for ax, m, name in zip(ax_row, row, row_names):
+                image = ax.imshow(m.float().cpu().numpy(), cmap="viridis", aspect="auto", vmin=0, vmax=top)
+                ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=fontsize)
+                ax.set_yticks(range(len(queries)), queries, fontsize=fontsize)
+                ax.set_title(name, fontsize=9)
+            for ax in ax_row[len(row):]:
+                ax.axis("off")
+        fig.suptitle(textwrap.fill(title, int(width * 9)))  # a long sentence wraps instead of running off the page
         fig.tight_layout()
-        return _save(fig, path, "attention.png")
+        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")
+        return _save(fig, path, default_name)
 
 
 def plot_curves(path: str | Path, records: Sequence[dict], title: str = "training") -> Path:

@@ -1,0 +1,35 @@
+"""`scratchformer report RUN_DIR --out report.html`: one self-contained HTML page of a translation run; wiring
+only."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write the report and say where."""
+    from scratchformer.evaluation.report import write_run_report
+
+    path = write_run_report(args.run_dir, args.out, args.samples, args.limit, args.corpus)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, self-contained: open it in any browser)")
+    if args.screenshot:
+        from scratchformer.inspect.browser import screenshot
+
+        seen = screenshot(path, args.screenshot)
+        print(f"wrote {args.screenshot} (headless chromium: {seen['images']} images, "
+              f"{len(seen['console'])} console messages)")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `report` subcommand."""
+    p = sub.add_parser("report", help="a self-contained HTML report of a translation run (config, curves, "
+                       "attention of every kind, samples, test scores)")
+    p.add_argument("run_dir")
+    p.add_argument("--out", required=True, help="the HTML file to write")
+    p.add_argument("--samples", type=int, default=3, help="sample sentences (each gets attention heatmaps)")
+    p.add_argument("--limit", type=int, default=100,
+                   help="test sentences to score when the run has no stored test scores")
+    p.add_argument("--corpus", help="take the test sentences from another corpus than the one trained on")
+    p.add_argument("--screenshot", help="also save the top of the page, as headless chromium shows it, to this PNG")
+    p.set_defaults(func=cmd_report)
