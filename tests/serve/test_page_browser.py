@@ -6,43 +6,28 @@ where chromium, chromedriver, selenium or the shipped model is missing."""
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 
+from scratchformer.inspect.browser import chromium, missing
+
 from .conftest import cli_lines, start_server
 
-CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 RUN = Path(__file__).resolve().parents[2] / "models" / "en-zh"
 SENTENCE = "Save the document as PDF."
+NO_BROWSER = missing()  # a sentence saying why, or None
 
 pytestmark = [
-    pytest.mark.skipif(not (CHROMIUM.is_file() and DRIVER.is_file()),
-                       reason="no Debian chromium + chromium-driver (apt-get install chromium chromium-driver)"),
+    pytest.mark.skipif(NO_BROWSER is not None, reason=f"no headless browser: {NO_BROWSER}"),
     pytest.mark.skipif(not (RUN / "model.safetensors").is_file(), reason="no shipped model models/en-zh"),
 ]
 
 
 @pytest.fixture(scope="module")
 def browser():
-    webdriver = pytest.importorskip("selenium.webdriver", reason="no selenium (pip install selenium)")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    profile = tempfile.mkdtemp(prefix="scratchformer-chromium-")
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--no-first-run", "--window-size=1000,1120", f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(str(DRIVER)), options=options)  # no driver download: Debian's
-    try:
+    with chromium(1000, 1120) as driver:  # Debian's chromium and chromedriver: nothing downloaded
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def test_type_click_read_the_chinese_and_the_heatmap(browser, tmp_path):
