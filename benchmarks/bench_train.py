@@ -48,8 +48,9 @@ class TorchTransformerMT(nn.Module):
     def __init__(self, config: ModelConfig, ours: EncoderDecoder | None = None) -> None:
         super().__init__()
         c = self.config = config
-        self.src_embed, self.tgt_embed = (InputLayer(c.tgt_vocab_size, c.d_model, c.max_len, c.positions, c.dropout,
-                                                     c.pad_id, c.scale_embeddings) for _ in range(2))
+        self.src_embed, self.tgt_embed = (InputLayer(
+            vocab_size=c.tgt_vocab_size, d_model=c.d_model, max_len=c.max_len, positions=c.positions, dropout=c.dropout,
+            pad_id=c.pad_id, scale=c.scale_embeddings) for _ in range(2))
         self.generator = Generator(c.d_model, c.tgt_vocab_size, c.generator_bias)
         if ours is not None:
             self.body = to_torch_transformer(ours)
@@ -58,7 +59,7 @@ class TorchTransformerMT(nn.Module):
         else:
             self.body = nn.Transformer(c.d_model, c.n_heads, c.n_encoder_layers, c.n_decoder_layers, c.d_ff,
                                        c.dropout, activation=c.activation, layer_norm_eps=c.layer_norm_eps,
-                                       batch_first=True, norm_first=c.norm == "pre")
+                                       batch_first=True, norm_first=c.norm_placement == "pre")
         self.src_embed.token.weight = self.tgt_embed.token.weight
         self.generator.proj.weight = self.tgt_embed.token.weight
 

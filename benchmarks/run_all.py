@@ -27,7 +27,7 @@ from benchlib import describe_machine, log, machine_info, setup_threads
 HERE = Path(__file__).resolve().parent
 SCRIPTS = {"padding": "bench_padding.py", "train": "bench_train.py", "decode": "bench_decode.py",
            "floor": "bench_decode_floor.py", "memory": "bench_memory.py", "quality": "bench_quality.py",
-           "fastpaths": "bench_fast_paths.py", "engines": "bench_engines.py"}
+           "fastpaths": "bench_fast_paths.py", "engines": "bench_engines.py", "serve": "bench_serve.py"}
 EXTRAS = {"train": ["--bf16", "--compile"]}  # slow figures, skipped with --no-extras
 WHY_MARK = "## Why"
 

@@ -236,7 +236,7 @@ def test_bert_export_gives_our_hidden_states(tmp_path):
 def test_refusals_are_one_line(tmp_path):
     cases = [(_write_run(tmp_path / "word", ModelConfig.preset("tiny", **SMALL), tgt_kind="word"), None,
               "tokenizer kind 'word'"),
-             (_marian_run(tmp_path, name="pre", norm="pre"), None, "norm='pre'"),
+             (_marian_run(tmp_path, name="pre", norm="pre"), None, "norm_placement='pre'"),
              (_marian_run(tmp_path, name="int8"), "int8", "--quantization int8")]
     for run_dir, quantization, field in cases:
         with pytest.raises(ConfigError, match=field) as e:

@@ -126,3 +126,23 @@ def test_every_named_dimension_has_its_roles_size(arch, batch, src_len, tgt_len,
             assert labels["scores"][0] == ["B", "h", l_q, l_k]
     assert set(t.roles) >= {"B", "D", "h", "d_k", "d_v", "d_ff"}
     assert all(t.roles[r] == roles[r] for r in t.roles)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"n_kv_heads": 1}, {"n_kv_heads": 4, "ffn_kind": "mlp"}])
+def test_llama_configs_name_the_grouped_heads_the_gated_ffn_and_rope(overrides):
+    from scratchformer.inspect.shapes import shape_report
+
+    config = ModelConfig.preset("llama-tiny", d_model=64, n_heads=4, d_ff=96, n_decoder_layers=2, **overrides)
+    lines = shape_report(build_model(config), batch=2, src_len=6).splitlines()
+    rope = next(line for line in lines if "self_attn.rope [RotaryEmbedding]" in line)
+    kv = config.kv_heads
+    if kv == config.n_heads:
+        assert "(B=2, h=4, L=6, d_k=16), (B=2, h=4, L=6, d_k=16)" in rope
+    else:
+        assert f"(B=2, h=4, L=6, d_k=16), (B=2, h_kv={kv}, L=6, d_k=16)" in rope
+        qkv = next(line for line in lines if "self_attn.w_qkv [Linear]" in line)
+        assert f"(h+2h_kv)*d_k={(4 + 2 * kv) * 16})" in qkv
+    w_1 = next(line for line in lines if "feed_forward.w_1 [Linear]" in line)
+    assert ("2d_ff=192" if config.ffn_kind == "gated" else "d_ff=96") in w_1
+    assert "decoder.layers.0.self_attn.rope" in rope  # each layer's own; layers 1..N-1 are collapsed
+    assert sum("RotaryEmbedding" in line for line in lines) == 1

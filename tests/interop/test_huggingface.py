@@ -137,8 +137,8 @@ def test_gpt2_import_gives_same_logits_and_continuation(tmp_path, fused):
     ref.save_pretrained(tmp_path)
     model = from_pretrained(tmp_path, fused=fused)
     c = model.config
-    assert (c.arch, c.norm, c.activation, c.tie_embeddings, c.generator_bias) == ("decoder", "pre", "gelu-tanh",
-                                                                                   True, False)
+    c_fields = (c.arch, c.norm_placement, c.activation, c.tie_embeddings, c.generator_bias)
+    assert c_fields == ("decoder", "pre", "gelu-tanh", True, False)
     ids, mask = _gpt2_batch()
     with torch.no_grad():
         theirs = ref(input_ids=ids, attention_mask=mask, position_ids=_hf_positions(mask)).logits
@@ -293,7 +293,7 @@ def test_weights_missing_tensors(tmp_path):
 
 def test_export_of_an_inexpressible_config_names_the_field(tmp_path):
     model = build_model(ModelConfig.preset("bert-tiny", tgt_vocab_size=V, norm="pre", **SMALL))
-    with pytest.raises(ConfigError, match="norm='pre'") as e:
+    with pytest.raises(ConfigError, match="norm_placement='pre'") as e:
         save_pretrained(model, tmp_path)
     assert "\n" not in str(e.value)
     paper = build_model(ModelConfig.preset("tiny", src_vocab_size=V, tgt_vocab_size=V))

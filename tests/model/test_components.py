@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from scratchformer import ModelConfig, build_model
 from scratchformer.model.attention import (
     MultiHeadAttention,
     ScaledDotProductAttention,
@@ -14,7 +15,7 @@ from scratchformer.model.attention import (
 from scratchformer.model.embedding import InputLayer, sinusoid_table
 from scratchformer.model.feedforward import PositionwiseFeedForward
 from scratchformer.model.masks import causal_mask, combine, padding_mask
-from scratchformer.model.norm import LayerNorm, SublayerConnection
+from scratchformer.model.norm import LayerNorm, RMSNorm, SublayerConnection, make_norm
 
 
 @pytest.mark.parametrize("l_q,l_k", [(1, 1), (5, 5), (3, 7), (7, 3)])
@@ -66,13 +67,56 @@ def test_layernorm_by_hand_equals_torch():
     torch.testing.assert_close(ours(x), theirs(x), atol=1e-6, rtol=0)
 
 
-def test_sublayer_post_and_pre_norm():
+def test_rmsnorm_by_hand_equals_torch_and_its_formula():
     torch.manual_seed(0)
-    x = torch.randn(2, 3, 8)
-    f = nn.Linear(8, 8)
-    post, pre = SublayerConnection(8, 0.0, "post"), SublayerConnection(8, 0.0, "pre")
-    torch.testing.assert_close(post(x, f), nn.functional.layer_norm(x + f(x), (8,)))
-    torch.testing.assert_close(pre(x, f), x + f(nn.functional.layer_norm(x, (8,))))
+    x = torch.randn(3, 5, 32) * 4 + 2
+    ours = RMSNorm(32, eps=1e-6, fused=False)
+    with torch.no_grad():
+        ours.weight.normal_()
+    expected = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * ours.weight  # no mean, no bias
+    torch.testing.assert_close(ours(x), expected, atol=1e-6, rtol=0)
+    ours.fused = True
+    torch.testing.assert_close(ours(x), expected, atol=1e-6, rtol=0)
+    assert ours(x.bfloat16()).dtype == torch.float32  # float32 weight times the bf16 result, as Llama does
+
+
+@pytest.mark.parametrize("placement,formula", [
+    ("post", lambda x, f, norm, drop: norm(x + drop(f(x)))),
+    ("pre", lambda x, f, norm, drop: x + drop(f(norm(x)))),
+    ("seed000", lambda x, f, norm, drop: x + drop(norm(f(x)))),
+    ("seed003", lambda x, f, norm, drop: x + norm(f(x))),
+])
+def test_each_norm_placement_computes_its_formula(placement, formula):
+    """In training mode with dropout 0.5, so that where the dropout sits (or that there is none) shows."""
+    torch.manual_seed(0)
+    x, f = torch.randn(2, 3, 8), nn.Linear(8, 8)
+    norm = LayerNorm(8)
+    with torch.no_grad():
+        norm.weight.normal_()
+        norm.bias.normal_()
+    sub = SublayerConnection(norm=norm, dropout=0.5, placement=placement).train()
+    torch.manual_seed(1)
+    got = sub(x, f)
+    torch.manual_seed(1)
+    ln = lambda y: nn.functional.layer_norm(y, (8,), norm.weight, norm.bias)  # noqa: E731
+    expected = formula(x, f, ln, lambda y: nn.functional.dropout(y, 0.5, training=True))
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+    without_dropout = formula(x, f, ln, lambda y: y)
+    assert torch.allclose(got, without_dropout) == (placement == "seed003")  # the dropout acts where it sits
+    with pytest.raises(ValueError, match="unknown norm placement"):
+        SublayerConnection(norm=norm, dropout=0.0, placement="sandwich")
+
+
+def test_make_norm_builds_every_norm_of_a_model():
+    """norm_kind='rms' leaves no LayerNorm anywhere (sublayers, final norms, embedding norm, MLM head)."""
+    config = ModelConfig.preset("bert-tiny", norm_kind="rms", head="mlm", mask_id=3)
+    model = build_model(config)
+    kinds = {type(m) for m in model.modules() if isinstance(m, (LayerNorm, RMSNorm))}
+    assert kinds == {RMSNorm}
+    assert sum(isinstance(m, RMSNorm) for m in model.modules()) == 2 * 4 + 1 + 1  # sublayers, embedding, head
+    assert isinstance(make_norm(ModelConfig()), LayerNorm) and make_norm(ModelConfig()).eps == 1e-5
+    model.set_fused(False)
+    assert not any(m.fused for m in model.modules() if isinstance(m, RMSNorm))
 
 
 def test_sinusoids_match_the_paper_formula():
@@ -88,7 +132,7 @@ def test_sinusoids_match_the_paper_formula():
 
 
 def test_input_layer_scales_by_sqrt_d_model_and_adds_positions():
-    layer = InputLayer(10, 16, 20, dropout=0.0, pad_id=0).eval()
+    layer = InputLayer(vocab_size=10, d_model=16, max_len=20, dropout=0.0, pad_id=0).eval()
     ids = torch.tensor([[3, 4, 5]])
     expected = layer.token.weight[ids] * 4.0 + sinusoid_table(20, 16)[:3]
     torch.testing.assert_close(layer(ids), expected)
@@ -101,14 +145,14 @@ def test_multihead_shapes_with_separate_d_k(d_k, d_v):
     assert mha.w_qkv.weight.shape == (4 * (2 * d_k + d_v), 32)
     assert mha.w_o.weight.shape == (32, 4 * d_v)
     assert mha(torch.randn(2, 5, 32)).shape == (2, 5, 32)
-    cross = MultiHeadAttention(32, 4, d_k, d_v, cross=True)
+    cross = MultiHeadAttention(d_model=32, n_heads=4, d_k=d_k, d_v=d_v, cross=True)
     assert cross(torch.randn(2, 5, 32), torch.randn(2, 7, 32)).shape == (2, 5, 32)
 
 
 def test_heads_are_independent():
     """Changing the values of head 1 only changes the head-1 slice before W_o: no mixing between heads."""
     torch.manual_seed(0)
-    mha = MultiHeadAttention(8, 2, 4, 4, fused=False)
+    mha = MultiHeadAttention(d_model=8, n_heads=2, d_k=4, d_v=4, fused=False)
     captured = {}
     mha.attention.register_forward_hook(lambda m, i, o: captured.setdefault("out", o))
     x = torch.randn(1, 3, 8)
@@ -123,11 +167,22 @@ def test_heads_are_independent():
 
 
 def test_ffn_shapes_and_activation():
-    ffn = PositionwiseFeedForward(8, 32, "relu")
+    ffn = PositionwiseFeedForward(d_model=8, d_ff=32, activation="relu")
     x = torch.randn(2, 3, 8)
     torch.testing.assert_close(ffn(x), ffn.w_2(torch.relu(ffn.w_1(x))))
-    gelu = PositionwiseFeedForward(8, 32, "gelu-tanh")
+    gelu = PositionwiseFeedForward(d_model=8, d_ff=32, activation="gelu-tanh")
     torch.testing.assert_close(gelu(x), gelu.w_2(nn.functional.gelu(gelu.w_1(x), approximate="tanh")))
+
+
+@pytest.mark.parametrize("activation,fn", [("silu", nn.functional.silu), ("gelu", nn.functional.gelu)])
+def test_gated_ffn_is_swiglu_or_geglu(activation, fn):
+    """(act(x W_gate) * x W_up) W_2, with W_gate the first d_ff rows of w_1 and W_up the last d_ff."""
+    torch.manual_seed(0)
+    ffn = PositionwiseFeedForward(d_model=8, d_ff=12, activation=activation, bias=False, gated=True)
+    assert ffn.w_1.weight.shape == (24, 8) and ffn.w_2.weight.shape == (8, 12)
+    x = torch.randn(2, 3, 8)
+    w_gate, w_up = ffn.w_1.weight[:12], ffn.w_1.weight[12:]
+    torch.testing.assert_close(ffn(x), (fn(x @ w_gate.T) * (x @ w_up.T)) @ ffn.w_2.weight.T, atol=1e-6, rtol=0)
 
 
 def test_masks_convention():

@@ -48,8 +48,8 @@ def test_bad_configs_are_one_line_errors():
     assert ModelConfig(d_model=100, n_heads=3, d_k=32).head_dim_v == 32  # explicit d_k is fine
     with pytest.raises(ConfigError, match="valid presets: .*paper-base"):
         ModelConfig.preset("paper-huge")
-    with pytest.raises(ConfigError, match="norm="):
-        ModelConfig(norm="sandwich")
+    with pytest.raises(ConfigError, match="norm_placement="):
+        ModelConfig(norm_placement="sandwich")
 
 
 def test_bad_inputs_are_one_line_errors():
@@ -80,10 +80,11 @@ def test_explicit_masks_equal_derived_ones():
     torch.testing.assert_close(derived, explicit)
 
 
-@pytest.mark.parametrize("norm", ["post", "pre"])
+@pytest.mark.parametrize("norm", ["post", "pre", "seed000", "seed003", "rms"])
 def test_encoder_decoder_cached_decoding_equals_full_forward(norm):
     torch.manual_seed(0)
-    model = build_model(ModelConfig.preset("tiny", norm=norm)).eval()
+    fields = dict(norm_kind="rms", norm_placement="pre") if norm == "rms" else dict(norm_placement=norm)
+    model = build_model(ModelConfig.preset("tiny", **fields)).eval()
     src, tgt = torch.randint(1, 1000, (3, 6)), torch.randint(1, 1000, (3, 7))
     src[2, 4:] = 0
     with torch.no_grad():

@@ -137,7 +137,7 @@ def test_a_corrupt_tokenizer_file_is_one_error_naming_it(content, tmp_path):
 # -- config.json types ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("field, value, expected", [
     ("d_model", "256", "int"), ("d_model", None, "int"), ("d_model", [256], "int"), ("d_model", 256.5, "int"),
-    ("d_model", True, "int"), ("dropout", "0.1", "float"), ("norm", 3, "str"), ("d_k", "8", "int or None"),
+    ("d_model", True, "int"), ("dropout", "0.1", "float"), ("norm_placement", 3, "str"), ("d_k", "8", "int or None"),
     ("tie_embeddings", "yes", "bool"), ("extra", [], "dict"), ("layer_norm_eps", None, "float"),
 ])
 def test_model_config_types_are_checked_from_the_type_hints(field, value, expected, tmp_path):

@@ -109,7 +109,7 @@ def test_the_boolean_equivalent_of_a_tf_mask_gives_the_padding_result():
 
 @pytest.mark.parametrize("fused", [True, False])
 def test_multi_head_attention_refuses_a_float_mask(fused):
-    mha = MultiHeadAttention(16, 2, 8, 8, fused=fused).eval()
+    mha = MultiHeadAttention(d_model=16, n_heads=2, d_k=8, d_v=8, fused=fused).eval()
     x = torch.randn(2, 3, 16)
     additive_or_tf = torch.zeros(2, 1, 1, 3)  # the fused kernel would ADD this to the scores, silently
     with pytest.raises(InputError, match="mask must be a bool tensor, True = may attend; got torch.float32"):

@@ -26,7 +26,7 @@ def ids(seed: int = 0) -> torch.Tensor:
 
 def test_mlm_head_shapes_and_tied_decoder():
     embedding = torch.nn.Parameter(torch.randn(V, D))
-    head = MLMHead(embedding)
+    head = MLMHead(embedding=embedding, norm=torch.nn.LayerNorm(D))
     assert head(torch.randn(B, L, D)).shape == (B, L, V)
     assert head.decoder.weight is embedding and head.decoder.bias.shape == (V,)
     model = EncoderForMLM(with_head(encoder_config(), "mlm"))

@@ -18,7 +18,7 @@ from scratchformer.errors import ScratchformerError
 
 # One module per command, in the order `scratchformer --help` lists them.
 COMMAND_MODULES = ["params_cmd", "shapes_cmd", "plot_cmd", "train_cmd", "translate_cmd", "evaluate_cmd", "average_cmd",
-                   "generate_cmd", "consolidate_cmd", "export_cmd", "report_cmd", "lab_cmd"]
+                   "generate_cmd", "chat_cmd", "consolidate_cmd", "export_cmd", "report_cmd", "serve_cmd", "lab_cmd"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,7 +11,7 @@ import sys
 import typing
 from typing import Any
 
-from scratchformer.config import PRESETS, ModelConfig
+from scratchformer.config import PRESETS, RENAMED_FIELDS, ModelConfig
 from scratchformer.errors import ConfigError, InputError
 
 _TYPES = typing.get_type_hints(ModelConfig)
@@ -110,6 +110,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             raise ConfigError(f"override {item!r} is not KEY=VALUE (for example d_model=256 or norm=pre)")
         key, value = item.split("=", 1)
         key = key.strip().replace("-", "_")
+        key = RENAMED_FIELDS.get(key, key)  # norm=pre still works: the old name of norm_placement
         out[key] = parse_value(key, value.strip())
     return out
 

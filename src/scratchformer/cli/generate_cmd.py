@@ -1,4 +1,5 @@
-"""`scratchformer generate RUN_DIR "prompt" ...`: continue prompts with a language-model (decoder-only) run.
+"""`scratchformer generate RUN_DIR|MODEL "prompt" ...`: continue prompts with a language-model (decoder-only) run,
+or a pretrained Llama-family model (a .gguf file or a Hugging Face folder, with its own tokenizer).
 
 One prompt is streamed: its text, then each new piece as soon as its token is chosen. Several prompts are
 sampled as one left-padded batch and printed one line each (prompt + continuation) when done. No prompt,
@@ -59,48 +60,64 @@ def _warn_one_line(message, category, filename, lineno, file=None, line=None) ->
     print(f"scratchformer generate: warning: {message}", file=sys.stderr, flush=True)
 
 
-def cmd_generate(args: argparse.Namespace) -> int:
+def check_sampling_options(args: argparse.Namespace) -> None:
+    """The options add_sampling_args adds, checked (one-line errors) before a slow model load; sets the threads."""
     from scratchformer.cli.common import set_threads
-    from scratchformer.data.tokenizers import BOS_ID, EOS_ID
-    from scratchformer.decoding.sampling import check_sampling_args, fit_prompts, sample
+    from scratchformer.decoding.sampling import check_sampling_args
     from scratchformer.errors import ConfigError
-    from scratchformer.runs import load_run
 
-    check_sampling_args(args.temperature, args.top_k, args.top_p)  # before the (slow) model load
+    check_sampling_args(args.temperature, args.top_k, args.top_p)
     if args.max_new_tokens is not None and args.max_new_tokens < 1:
         raise ConfigError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
-    if args.batch_size < 1:
-        raise ConfigError(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.seed is not None and not 0 <= args.seed < 2**64:  # what torch.Generator.manual_seed takes
         raise ConfigError(f"--seed {args.seed}: give a number in [0, 2**64)")
     set_threads(args.threads)  # checked (and set) before the load, as translate does
-    run = load_run(args.run_dir, args.weights)
-    if run.model_config.arch != "decoder":
-        raise ConfigError(f"{args.run_dir} holds a {run.model_config.arch} model: generate needs a language-model "
-                          "(decoder-only) run, e.g. `scratchformer train --recipe lm-demo`")
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from scratchformer.data.tokenizers import BOS_ID, EOS_ID
+    from scratchformer.decoding.sampling import fit_prompts, sample
+    from scratchformer.errors import ConfigError
+    from scratchformer.interop.pretrained import DTYPES, is_pretrained, load_lm
+    from scratchformer.runs import load_run
+
+    check_sampling_options(args)  # before the (slow) model load
+    if args.batch_size < 1:
+        raise ConfigError(f"--batch-size must be >= 1, got {args.batch_size}")
+    if is_pretrained(args.run_dir):  # a .gguf file or a Hugging Face folder: its own tokenizer, BOS and EOS
+        lm = load_lm(args.run_dir, DTYPES[args.dtype])
+        start = [lm.bos_id if lm.bos_id is not None else lm.eos_id]  # what an empty prompt starts from
+        model, decode, eos = lm.model, lm.decode, lm.eos_id
+        to_ids = lambda text: lm.encode(text) or start  # noqa: E731
+    else:
+        run = load_run(args.run_dir, args.weights)
+        if run.model_config.arch != "decoder":
+            raise ConfigError(f"{args.run_dir} holds a {run.model_config.arch} model: generate needs a "
+                              "language-model (decoder-only) run, e.g. `scratchformer train --recipe lm-demo`")
+        model, decode, eos = run.model, run.tgt_tok.decode, EOS_ID
+        to_ids = lambda text: [BOS_ID, *run.tgt_tok.encode(text)]  # noqa: E731
     texts = _prompts(args)
     if not texts:
         raise ConfigError("no prompt: give one as an argument or on stdin")
-    tok = run.tgt_tok
-    prompts = [[BOS_ID, *tok.encode(t)] for t in texts]
-    max_new = fit_prompts(prompts, run.model_config.max_len, args.max_new_tokens, args.truncate,  # before printing
+    prompts = [to_ids(t) for t in texts]
+    max_new = fit_prompts(prompts, model.config.max_len, args.max_new_tokens, args.truncate,  # before printing
                           flags={"max_new": "--max-new-tokens {}", "truncate": "--truncate left"})
     options = dict(max_new_tokens=max_new, temperature=args.temperature, top_k=args.top_k,
-                   top_p=args.top_p, seed=args.seed, eos=EOS_ID, truncate=args.truncate)
+                   top_p=args.top_p, seed=args.seed, eos=eos, truncate=args.truncate)
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.showwarning = _warn_one_line  # restored by catch_warnings
         if len(prompts) == 1:
-            streamer = Streamer(tok.decode, prompts[0])
+            streamer = Streamer(decode, prompts[0])
             try:
-                sample(run.model, prompts, on_token=streamer, **options)
+                sample(model, prompts, on_token=streamer, **options)
             finally:
                 streamer.finish()
             return 0
         for start in range(0, len(prompts), args.batch_size):
             chunk = prompts[start : start + args.batch_size]
-            for prompt, new in zip(chunk, sample(run.model, chunk, **options)):
-                print(tok.decode(prompt + new), flush=True)
+            for prompt, new in zip(chunk, sample(model, chunk, **options)):
+                print(decode(prompt + new), flush=True)
     return 0
 
 
@@ -115,8 +132,21 @@ def _none_or(kind):
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generate", help="continue text with a language-model run (sampling, streamed)",
                        description=__doc__.split("\n\n")[1] if __doc__ else None)
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", metavar="RUN_OR_MODEL",
+                   help="a language-model run directory, or a pretrained model: a .gguf file or a Hugging Face "
+                        "Llama folder (config.json, weights, tokenizer.json)")
     p.add_argument("prompt", nargs="*", help="prompts (none or '-' reads stdin, one per line)")
+    add_sampling_args(p)
+    p.add_argument("--truncate", choices=("left", "error"), default="left",
+                   help="a prompt longer than the model's max_len minus --max-new-tokens: cut its start, with a "
+                        "warning (left, the default), or refuse (error)")
+    p.add_argument("--batch-size", type=int, default=32, help="prompts sampled together (default 32)")
+    p.add_argument("--weights", help="another safetensors file of the run (e.g. averaged.safetensors)")
+    p.set_defaults(func=cmd_generate)
+
+
+def add_sampling_args(p: argparse.ArgumentParser) -> None:
+    """The sampling, thread and dtype options `generate` and `chat` share."""
     p.add_argument("--max-new-tokens", type=int, default=None,
                    help=f"most tokens added to each prompt, which stops earlier at </s> (default {DEFAULT_MAX_NEW}, "
                         "fewer if the model's max_len leaves no room)")
@@ -130,10 +160,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default 0.95; 1 = off)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the sampling RNG (same seed, same text; default: random)")
-    p.add_argument("--truncate", choices=("left", "error"), default="left",
-                   help="a prompt longer than the model's max_len minus --max-new-tokens: cut its start, with a "
-                        "warning (left, the default), or refuse (error)")
-    p.add_argument("--batch-size", type=int, default=32, help="prompts sampled together (default 32)")
-    p.add_argument("--weights", help="another safetensors file of the run (e.g. averaged.safetensors)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    p.set_defaults(func=cmd_generate)
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="weights of a pretrained model (.gguf / folder): float32 (default) or bfloat16")

@@ -6,7 +6,8 @@
 
 Names follow the paper: d_model, h (`n_heads`), d_k, d_v, d_ff, N (`n_encoder_layers`, `n_decoder_layers`).
 Each choice is a `Literal` type, written once: the tuples of allowed names (ARCHS, ...) are read from it, and
-model/feedforward.py's ACTIVATIONS table has exactly the Activation names (a test checks it).
+model/feedforward.py's ACTIVATIONS table (the one table of activations: how to build one, its names in Hugging Face
+and CTranslate2) has exactly the Activation names (a test checks it).
 Also here: the memory check made before a model is allocated, and the presets (Table 3 and small ones).
 """
 
@@ -24,13 +25,19 @@ from scratchformer.config.fields import check_choices, check_field_types, read_j
 from scratchformer.errors import ConfigError
 
 Arch = Literal["encoder-decoder", "encoder", "decoder"]
-Norm = Literal["post", "pre"]
-Positions = Literal["sinusoidal", "sinusoidal-concat", "learned"]
+NormPlacement = Literal["post", "pre", "seed000", "seed003"]  # where the norm sits: model/norm.py has the formulas
+NormKind = Literal["layer", "rms"]  # which norm: LayerNorm (the paper) | RMSNorm (Llama)
+Positions = Literal["sinusoidal", "sinusoidal-concat", "learned", "rope"]
 Activation = Literal["relu", "gelu", "gelu-tanh", "silu"]
+FfnKind = Literal["mlp", "gated"]  # the paper's two matrices | GLU (SwiGLU with silu: Llama; GeGLU with gelu)
 Head = Literal["mlm", "classification"]
-ARCHS, NORMS, POSITIONS, ACTIVATIONS = get_args(Arch), get_args(Norm), get_args(Positions), get_args(Activation)
+ARCHS, POSITIONS, ACTIVATIONS = get_args(Arch), get_args(Positions), get_args(Activation)
+FFN_KINDS = get_args(FfnKind)
+NORMS, NORM_KINDS = get_args(NormPlacement), get_args(NormKind)
 # The task head's fields; older config.json files kept them in `extra`, from where __post_init__ moves them.
 HEAD_FIELDS = ("head", "n_classes", "labels", "mask_id")
+# Fields renamed since older config.json files were written: old name -> new name (upgrade_fields maps them).
+RENAMED_FIELDS = {"norm": "norm_placement"}
 
 
 @dataclass
@@ -42,6 +49,7 @@ class ModelConfig:
     tgt_vocab_size: int = 37000  # decoder vocabulary; the one vocabulary of single-stack models
     d_model: int = 512
     n_heads: int = 8  # h
+    n_kv_heads: int | None = None  # h_kv heads of keys/values (GQA: each shared by h / h_kv query heads); None -> h
     d_k: int | None = None  # per-head query/key width; None -> d_model // n_heads
     d_v: int | None = None  # per-head value width; None -> d_k (the paper keeps d_v = d_k)
     d_ff: int = 2048
@@ -50,10 +58,18 @@ class ModelConfig:
     dropout: float = 0.1  # P_drop: sublayer outputs and embedding + position sums
     attention_dropout: float = 0.0  # on the attention weights (nn.Transformer and BERT use P_drop here)
     activation_dropout: float = 0.0  # inside the FFN, after the activation
-    norm: Norm = "post"  # "post": LayerNorm(x + Sublayer(x)) (paper) | "pre": x + Sublayer(LayerNorm(x))
-    final_norm: bool | None = None  # LayerNorm after each stack; None -> True for pre-norm, False for post
-    positions: Positions = "sinusoidal"  # interleaved sin/cos (paper) | "sinusoidal-concat" (sin|cos) | "learned"
+    # "post": Norm(x + Sublayer(x)) (paper) | "pre": x + Sublayer(Norm(x)) | "seed000" | "seed003" (model/norm.py)
+    norm_placement: NormPlacement = "post"
+    norm_kind: NormKind = "layer"  # "layer": LayerNorm (paper) | "rms": RMSNorm (Llama); layer_norm_eps is its eps
+    final_norm: bool | None = None  # a norm after each stack; None -> True for pre and seed000, False otherwise
+    # interleaved sin/cos added at the input (paper) | "sinusoidal-concat" (sin|cos) | "learned" | "rope": q and k
+    # turned inside attention (Llama; model/rope.py)
+    positions: Positions = "sinusoidal"
+    rope_theta: float = 10000.0  # rope: the base of its wavelengths (Llama 2: 1e4, SmolLM2: 1e5, Llama 3: 5e5)
+    # rope: Hugging Face's scaling rule, {"rope_type": "linear" | "llama3", "factor": ..., ...}; None = none
+    rope_scaling: dict[str, Any] | None = None
     activation: Activation = "relu"  # "relu" (paper) | "gelu" (exact erf) | "gelu-tanh" | "silu" (swish: Marian)
+    ffn_kind: FfnKind = "mlp"  # "mlp": act(x W_1) W_2 (paper) | "gated": (act(x W_gate) * x W_up) W_2 (Llama)
     tie_embeddings: bool = True  # share target embedding and pre-softmax weights (and source, if same vocab)
     scale_embeddings: bool = True  # multiply token embeddings by sqrt(d_model) (paper section 3.4)
     max_len: int = 512  # longest sequence the positions cover
@@ -96,12 +112,16 @@ class ModelConfig:
         return self.d_k if self.d_k is not None else self.d_model // self.n_heads
 
     @property
+    def kv_heads(self) -> int:
+        return self.n_kv_heads if self.n_kv_heads is not None else self.n_heads
+
+    @property
     def head_dim_v(self) -> int:
         return self.d_v if self.d_v is not None else self.head_dim_k
 
     @property
     def use_final_norm(self) -> bool:
-        return self.final_norm if self.final_norm is not None else self.norm == "pre"
+        return self.final_norm if self.final_norm is not None else self.norm_placement in ("pre", "seed000")
 
     @property
     def shared_vocab(self) -> bool:
@@ -114,7 +134,7 @@ class ModelConfig:
                 raise ConfigError(msg)
 
         check_field_types(type(self), {f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
-        check_choices(self)  # arch, norm, positions, activation, head: one of their Literal's names
+        check_choices(self)  # each Literal field (arch, norm_placement, norm_kind, ...): one of its names
         for name in ("d_model", "n_heads", "d_ff", "max_len", "tgt_vocab_size"):
             need(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
         if self.arch == "encoder-decoder":
@@ -125,6 +145,8 @@ class ModelConfig:
             "choose sizes that divide, or set d_k (and d_v) explicitly",
         )
         need(self.head_dim_k > 0 and self.head_dim_v > 0, "d_k and d_v must be positive")
+        need(self.kv_heads > 0 and self.n_heads % self.kv_heads == 0,
+             f"n_kv_heads={self.n_kv_heads} must be a positive divisor of n_heads={self.n_heads}")
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             need(0.0 <= getattr(self, name) < 1.0, f"{name} must be in [0, 1), got {getattr(self, name)}")
         need(0.0 < self.layer_norm_eps < math.inf,
@@ -134,10 +156,28 @@ class ModelConfig:
         need(self.decoder_start_id is None or 0 <= self.decoder_start_id < self.tgt_vocab_size,
              f"decoder_start_id={self.decoder_start_id} is outside the target vocabulary")
         need(self.positions != "sinusoidal" or self.d_model % 2 == 0, "sinusoidal positions need an even d_model")
+        if self.positions == "rope":
+            need(self.head_dim_k % 2 == 0 and self.head_dim_k == self.head_dim_v, "rope needs d_k = d_v, even")
+            need(self.rope_theta > 1, f"rope_theta must be > 1, got {self.rope_theta}")
+            self._validate_rope_scaling()
         n_layers = {"encoder-decoder": (self.n_encoder_layers, self.n_decoder_layers),
                     "encoder": (self.n_encoder_layers,), "decoder": (self.n_decoder_layers,)}[self.arch]
         need(all(n > 0 for n in n_layers), f"a {self.arch} model needs at least one layer per stack")
         self._validate_head()
+
+    def _validate_rope_scaling(self) -> None:
+        """rope_scaling: None, or a rope_type this code implements with the numbers that rule reads."""
+        s = self.rope_scaling
+        if s is None or s.get("rope_type", "default") == "default":
+            return
+        keys = {"linear": ("factor",), "llama3": ("factor", "low_freq_factor", "high_freq_factor",
+                                                   "original_max_position_embeddings")}.get(s.get("rope_type"))
+        if keys is None:
+            raise ConfigError(f"rope_scaling rope_type={s.get('rope_type')!r} is not supported "
+                              "(supported: default, linear, llama3)")
+        missing = [k for k in keys if not isinstance(s.get(k), (int, float)) or isinstance(s.get(k), bool)]
+        if missing:
+            raise ConfigError(f"rope_scaling of type {s['rope_type']!r} needs numbers for {', '.join(missing)}")
 
     def _validate_head(self) -> None:
         """The task head's fields: a head sits on an encoder; a classifier has K >= 2 classes (and K labels)."""
@@ -159,7 +199,7 @@ class ModelConfig:
     def preset(cls, name: str, **overrides: Any) -> ModelConfig:
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}")
-        fields = {**PRESETS[name], **overrides}
+        fields = upgrade_fields({**PRESETS[name], **upgrade_fields(overrides)})
         reject_unknown_fields(cls, fields, f"config field(s) for preset {name!r}")
         return cls(**fields)
 
@@ -171,6 +211,7 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        data = upgrade_fields(data)
         reject_unknown_fields(cls, data, "config field(s)")
         return cls(**data)
 
@@ -186,14 +227,32 @@ class ModelConfig:
             raise ConfigError(f"{path}: {e}") from None
 
 
+def upgrade_fields(data: Any) -> Any:
+    """A mapping of config fields with the old names of RENAMED_FIELDS replaced by the new ones (older config.json
+    files, `norm=pre` overrides); a one-line ConfigError if both names are given with different values."""
+    if not isinstance(data, dict) or not any(old in data for old in RENAMED_FIELDS):
+        return data
+    out = dict(data)
+    for old, new in RENAMED_FIELDS.items():
+        if old in out:
+            value = out.pop(old)
+            if new in out and out[new] != value:
+                raise ConfigError(f"{old}={value!r} (the old name of {new}) disagrees with {new}={out[new]!r}")
+            out[new] = value
+    return out
+
+
 # -- memory -------------------------------------------------------------------------------------------------------
 def parameter_bytes(c: ModelConfig) -> int:
     """Bytes (fp32) of the weights `build_model(c)` would allocate, positions tables included; exact up to the
     norms and biases, so that a model too big for the machine is refused before any of it is allocated."""
     d, hk, hv = c.d_model, c.n_heads * c.head_dim_k, c.n_heads * c.head_dim_v
-    attention = d * (2 * hk + hv) + hv * d + (2 * hk + hv + d)  # W_q, W_k, W_v, W_o and their biases
-    layer = attention + 2 * d * c.d_ff + c.d_ff + d + 4 * d  # + FFN + two LayerNorms
-    stack_input = c.max_len * d + c.type_vocab_size * d + 2 * d  # positions (a table or a buffer), types, norm
+    kk, kv = c.kv_heads * c.head_dim_k, c.kv_heads * c.head_dim_v  # GQA: fewer key/value heads
+    attention = d * (hk + kk + kv) + hv * d + (hk + kk + kv + d)  # W_q, W_k, W_v, W_o and their biases
+    ffn = (3 if c.ffn_kind == "gated" else 2) * d * c.d_ff + (2 if c.ffn_kind == "gated" else 1) * c.d_ff + d
+    layer = attention + ffn + 4 * d  # + two LayerNorms
+    positions = 0 if c.positions == "rope" else c.max_len * d  # a table or a buffer; rope turns q and k instead
+    stack_input = positions + c.type_vocab_size * d + 2 * d  # positions, token types, embedding norm
     if c.arch == "encoder-decoder":
         count = c.n_encoder_layers * layer + c.n_decoder_layers * (layer + attention + 2 * d)
         count += 2 * stack_input + c.tgt_vocab_size * d * (1 if c.tie_embeddings else 2) + c.tgt_vocab_size
@@ -240,6 +299,9 @@ def check_fits_in_memory(c: ModelConfig) -> None:
 
 # Table 3 of the paper. Shared source/target vocabulary of 37000 (WMT14 En-De BPE), tied embeddings.
 _PAPER = dict(src_vocab_size=37000, tgt_vocab_size=37000, tie_embeddings=True)
+_LLAMA = dict(arch="decoder", norm_placement="pre", norm_kind="rms", ffn_kind="gated", activation="silu",
+              positions="rope", bias=False, generator_bias=False, scale_embeddings=False, layer_norm_eps=1e-5,
+              dropout=0.0, tie_embeddings=True)
 PRESETS: dict[str, dict[str, Any]] = {
     "paper-base": dict(_PAPER),
     "paper-big": dict(_PAPER, d_model=1024, n_heads=16, d_ff=4096, dropout=0.3),
@@ -269,8 +331,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     "small": dict(src_vocab_size=8000, tgt_vocab_size=8000, d_model=256, n_heads=4, d_ff=1024,
                   n_encoder_layers=4, n_decoder_layers=4, dropout=0.1, max_len=256, tie_embeddings=False),
     "gpt-tiny": dict(arch="decoder", tgt_vocab_size=1000, d_model=128, n_heads=4, d_ff=512,
-                     n_decoder_layers=4, norm="pre", activation="gelu", positions="learned",
+                     n_decoder_layers=4, norm_placement="pre", activation="gelu", positions="learned",
                      scale_embeddings=False, generator_bias=False, dropout=0.1, max_len=256),
+    # Llama's boxes at toy size: RoPE, RMSNorm before each sublayer, SwiGLU, grouped-query attention, no biases
+    "llama-tiny": dict(_LLAMA, tgt_vocab_size=1000, d_model=128, n_heads=4, n_kv_heads=2, d_ff=344,
+                       n_decoder_layers=4, max_len=256),
+    # SmolLM2-135M's sizes (HuggingFaceTB; 134.5M parameters with tied embeddings): `params`, `shapes`
+    "smollm2-135m": dict(_LLAMA, tgt_vocab_size=49152, d_model=576, n_heads=9, n_kv_heads=3, d_ff=1536,
+                         n_decoder_layers=30, rope_theta=100000.0, max_len=8192, pad_id=2),
     "bert-tiny": dict(arch="encoder", tgt_vocab_size=1000, d_model=128, n_heads=4, d_ff=512,
                       n_encoder_layers=4, activation="gelu", positions="learned", scale_embeddings=False,
                       type_vocab_size=2, embedding_norm=True, layer_norm_eps=1e-12, dropout=0.1,

@@ -122,7 +122,7 @@ class TrainConfig:
 
 
 # Named training recipes (`scratchformer train --recipe NAME`): settings measured on a 2-core CPU.
-_ENCODER_DEMO = {"norm": "pre", "positions": "sinusoidal", "scale_embeddings": True, "n_encoder_layers": 2}
+_ENCODER_DEMO = {"norm_placement": "pre", "positions": "sinusoidal", "scale_embeddings": True, "n_encoder_layers": 2}
 RECIPES: dict[str, dict[str, Any]] = {
     # a few minutes on a laptop: shows learning, not translation quality
     "demo": dict(preset="demo", max_steps=400, warmup=1000, lr_factor=1.0, max_tokens=3000, eval_every=200,

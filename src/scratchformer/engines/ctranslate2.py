@@ -47,12 +47,12 @@ from scratchformer.decoding.translate import check_translate_options
 from scratchformer.engines import formats
 from scratchformer.engines.formats import weights_digest
 from scratchformer.errors import ConfigError
+from scratchformer.model.feedforward import ACTIVATIONS
 from scratchformer.model.transformer import EncoderDecoder
 from scratchformer.runs import Run
 
 FORMAT_VERSION = 2  # of what this converter writes: a cached export from another version is rebuilt
 STAMP = "scratchformer_export.json"  # in the exported folder: what it was made from
-ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu-tanh": "GELUTanh", "silu": "SWISH"}  # ours -> CT2's enum
 QUANTIZATIONS = ("float32", "int8")
 PAD_LOGIT = -1e4  # exp(-1e4 - max) is 0 in float32: PAD out of every softmax (and finite in float16)
 Scored = tuple[list[str], float]  # a finished hypothesis: its tokens (with </s> where it ended), summed log-prob
@@ -65,9 +65,15 @@ def check_model(model: EncoderDecoder) -> None:
     c = model.config
     if c.arch != "encoder-decoder":
         raise ConfigError(f"arch={c.arch!r}: the CTranslate2 export writes encoder-decoder (translation) models only")
-    if c.norm == "post" and c.use_final_norm:
-        raise ConfigError("final_norm=True with norm='post': CTranslate2 has a final LayerNorm only for pre-norm "
-                          "stacks")
+    if c.norm_placement not in ("post", "pre") or c.norm_kind != "layer":
+        raise ConfigError(f"norm_placement={c.norm_placement!r}, norm_kind={c.norm_kind!r}: CTranslate2's Transformer "
+                          "has post or pre LayerNorm only")
+    if c.norm_placement == "post" and c.use_final_norm:
+        raise ConfigError("final_norm=True with norm_placement='post': CTranslate2 has a final LayerNorm only for "
+                          "pre-norm stacks")
+    if c.ffn_kind != "mlp" or c.positions == "rope" or c.kv_heads != c.n_heads:
+        raise ConfigError(f"ffn_kind={c.ffn_kind!r}, positions={c.positions!r}, n_kv_heads={c.n_kv_heads}: the "
+                          "CTranslate2 export writes the paper's FFN, positions added at the input and full heads only")
     if c.head_dim_k != c.head_dim_v:
         raise ConfigError(f"d_v={c.head_dim_v} differs from d_k={c.head_dim_k}: CTranslate2 has one head width")
     if c.type_vocab_size:
@@ -167,9 +173,9 @@ def build_spec(model: EncoderDecoder, src_tokens: list[str], tgt_tokens: list[st
 
     check_model(model)
     c = model.config
-    pre = c.norm == "pre"
+    pre = c.norm_placement == "pre"
     shape: dict[str, Any] = dict(pre_norm=pre, no_final_norm=pre and not c.use_final_norm,
-                                 activation=getattr(common_spec.Activation, ACTIVATIONS[c.activation]),
+                                 activation=getattr(common_spec.Activation, ACTIVATIONS[c.activation].ct2),
                                  layernorm_embedding=c.embedding_norm)
     if c.n_heads * c.head_dim_k != c.d_model:
         shape["head_dim"] = c.head_dim_k

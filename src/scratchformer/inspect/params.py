@@ -57,7 +57,9 @@ def _stack_rows(stack: nn.Module, side: str, seen: set[int]) -> list[Row]:
 def _embed_rows(embed: nn.Module, label: str, seen: set[int], note: str = "") -> list[Row]:
     rows = [Row(f"input: {label} token embedding", None, None, _count(embed.token, seen), note)]
     n_pos = _count(embed.position, seen)
-    rows.append(Row(f"input: {label} positions", None, None, n_pos, "" if n_pos else "sinusoidal: no parameters"))
+    note = "" if n_pos else "rope: turns q and k, no parameters" if embed.position is None else \
+        "sinusoidal: no parameters"
+    rows.append(Row(f"input: {label} positions", None, None, n_pos, note))
     if embed.token_type is not None:
         rows.append(Row(f"input: {label} token types", None, None, _count(embed.token_type, seen)))
     if embed.norm is not None:
@@ -81,7 +83,8 @@ def parameter_rows(model: TransformerBase) -> list[Row]:
     if generator is not None:
         tied = c.tie_embeddings
         rows.append(Row("output: generator (linear + log-softmax)", None, None, _count(generator, seen),
-                        "weight tied to target embedding: bias only" if tied else ""))
+                        ("weight tied to target embedding" + (": bias only" if c.generator_bias else ""))
+                        if tied else ""))
     return rows
 
 
@@ -97,8 +100,9 @@ def seeds_estimate(config: ModelConfig) -> int:
 def closed_form(config: ModelConfig) -> int:
     """The weight matrices exactly (biases and norms left out): what the paper's column counts in essence."""
     d, h, dk, dv, dff = config.d_model, config.n_heads, config.head_dim_k, config.head_dim_v, config.d_ff
-    attn = d * h * (2 * dk + dv) + h * dv * d  # W^Q, W^K, W^V and W^O
-    ffn = 2 * d * dff
+    kv = config.kv_heads  # GQA: h_kv heads of W^K and W^V
+    attn = d * (h * dk + kv * (dk + dv)) + h * dv * d  # W^Q, W^K, W^V and W^O
+    ffn = (3 if config.ffn_kind == "gated" else 2) * d * dff  # gated: W_gate, W_up, W_2
     n_enc = config.n_encoder_layers if config.arch != "decoder" else 0
     n_dec = config.n_decoder_layers if config.arch != "encoder" else 0
     cross = attn if config.arch == "encoder-decoder" else 0

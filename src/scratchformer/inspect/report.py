@@ -124,8 +124,8 @@ def summary(run, samples: Sequence[dict], scores: dict) -> str:
     score = (f"test BLEU {best['bleu']:.2f}, chrF {best['chrf']:.2f} ({best['setting']}, {best['sentences']} "
              "sentences)" if best else "no test scores")
     return (f'<p class="summary">{c.arch}, {run.model.num_parameters() / 1e6:.2f}M parameters: d_model={c.d_model}, '
-            f"{c.n_heads} heads, {c.n_encoder_layers}+{c.n_decoder_layers} layers, {c.norm}-norm, {c.positions} "
-            f"positions; {html.escape(score)}; {len(samples)} sample sentence(s).</p>")
+            f"{c.n_heads} heads, {c.n_encoder_layers}+{c.n_decoder_layers} layers, {c.norm_placement}-norm, "
+            f"{c.positions} positions; {html.escape(score)}; {len(samples)} sample sentence(s).</p>")
 
 
 def render_report(run, records: Sequence[dict], samples: Sequence[dict], scores: dict, out: str | Path,

@@ -31,11 +31,12 @@ TensorInfo = tuple[tuple[int, ...], str]
 # Two sets of probe sizes. Within a set every role's size differs from every other role's (and from 1), so a size
 # in a probe names exactly one role; two sets make an accidental match (some dimension that is none of the roles
 # but happens to equal one of them) need to happen twice. Even d_model: sinusoidal positions need it.
+# Llama-like configs use the gqa_* sizes (h_kv must divide h) and rope_d_k (rope: d_v = d_k, even).
 _PROBES: tuple[dict[str, int], ...] = (
     dict(batch=3, src_len=5, tgt_len=7, n_heads=2, d_k=11, d_v=13, d_model=34, d_ff=19, src_vocab=41,
-         tgt_vocab=43, n_classes=17),
+         tgt_vocab=43, n_classes=17, gqa_heads=6, gqa_kv_heads=2, rope_d_k=10),
     dict(batch=5, src_len=8, tgt_len=9, n_heads=3, d_k=7, d_v=4, d_model=26, d_ff=29, src_vocab=61,
-         tgt_vocab=67, n_classes=23),
+         tgt_vocab=67, n_classes=23, gqa_heads=6, gqa_kv_heads=3, rope_d_k=12),
 )
 
 
@@ -66,11 +67,24 @@ class ShapeTrace:
 def role_sizes(config: ModelConfig, batch: int, src_len: int, tgt_len: int) -> dict[str, int]:
     """role -> size for this config and these input sizes, in legend order (roles may share a size)."""
     c = config
-    h, dk, dv = c.n_heads, c.head_dim_k, c.head_dim_v
+    h, kv, dk, dv = c.n_heads, c.kv_heads, c.head_dim_k, c.head_dim_v
     roles = {"B": batch}
     roles.update({"L_src": src_len, "L_tgt": tgt_len} if c.arch == "encoder-decoder" else {"L": src_len})
-    roles.update({"D": c.d_model, "h": h, "d_k": dk, "d_v": dv, "d_ff": c.d_ff, "h*d_k": h * dk, "h*d_v": h * dv,
-                  "h*(2d_k+d_v)": h * (2 * dk + dv), "h*(d_k+d_v)": h * (dk + dv)})
+    if c.positions == "rope":  # one head width: d_v = d_k
+        roles.update({"D": c.d_model, "h": h, "d_k": dk, "d_ff": c.d_ff, "h*d_k": h * dk})
+    else:
+        roles.update({"D": c.d_model, "h": h, "d_k": dk, "d_v": dv, "d_ff": c.d_ff, "h*d_k": h * dk,
+                      "h*d_v": h * dv})
+    if kv != h:  # grouped-query attention: h_kv heads of keys and values
+        roles.update({"h_kv": kv, "h_kv*d_k": kv * dk})
+        if c.positions == "rope":
+            roles["(h+2h_kv)*d_k"] = (h + 2 * kv) * dk
+        else:
+            roles.update({"h_kv*d_v": kv * dv, "h*d_k+h_kv*(d_k+d_v)": h * dk + kv * (dk + dv)})
+    else:
+        roles.update({"h*(2d_k+d_v)": h * (2 * dk + dv), "h*(d_k+d_v)": h * (dk + dv)})
+    if c.ffn_kind == "gated":
+        roles["2d_ff"] = 2 * c.d_ff  # w_1 = [W_gate; W_up]
     if c.shared_vocab:
         roles["V"] = c.tgt_vocab_size
     else:
@@ -102,7 +116,11 @@ def _probe_config(config: ModelConfig, p: dict[str, int]) -> ModelConfig:
     if config.shared_vocab:
         src_vocab = tgt_vocab
     n_classes = p["n_classes"] if config.n_classes is not None else None
-    return config.replace(d_model=p["d_model"], n_heads=p["n_heads"], d_k=p["d_k"], d_v=p["d_v"], d_ff=p["d_ff"],
+    heads = dict(n_heads=p["n_heads"], n_kv_heads=None)
+    if config.kv_heads != config.n_heads:
+        heads = dict(n_heads=p["gqa_heads"], n_kv_heads=p["gqa_kv_heads"])
+    d_k, d_v = (p["rope_d_k"], p["rope_d_k"]) if config.positions == "rope" else (p["d_k"], p["d_v"])
+    return config.replace(d_model=p["d_model"], **heads, d_k=d_k, d_v=d_v, d_ff=p["d_ff"],
                           src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab, max_len=max(p["src_len"], p["tgt_len"]),
                           dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, n_classes=n_classes,
                           labels=None, mask_id=None)

@@ -15,11 +15,12 @@ from torch import Tensor
 
 from scratchformer.config import ModelConfig, regular_file
 from scratchformer.errors import ConfigError
+from scratchformer.model.feedforward import ACTIVATIONS
 
-# Hugging Face activation names -> ours; and back (the first HF name listed for each of ours).
-ACT_IN = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu-tanh", "gelu_pytorch_tanh": "gelu-tanh",
-          "swish": "silu", "silu": "silu"}
-ACT_OUT = {"relu": "relu", "gelu": "gelu", "gelu-tanh": "gelu_new", "silu": "swish"}
+# Hugging Face activation names -> ours; and back (the first HF name listed for each of ours): both read from the
+# one table of activations, model/feedforward.py's ACTIVATIONS.
+ACT_IN = {hf: ours for ours, act in ACTIVATIONS.items() for hf in act.hf}
+ACT_OUT = {ours: act.hf[0] for ours, act in ACTIVATIONS.items()}
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Link:
     theirs: tuple[str, ...]  # several: stacked row-wise in ours (q, k, v -> w_qkv)
     layout: str = "linear"  # "linear" | "conv1d" (GPT-2: weight stored (in, out)) | "row" (stored (1, n))
     optional: bool = False  # absent from the file -> zeros (as Hugging Face does for final_logits_bias)
+    rows: tuple[int, ...] | None = None  # rows of each of `theirs` when they differ (GQA's q, k, v); None: equal
 
 
 def to_ours(t: Tensor, layout: str) -> Tensor:
@@ -46,11 +48,31 @@ def to_theirs(t: Tensor, layout: str) -> Tensor:
     return t.reshape(1, -1) if layout == "row" else t
 
 
-def pair(ours: str, theirs: str | tuple[str, ...], layout: str = "linear", bias: bool = True) -> list[Link]:
-    """weight (and bias) links of one linear map or LayerNorm."""
+def pair(ours: str, theirs: str | tuple[str, ...], layout: str = "linear", bias: bool = True,
+         rows: tuple[int, ...] | None = None) -> list[Link]:
+    """weight (and bias) links of one linear map or norm."""
     names = (theirs,) if isinstance(theirs, str) else theirs
     kinds = ("weight", "bias") if bias else ("weight",)
-    return [Link(f"{ours}.{k}", tuple(f"{n}.{k}" for n in names), layout) for k in kinds]
+    return [Link(f"{ours}.{k}", tuple(f"{n}.{k}" for n in names), layout, rows=rows) for k in kinds]
+
+
+def split_rows(t: Tensor, link: Link) -> tuple[Tensor, ...]:
+    """One of our stacked tensors cut back into the Hugging Face tensors of `link`."""
+    return t.split(list(link.rows)) if link.rows else t.chunk(len(link.theirs), dim=0)
+
+
+def classic_problems(c: ModelConfig, model_type: str) -> list[str]:
+    """What BERT, GPT-2 and Marian (the paper's boxes with biases) cannot hold, one phrase each."""
+    checks = (
+        (c.head_dim_k * c.n_heads == c.d_model and c.head_dim_v == c.head_dim_k,
+         "d_k / d_v (Hugging Face needs n_heads * d_k = n_heads * d_v = d_model)"),
+        (c.bias, "bias=False (the Hugging Face layers have biases)"),
+        (c.kv_heads == c.n_heads, f"n_kv_heads={c.n_kv_heads} ({model_type} has as many key/value heads as queries)"),
+        (c.ffn_kind == "mlp", f"ffn_kind={c.ffn_kind!r} ({model_type} has a two-matrix FFN)"),
+        (c.norm_kind == "layer", f"norm_kind={c.norm_kind!r} ({model_type} uses LayerNorm)"),
+        (c.activation in ACT_OUT, f"activation={c.activation!r}"),
+    )
+    return [p for ok, p in checks if not ok]
 
 
 class Family:

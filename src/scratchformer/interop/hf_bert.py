@@ -5,7 +5,7 @@ LayerNorm (eps 1e-12); W^Q, W^K, W^V are three Linear layers, stacked row-wise i
 from __future__ import annotations
 
 from scratchformer.errors import ConfigError
-from scratchformer.interop.hf_base import ACT_OUT, Family, Link, activation, pair
+from scratchformer.interop.hf_base import ACT_OUT, Family, Link, activation, classic_problems, pair
 
 
 class Bert(Family):
@@ -23,7 +23,8 @@ class Bert(Family):
         return dict(arch="encoder", src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=need("hidden_size"),
                     n_heads=need("num_attention_heads"), d_ff=need("intermediate_size"),
                     n_encoder_layers=need("num_hidden_layers"), dropout=hf.get("hidden_dropout_prob", 0.1),
-                    attention_dropout=hf.get("attention_probs_dropout_prob", 0.1), norm="post", final_norm=False,
+                    attention_dropout=hf.get("attention_probs_dropout_prob", 0.1), norm_placement="post",
+                    final_norm=False,
                     positions="learned", activation=activation(hf.get("hidden_act", "gelu")),
                     scale_embeddings=False, max_len=need("max_position_embeddings"),
                     pad_id=hf.get("pad_token_id") or 0, layer_norm_eps=hf.get("layer_norm_eps", 1e-12),
@@ -55,8 +56,8 @@ class Bert(Family):
         return {rename(k): v for k, v in state.items()}
 
     def problems(self, c):
-        return [p for cond, p in (
-            (c.norm == "post", f"norm={c.norm!r} (BERT is post-norm)"),
+        return classic_problems(c, self.model_type) + [p for cond, p in (
+            (c.norm_placement == "post", f"norm_placement={c.norm_placement!r} (BERT is post-norm)"),
             (not c.use_final_norm, "final_norm is on (BERT has no final LayerNorm)"),
             (c.positions == "learned", f"positions={c.positions!r} (BERT learns its positions)"),
             (not c.scale_embeddings, "scale_embeddings=True (BERT does not scale embeddings)"),

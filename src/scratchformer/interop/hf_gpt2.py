@@ -6,7 +6,7 @@ without bias. Its Conv1D stores weights (in, out), the transpose of nn.Linear, a
 from __future__ import annotations
 
 from scratchformer.errors import ConfigError
-from scratchformer.interop.hf_base import ACT_OUT, Family, Link, activation, pair
+from scratchformer.interop.hf_base import ACT_OUT, Family, Link, activation, classic_problems, pair
 
 
 class Gpt2(Family):
@@ -26,8 +26,8 @@ class Gpt2(Family):
                     if isinstance(hf.get(k), int) and 0 <= hf[k] < vocab), 0)
         return dict(arch="decoder", src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=d, n_heads=need("n_head"),
                     d_ff=hf.get("n_inner") or 4 * d, n_decoder_layers=need("n_layer"),
-                    dropout=hf.get("resid_pdrop", 0.1), attention_dropout=hf.get("attn_pdrop", 0.1), norm="pre",
-                    final_norm=True, positions="learned",
+                    dropout=hf.get("resid_pdrop", 0.1), attention_dropout=hf.get("attn_pdrop", 0.1),
+                    norm_placement="pre", final_norm=True, positions="learned",
                     activation=activation(hf.get("activation_function", "gelu_new")),
                     tie_embeddings=hf.get("tie_word_embeddings", True), scale_embeddings=False,
                     max_len=need("n_positions"), pad_id=pad, layer_norm_eps=hf.get("layer_norm_epsilon", 1e-5),
@@ -49,8 +49,8 @@ class Gpt2(Family):
         return links
 
     def problems(self, c):
-        return [p for cond, p in (
-            (c.norm == "pre", f"norm={c.norm!r} (GPT-2 is pre-norm)"),
+        return classic_problems(c, self.model_type) + [p for cond, p in (
+            (c.norm_placement == "pre", f"norm_placement={c.norm_placement!r} (GPT-2 is pre-norm)"),
             (c.use_final_norm, "final_norm is off (GPT-2 ends with ln_f)"),
             (c.positions == "learned", f"positions={c.positions!r} (GPT-2 learns its positions)"),
             (not c.scale_embeddings, "scale_embeddings=True (GPT-2 does not scale embeddings)"),

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from scratchformer.config import ModelConfig
 from scratchformer.errors import ConfigError
-from scratchformer.interop.hf_base import ACT_OUT, Family, Link, activation, pair
+from scratchformer.interop.hf_base import ACT_OUT, Family, Link, activation, classic_problems, pair
 
 # Our parameter names by how they touch the residual stream (D): matched on the name's last two parts.
 _READS = ("token.weight", "w_qkv.weight", "w_q.weight", "w_kv.weight", "w_1.weight", "proj.weight")  # (out, D)
@@ -48,7 +48,7 @@ class Marian(Family):
                     d_model=need("d_model"), n_heads=need("encoder_attention_heads"), d_ff=need("encoder_ffn_dim"),
                     n_encoder_layers=need("encoder_layers"), n_decoder_layers=need("decoder_layers"),
                     dropout=hf.get("dropout", 0.1), attention_dropout=hf.get("attention_dropout", 0.0),
-                    activation_dropout=hf.get("activation_dropout", 0.0), norm="post", final_norm=False,
+                    activation_dropout=hf.get("activation_dropout", 0.0), norm_placement="post", final_norm=False,
                     positions="sinusoidal-concat", activation=activation(hf.get("activation_function", "gelu")),
                     tie_embeddings=tie, scale_embeddings=hf.get("scale_embedding", False),
                     max_len=need("max_position_embeddings"), pad_id=pad, layer_norm_eps=1e-5, generator_bias=True,
@@ -96,8 +96,8 @@ class Marian(Family):
         return state
 
     def problems(self, c):
-        return [p for cond, p in (
-            (c.norm == "post", f"norm={c.norm!r} (Marian is post-norm)"),
+        return classic_problems(c, self.model_type) + [p for cond, p in (
+            (c.norm_placement == "post", f"norm_placement={c.norm_placement!r} (Marian is post-norm)"),
             (not c.use_final_norm, "final_norm is on (Marian has no final LayerNorm)"),
             (c.positions == "sinusoidal-concat", f"positions={c.positions!r} (Marian: 'sinusoidal-concat'"
                                                  + ("; interleaved_to_concat folds the difference into the weights, "

@@ -1,4 +1,5 @@
-"""Weights to and from Hugging Face model folders: BERT, GPT-2 and Marian (OPUS-MT), without `transformers`.
+"""Weights to and from Hugging Face model folders: BERT, GPT-2, Marian (OPUS-MT) and Llama, without `transformers`;
+and Llama-family GGUF files (interop/gguf.py reads them).
 
     model = from_pretrained("models/opus-mt-en-de")   # a LOCAL folder: config.json + model.safetensors
     save_pretrained(model, "out/")                     # loads in transformers.AutoModel... with the same outputs
@@ -9,6 +10,7 @@ How each family maps onto our switches (config.json is read by hand; the network
     BERT    encoder          post  no           learned            gelu         + token types, LayerNorm, eps 1e-12
     GPT-2   decoder          pre   yes (ln_f)   learned            gelu-tanh    tied lm_head, no generator bias
     Marian  encoder-decoder  post  no           sinusoidal-concat  silu (swish) x sqrt(D), shared; final_logits_bias
+    Llama   decoder          pre   yes (RMS)    rope (+ scaling)   gated silu   no biases; GQA (n_kv_heads)
 
 Weight layouts. BERT and Marian keep W^Q, W^K, W^V in three nn.Linear; our self-attention stacks them row-wise
 into `w_qkv` ([q; k; v]) and cross-attention into `w_q` and `w_kv` ([k; v]). GPT-2's Conv1D stores (in, out),
@@ -20,7 +22,7 @@ same table with the D dimensions permuted, folded into the weights by hf_marian.
 `config.decoder_start_id` (and `config.extra["decoder_start_token_id"]`) record it, and the decoder then keeps
 target position 0 visible instead of masking it as padding.
 
-One file per family (hf_bert.py, hf_gpt2.py, hf_marian.py) fills in hf_base.Family: its config fields, the
+One file per family (hf_bert.py, hf_gpt2.py, hf_marian.py, hf_llama.py) fills in hf_base.Family: its config fields, the
 tensor names of each of our parameters, what it cannot express. This module reads and writes the folders.
 """
 
@@ -35,21 +37,22 @@ from torch import Tensor
 
 from scratchformer.config import ModelConfig
 from scratchformer.errors import ConfigError
-from scratchformer.interop.hf_base import ACT_OUT, Family, load_tensors, read_json, to_ours, to_theirs
+from scratchformer.interop.gguf import read_gguf
+from scratchformer.interop.hf_base import Family, load_tensors, read_json, split_rows, to_ours, to_theirs
 from scratchformer.interop.hf_bert import Bert
 from scratchformer.interop.hf_gpt2 import Gpt2
+from scratchformer.interop.hf_llama import Llama
 from scratchformer.interop.hf_marian import Marian
 from scratchformer.model import build_model
 from scratchformer.model.transformer import TransformerBase
 
-SUPPORTED = ("bert", "gpt2", "marian")
+SUPPORTED = ("bert", "gpt2", "marian", "llama")
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
 _TOP_LEVEL = ("lm_head.weight", "final_logits_bias")  # outside the base model: never prefixed
 _TOKEN_IDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id", "forced_eos_token_id")
 
-FAMILIES: dict[str, Family] = {f.model_type: f for f in (Bert(), Gpt2(), Marian())}
-_BY_ARCH = {f.arch: f for f in FAMILIES.values()}
+FAMILIES: dict[str, Family] = {f.model_type: f for f in (Bert(), Gpt2(), Marian(), Llama())}
 
 
 def _family_of(hf: dict[str, Any], file: Path) -> Family:
@@ -94,13 +97,18 @@ def config_from_hf(hf: dict[str, Any], file: str | Path = "config.json", fused: 
 def from_pretrained(path: str | Path, fused: bool = True) -> TransformerBase:
     """A local Hugging Face folder (config.json + model.safetensors | pytorch_model.bin) -> our model, eval mode.
 
-    BERT -> EncoderOnly (same last hidden states), GPT-2 -> DecoderOnly (same logits), Marian -> EncoderDecoder
-    (same logits). Heads we have no box for (BERT's pooler and MLM head) are ignored.
+    BERT -> EncoderOnly (same last hidden states), GPT-2 and Llama -> DecoderOnly (same logits), Marian ->
+    EncoderDecoder (same logits). Heads we have no box for (BERT's pooler and MLM head) are ignored.
+    A .gguf file (a Llama-family model, quantised or not) goes to interop/gguf.py.
     """
     folder = Path(path)
+    if folder.suffix == ".gguf" and folder.is_file():
+        gguf = read_gguf(folder)
+        return model_from_state(FAMILIES["llama"], config_from_hf(gguf.hf_config, folder, fused), gguf.state,
+                                gguf.hf_config, str(folder))
     if not folder.is_dir():
         raise ConfigError(f"{folder} is not a folder: from_pretrained reads a local Hugging Face model folder "
-                          "(config.json + model.safetensors) and never downloads")
+                          "(config.json + model.safetensors) or a .gguf file, and never downloads")
     config_file = folder / "config.json"
     hf = read_json(config_file)
     family = _family_of(hf, config_file)
@@ -108,7 +116,14 @@ def from_pretrained(path: str | Path, fused: bool = True) -> TransformerBase:
     weights = next((folder / n for n in WEIGHT_FILES if (folder / n).is_file()), None)
     if weights is None:
         raise ConfigError(f"{folder} has no weights file (looked for {', '.join(WEIGHT_FILES)})")
-    state = load_tensors(weights)
+    return model_from_state(family, config, load_tensors(weights), hf, str(weights))
+
+
+def model_from_state(family: Family, config: ModelConfig, state: dict[str, Tensor], hf: dict[str, Any],
+                     source: str) -> TransformerBase:
+    """Our model of `config` holding the Hugging Face tensors `state` (named as `family` names them; `source`
+    names the file in errors), eval mode."""
+    weights = source
     for prefix in family.prefixes:
         state = {k.removeprefix(prefix): v for k, v in state.items()}
     state = family.normalise(state, hf)
@@ -139,18 +154,15 @@ def from_pretrained(path: str | Path, fused: bool = True) -> TransformerBase:
 def check_expressible(c: ModelConfig, hf_arch: str | None = None) -> tuple[Family, str]:
     """The family and Hugging Face class that hold a model with config `c` (hf_arch None: the family's first),
     or a one-line ConfigError listing everything in `c` that class cannot hold."""
-    family = _BY_ARCH[c.arch]
-    hf_arch = hf_arch or next(iter(family.export_archs))
-    if hf_arch not in family.export_archs:
-        known = ", ".join(a for f in FAMILIES.values() for a in f.export_archs)
+    families = [f for f in FAMILIES.values() if f.arch == c.arch]
+    if hf_arch is None:  # the family that can hold it (GPT-2 or Llama for a decoder), else the first, to say why not
+        family = next((f for f in families if not f.problems(c)), families[0])
+        hf_arch = next(iter(family.export_archs))
+    family = next((f for f in families if hf_arch in f.export_archs), None)
+    if family is None:
+        known = ", ".join(a for f in families for a in f.export_archs)
         raise ConfigError(f"hf_arch={hf_arch!r} cannot hold a {c.arch} model; choose one of: {known}")
     problems = family.problems(c)
-    if c.head_dim_k * c.n_heads != c.d_model or c.head_dim_v != c.head_dim_k:
-        problems.append("d_k / d_v (Hugging Face needs n_heads * d_k = n_heads * d_v = d_model)")
-    if not c.bias:
-        problems.append("bias=False (the Hugging Face layers have biases)")
-    if c.activation not in ACT_OUT:
-        problems.append(f"activation={c.activation!r}")
     if problems:
         raise ConfigError(f"config cannot be expressed as {hf_arch}: " + "; ".join(problems))
     return family, hf_arch
@@ -175,7 +187,7 @@ def save_pretrained(model: TransformerBase, path: str | Path, hf_arch: str | Non
             continue  # GPT2Model has no lm_head
         if link.optional and link.ours not in params:
             continue  # generator_bias=False: Hugging Face's zeros are the same
-        parts = params[link.ours].detach().chunk(len(link.theirs), dim=0)
+        parts = split_rows(params[link.ours].detach(), link)
         for name, part in zip(link.theirs, parts):
             # clone: safetensors refuses tensors that share storage (tied matrices, chunks of w_qkv)
             full = name if name in _TOP_LEVEL else prefix + name

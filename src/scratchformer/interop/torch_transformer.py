@@ -57,12 +57,18 @@ def _check_compatible(config: ModelConfig) -> None:
     problems = []
     if config.arch != "encoder-decoder":
         problems.append(f"arch={config.arch!r} (need encoder-decoder)")
+    if config.norm_placement not in ("post", "pre") or config.norm_kind != "layer":
+        problems.append(f"norm_placement={config.norm_placement!r}, norm_kind={config.norm_kind!r} "
+                        "(nn.Transformer has post or pre LayerNorm)")
     if not config.use_final_norm:
         problems.append("final_norm is off (nn.Transformer always has final norms: set final_norm=True)")
     if config.head_dim_k * config.n_heads != config.d_model or config.head_dim_v != config.head_dim_k:
         problems.append("h*d_k != d_model or d_v != d_k (nn.MultiheadAttention cannot express that)")
-    if config.activation not in ("relu", "gelu") or not config.bias:
-        problems.append(f"activation={config.activation!r}, bias={config.bias}")
+    if config.positions == "rope" or config.kv_heads != config.n_heads:
+        problems.append(f"positions={config.positions!r}, n_kv_heads={config.n_kv_heads} (nn.Transformer adds no "
+                        "rope and has full heads)")
+    if config.activation not in ("relu", "gelu") or not config.bias or config.ffn_kind != "mlp":
+        problems.append(f"activation={config.activation!r}, bias={config.bias}, ffn_kind={config.ffn_kind!r}")
     if problems:
         raise ConfigError("config cannot be expressed as torch.nn.Transformer: " + "; ".join(problems))
 
@@ -73,7 +79,7 @@ def to_torch_transformer(model: EncoderDecoder) -> nn.Transformer:
     _check_compatible(c)
     ref = nn.Transformer(c.d_model, c.n_heads, c.n_encoder_layers, c.n_decoder_layers, c.d_ff, c.dropout,
                          activation=c.activation, layer_norm_eps=c.layer_norm_eps, batch_first=True,
-                         norm_first=c.norm == "pre")
+                         norm_first=c.norm_placement == "pre")
     with torch.no_grad():
         for ours, theirs in _pairs(model, ref):
             theirs.copy_(ours)

@@ -15,6 +15,7 @@ from torch import Tensor
 from scratchformer.config import ModelConfig, check_fits_in_memory
 from scratchformer.errors import ConfigError
 from scratchformer.model.heads import ClassificationHead, MLMHead
+from scratchformer.model.norm import make_norm
 from scratchformer.model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly, TransformerBase
 
 
@@ -29,8 +30,8 @@ class EncoderForMLM(TransformerBase):
         super().__init__()
         self.config = config
         self.base = EncoderOnly(config)
-        self.mlm_head = MLMHead(self.base.embed.token.weight, config.activation, config.layer_norm_eps)
-        self.set_fused(config.fused)  # the head's LayerNorm follows the config too
+        self.mlm_head = MLMHead(embedding=self.base.embed.token.weight, norm=make_norm(config),
+                                activation=config.activation)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
                 token_type_ids: Tensor | None = None, select: Tensor | None = None) -> Tensor:
@@ -51,7 +52,7 @@ class EncoderForClassification(TransformerBase):
         self.config = config
         self.base = EncoderOnly(config)
         self.head = ClassificationHead(config.d_model, config.n_classes, config.dropout)
-        self.set_fused(config.fused)  # the head's LayerNorm follows the config too
+
 
     @property
     def labels(self) -> list[str]:

@@ -4,7 +4,7 @@
     SinusoidalPositionalEncoding   (B, L) positions    -> (B, L, D)   PE(pos, 2i) = sin(pos / 10000^(2i/D)),
                                                                       PE(pos, 2i+1) = cos(...)   (section 3.5)
     LearnedPositionalEmbedding     (B, L) positions    -> (B, L, D)   a trained table (Table 3, row E; BERT, GPT-2)
-    InputLayer                     the sum of the above (+ token types and a LayerNorm for BERT) and dropout
+    InputLayer                     the sum of the above (+ token types and a norm for BERT) and dropout
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ import math
 
 import torch
 from torch import Tensor, nn
-
-from scratchformer.model.norm import LayerNorm
 
 
 class TokenEmbedding(nn.Module):
@@ -80,10 +78,12 @@ class LearnedPositionalEmbedding(nn.Module):
 
 
 class InputLayer(nn.Module):
-    """x = Dropout(TokenEmbedding(ids) + PositionalEncoding(positions) [+ TokenType]) [-> LayerNorm]."""
+    """x = Dropout(TokenEmbedding(ids) + PositionalEncoding(positions) [+ TokenType]) [-> Norm]; no positions here
+    for rope."""
 
     def __init__(
         self,
+        *,
         vocab_size: int,
         d_model: int,
         max_len: int,
@@ -92,27 +92,29 @@ class InputLayer(nn.Module):
         pad_id: int | None = 0,
         scale: bool = True,
         type_vocab_size: int = 0,
-        norm: bool = False,
-        eps: float = 1e-5,
+        norm: nn.Module | None = None,
     ) -> None:
         super().__init__()
         self.max_len = max_len
         self.token = TokenEmbedding(vocab_size, d_model, pad_id, scale)
+        self.position: nn.Module | None = None  # "rope": positions enter inside attention (model/rope.py)
         if positions == "learned":
-            self.position: nn.Module = LearnedPositionalEmbedding(d_model, max_len)
-        else:
+            self.position = LearnedPositionalEmbedding(d_model, max_len)
+        elif positions != "rope":
             layout = "concat" if positions == "sinusoidal-concat" else "interleaved"
             self.position = SinusoidalPositionalEncoding(d_model, max_len, layout)
         self.token_type = nn.Embedding(type_vocab_size, d_model) if type_vocab_size > 0 else None
-        self.norm = LayerNorm(d_model, eps) if norm else None
+        self.norm = norm  # BERT's embedding norm (model/norm.py's make_norm), or None
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, ids: Tensor, positions: Tensor | None = None, token_type_ids: Tensor | None = None,
                 offset: int = 0) -> Tensor:
         # ids: (B, L); positions: (B, L) or None -> offset, offset+1, ... (offset > 0 when decoding with a cache)
-        if positions is None:
-            positions = torch.arange(offset, offset + ids.size(1), device=ids.device)[None, :]  # (1, L)
-        x = self.token(ids) + self.position(positions)  # (B, L, D)
+        x = self.token(ids)  # (B, L, D)
+        if self.position is not None:
+            if positions is None:
+                positions = torch.arange(offset, offset + ids.size(1), device=ids.device)[None, :]  # (1, L)
+            x = x + self.position(positions)  # (B, L, D)
         if self.token_type is not None:
             types = token_type_ids if token_type_ids is not None else torch.zeros_like(ids)
             x = x + self.token_type(types)

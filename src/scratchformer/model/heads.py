@@ -1,6 +1,6 @@
 """Task heads for the encoder stack (BERT): masked-token prediction and sentence classification.
 
-    MLMHead             (B, L, D) -> (B, L, V)  dense D->D, activation, LayerNorm, then the token embedding
+    MLMHead             (B, L, D) -> (B, L, V)  dense D->D, activation, norm, then the token embedding
                                                  transposed (tied) + a bias: BERT's "cls.predictions"
     ClassificationHead  (B, L, D) -> (B, K)     the first token's vector (<s>, BERT's [CLS]) -> dense + tanh
                                                  (BERT's pooler) -> dropout -> linear to K classes
@@ -20,19 +20,18 @@ from torch import Tensor, nn
 
 from scratchformer.config.model import HEAD_FIELDS, ModelConfig
 from scratchformer.errors import ConfigError
-from scratchformer.model.feedforward import ACTIVATIONS
-from scratchformer.model.norm import LayerNorm
+from scratchformer.model.feedforward import make_activation
 
 
 class MLMHead(nn.Module):
     """hidden (B, L, D) -> logits (B, L, V); the output matrix is the token embedding (V, D) itself."""
 
-    def __init__(self, embedding: nn.Parameter, activation: str = "gelu", eps: float = 1e-12) -> None:
+    def __init__(self, *, embedding: nn.Parameter, norm: nn.Module, activation: str = "gelu") -> None:
         super().__init__()
         vocab_size, d_model = embedding.shape
         self.dense = nn.Linear(d_model, d_model)
-        self.activation = ACTIVATIONS[activation]()
-        self.norm = LayerNorm(d_model, eps)
+        self.activation = make_activation(activation)
+        self.norm = norm  # BERT: a LayerNorm (make_norm)
         self.decoder = nn.Linear(d_model, vocab_size)  # its bias is BERT's output bias
         nn.init.xavier_uniform_(self.dense.weight)
         nn.init.zeros_(self.dense.bias)

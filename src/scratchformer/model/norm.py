@@ -1,8 +1,13 @@
-"""Add & Norm (Figure 1): LayerNorm written by hand, and the residual sublayer around every box.
+"""Add & Norm (Figure 1): the two norms written by hand, `make_norm`, and the residual sublayer around every box.
 
-    LayerNorm          y = (x - mean) / sqrt(var + eps) * weight + bias, over the last dim (D)
-    SublayerConnection post-norm (paper, default): LayerNorm(x + Dropout(Sublayer(x)))
-                       pre-norm (option):          x + Dropout(Sublayer(LayerNorm(x)))
+    LayerNorm  y = (x - mean) / sqrt(var + eps) * weight + bias, over the last dim (D)   (the paper, BERT, GPT-2)
+    RMSNorm    y = x / sqrt(mean(x^2) + eps) * weight, over the last dim (D)             (Llama: no centring, no bias)
+    make_norm  a ModelConfig -> the norm its `norm_kind` names; every norm of a model is built here
+    SublayerConnection, by `norm_placement` (Norm = the norm above, F = the sublayer):
+        post     Norm(x + Dropout(F(x)))     the paper (default)
+        pre      x + Dropout(F(Norm(x)))     GPT-2, Llama
+        seed000  x + Dropout(Norm(F(x)))     the code of seed 000 (its comment says post, its code does this)
+        seed003  x + Norm(F(x))              the code of seed 003 (no dropout)
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
+
+from scratchformer.config import ModelConfig
 
 
 class LayerNorm(nn.Module):
@@ -35,19 +42,58 @@ class LayerNorm(nn.Module):
         return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
 
 
-class SublayerConnection(nn.Module):
-    """The residual connection around one sublayer, with the LayerNorm after (post) or before (pre)."""
+class RMSNorm(nn.Module):
+    """Divide each vector by its root mean square, then scale (Zhang & Sennrich, 2019; Llama's norm).
 
-    def __init__(self, d_model: int, dropout: float, norm: str = "post", eps: float = 1e-5) -> None:
+    As Llama computes it: in float32 whatever the input dtype, cast back before the scale. `fused=True` runs
+    torch's F.rms_norm on the same formula (tests prove they agree to 1e-6).
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-6, fused: bool = True) -> None:
         super().__init__()
-        self.norm = LayerNorm(d_model, eps)
+        self.weight = nn.Parameter(torch.ones(d_model))  # gamma; no beta
+        self.eps = eps
+        self.fused = fused
+
+    def forward(self, x: Tensor) -> Tensor:  # (..., D) -> (..., D)
+        x32 = x.float()
+        if self.fused:
+            y = nn.functional.rms_norm(x32, x.shape[-1:], eps=self.eps)
+        else:
+            y = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # (..., D)
+        return self.weight * y.to(x.dtype)
+
+
+NORMS: dict[str, type[nn.Module]] = {"layer": LayerNorm, "rms": RMSNorm}  # norm_kind -> class (one table)
+
+
+def make_norm(c: ModelConfig) -> nn.Module:
+    """The norm `c.norm_kind` names, of width D with `c.layer_norm_eps`; the one place a model's norms are built."""
+    return NORMS[c.norm_kind](c.d_model, eps=c.layer_norm_eps, fused=c.fused)
+
+
+PLACEMENTS = ("post", "pre", "seed000", "seed003")  # norm_placement names, formulas in the module docstring
+
+
+class SublayerConnection(nn.Module):
+    """The residual connection around one sublayer, with its norm where `placement` says (module docstring)."""
+
+    def __init__(self, *, norm: nn.Module, dropout: float, placement: str = "post") -> None:
+        super().__init__()
+        if placement not in PLACEMENTS:
+            raise ValueError(f"unknown norm placement {placement!r}; valid: {', '.join(PLACEMENTS)}")
+        self.norm = norm
         self.dropout = nn.Dropout(dropout)
-        self.pre_norm = norm == "pre"
+        self.placement = placement
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:  # (B, L, D) -> (B, L, D)
-        if self.pre_norm:
-            return x + self._drop(sublayer(self.norm(x)))
-        return self.norm(x + self._drop(sublayer(x)))
+        if self.placement == "pre":
+            return x + self._drop(sublayer(self.norm(x)))  # x + Dropout(F(Norm(x)))
+        if self.placement == "seed000":
+            return x + self._drop(self.norm(sublayer(x)))  # x + Dropout(Norm(F(x)))
+        if self.placement == "seed003":
+            return x + self.norm(sublayer(x))  # x + Norm(F(x))
+        return self.norm(x + self._drop(sublayer(x)))  # post: Norm(x + Dropout(F(x)))
 
     def _drop(self, y: Tensor) -> Tensor:
         # Dropout only where it does something: skipping the no-op call saves ~3 us per sublayer per decoding step.

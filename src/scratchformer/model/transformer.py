@@ -24,7 +24,8 @@ from scratchformer.model.embedding import InputLayer
 from scratchformer.model.encoder import Encoder, EncoderLayer
 from scratchformer.model.feedforward import PositionwiseFeedForward
 from scratchformer.model.masks import causal_mask, check_mask, combine, padding_mask
-from scratchformer.model.norm import LayerNorm
+from scratchformer.model.norm import NORMS, SublayerConnection, make_norm
+from scratchformer.model.rope import RotaryEmbedding
 
 
 class Generator(nn.Module):
@@ -75,7 +76,7 @@ class TransformerBase(nn.Module):
     def set_fused(self, fused: bool) -> TransformerBase:
         """True: torch's fused kernels (fast). False: the hand-written formulas (the reference)."""
         for m in self.modules():
-            if isinstance(m, (ScaledDotProductAttention, LayerNorm)):
+            if isinstance(m, (ScaledDotProductAttention, *NORMS.values())):
                 m.fused = fused
         return self
 
@@ -118,34 +119,50 @@ class TransformerBase(nn.Module):
                     nn.init.zeros_(m.bias)
 
 
-def _attention(c: ModelConfig, cross: bool = False) -> MultiHeadAttention:
-    return MultiHeadAttention(c.d_model, c.n_heads, c.head_dim_k, c.head_dim_v, c.attention_dropout, c.bias,
-                              cross=cross, fused=c.fused)
+def _attention(c: ModelConfig, cross: bool = False, rope: RotaryEmbedding | None = None) -> MultiHeadAttention:
+    return MultiHeadAttention(d_model=c.d_model, n_heads=c.n_heads, d_k=c.head_dim_k, d_v=c.head_dim_v,
+                              n_kv_heads=c.kv_heads, dropout=c.attention_dropout, bias=c.bias, cross=cross,
+                              fused=c.fused, rope=rope)
+
+
+def _rope(c: ModelConfig) -> RotaryEmbedding | None:
+    """A rotary embedding for one self-attention (no parameters: d/2 frequencies); None unless positions="rope"."""
+    if c.positions != "rope":
+        return None
+    return RotaryEmbedding(head_dim=c.head_dim_k, theta=c.rope_theta, scaling=c.rope_scaling)
 
 
 def _ffn(c: ModelConfig) -> PositionwiseFeedForward:
-    return PositionwiseFeedForward(c.d_model, c.d_ff, c.activation, c.activation_dropout, c.bias)
+    return PositionwiseFeedForward(d_model=c.d_model, d_ff=c.d_ff, activation=c.activation,
+                                   dropout=c.activation_dropout, bias=c.bias, gated=c.ffn_kind == "gated")
 
 
-def _final_norm(c: ModelConfig) -> LayerNorm | None:
-    return LayerNorm(c.d_model, c.layer_norm_eps, c.fused) if c.use_final_norm else None
+def _final_norm(c: ModelConfig) -> nn.Module | None:
+    return make_norm(c) if c.use_final_norm else None
+
+
+def _sublayers(c: ModelConfig, n: int) -> list[SublayerConnection]:
+    return [SublayerConnection(norm=make_norm(c), dropout=c.dropout, placement=c.norm_placement) for _ in range(n)]
 
 
 def _input_layer(c: ModelConfig, vocab_size: int) -> InputLayer:
-    return InputLayer(vocab_size, c.d_model, c.max_len, c.positions, c.dropout, c.pad_id, c.scale_embeddings,
-                      c.type_vocab_size, c.embedding_norm, c.layer_norm_eps)
+    return InputLayer(vocab_size=vocab_size, d_model=c.d_model, max_len=c.max_len, positions=c.positions,
+                      dropout=c.dropout, pad_id=c.pad_id, scale=c.scale_embeddings, type_vocab_size=c.type_vocab_size,
+                      norm=make_norm(c) if c.embedding_norm else None)
 
 
 def _encoder(c: ModelConfig) -> Encoder:
-    layers = [EncoderLayer(_attention(c), _ffn(c), c.d_model, c.dropout, c.norm, c.layer_norm_eps)
+    layers = [EncoderLayer(self_attn=_attention(c, rope=_rope(c)), feed_forward=_ffn(c), sublayers=_sublayers(c, 2))
               for _ in range(c.n_encoder_layers)]
-    return Encoder(layers, _final_norm(c))
+    return Encoder(layers=layers, final_norm=_final_norm(c))
 
 
 def _decoder(c: ModelConfig, cross: bool) -> Decoder:
-    layers = [DecoderLayer(_attention(c), _attention(c, cross=True) if cross else None, _ffn(c), c.d_model,
-                           c.dropout, c.norm, c.layer_norm_eps) for _ in range(c.n_decoder_layers)]
-    return Decoder(layers, _final_norm(c))
+    layers = [DecoderLayer(self_attn=_attention(c, rope=_rope(c)),
+                           cross_attn=_attention(c, cross=True) if cross else None,
+                           feed_forward=_ffn(c), sublayers=_sublayers(c, 3 if cross else 2))
+              for _ in range(c.n_decoder_layers)]
+    return Decoder(layers=layers, final_norm=_final_norm(c))
 
 
 def _decoder_self_mask(ids: Tensor, pad_id: int | None, past: int, start_is_pad: bool = False) -> Tensor:
@@ -177,7 +194,7 @@ class EncoderDecoder(TransformerBase):
             self.generator.proj.weight = self.tgt_embed.token.weight
             if c.src_vocab_size == c.tgt_vocab_size:
                 self.src_embed.token.weight = self.tgt_embed.token.weight
-        self.set_fused(c.fused)  # every attention and LayerNorm, the sublayers' included
+        self.set_fused(c.fused)  # every attention and norm, the sublayers' included
 
     def src_mask(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
         """(B, 1, 1, L_src) padding mask, derived from pad_id unless given."""
@@ -234,7 +251,7 @@ class EncoderOnly(TransformerBase):
         self.embed = _input_layer(c, c.tgt_vocab_size)
         self.encoder = _encoder(c)
         self._init_weights()
-        self.set_fused(c.fused)  # every attention and LayerNorm, the sublayers' included
+        self.set_fused(c.fused)  # every attention and norm, the sublayers' included
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
                 token_type_ids: Tensor | None = None, position_ids: Tensor | None = None) -> Tensor:
@@ -244,7 +261,7 @@ class EncoderOnly(TransformerBase):
         else:
             mask = check_mask(attention_mask, input_ids.size(0), 1, input_ids.size(1), "attention_mask")
         x = self.embed(input_ids, position_ids, token_type_ids)  # (B, L, D)
-        return self.encoder(x, mask)  # (B, L, D)
+        return self.encoder(x, mask, position_ids)  # (B, L, D); position_ids reach attention only for rope
 
 
 class DecoderOnly(TransformerBase):
@@ -263,7 +280,7 @@ class DecoderOnly(TransformerBase):
         self._init_weights()
         if c.tie_embeddings:
             self.generator.proj.weight = self.embed.token.weight
-        self.set_fused(c.fused)  # every attention and LayerNorm, the sublayers' included
+        self.set_fused(c.fused)  # every attention and norm, the sublayers' included
 
     def new_cache(self) -> DecoderCache:
         return DecoderCache(self.config.n_decoder_layers, cross=False)
@@ -282,7 +299,7 @@ class DecoderOnly(TransformerBase):
             if position_ids is None:
                 position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, past:]  # (B, L)
         x = self.embed(input_ids, position_ids, offset=past)  # (B, L, D)
-        return self.decoder(x, None, mask, None, cache)  # (B, L, D)
+        return self.decoder(x, None, mask, None, cache, position_ids)  # (B, L, D); rope turns q, k by position_ids
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
                 position_ids: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:

@@ -1,0 +1,53 @@
+"""`scratchformer serve RUN_DIR`: a LibreTranslate-compatible translation service with dynamic batching
+(scratchformer/serve/)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from scratchformer.cli.common import set_threads
+    from scratchformer.serve import Settings, serve
+
+    set_threads(args.threads)
+    settings = Settings(args.source or "", args.target or "", beam=args.beam, batch_wait_ms=args.batch_wait_ms,
+                        max_batch_tokens=args.max_batch_tokens, max_chars=args.max_chars,
+                        max_sentences=args.max_sentences, max_beam=args.max_beam, timeout=args.timeout,
+                        api_key=args.api_key)
+    return serve(args.run_dir, settings, host=args.host, port=args.port, engine=args.engine, weights=args.weights,
+                 int8=args.int8, alpha=args.alpha, batch_size=args.batch_size, max_len=args.max_len,
+                 log_level=args.log_level)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve a translation run over HTTP (LibreTranslate-compatible)")
+    p.add_argument("run_dir")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=5000, help="TCP port (default 5000, LibreTranslate's; 0: a free one)")
+    p.add_argument("--api-key", help="require this key as the requests' api_key field (as LibreTranslate does)")
+    p.add_argument("--engine", default="torch", choices=["torch", "ctranslate2", "onnxruntime"],
+                   help="decode with our PyTorch code (default) or an exported copy (cached in the run directory)")
+    p.add_argument("--weights", help="another safetensors file of the same run (e.g. averaged.safetensors)")
+    p.add_argument("--int8", action="store_true", help="dynamic int8 quantisation of Linear layers (CPU)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--source", help="source language code (default: from the run's corpus name, e.g. en-zh)")
+    p.add_argument("--target", help="target language code (default: from the run's corpus name)")
+    d = p.add_argument_group("decoding (the same options as `translate`)")
+    d.add_argument("--beam", type=int, default=4, help="default beam size (requests may ask for another)")
+    d.add_argument("--max-beam", type=int, default=16, help="the widest beam a request may ask for (default 16)")
+    d.add_argument("--alpha", type=float, default=0.6, help="GNMT length penalty ((5+|Y|)/6)^alpha")
+    d.add_argument("--batch-size", type=int, default=32, help="sentences decoded together (default 32)")
+    d.add_argument("--max-len", type=int, default=None, help="most output tokens per sentence (default: source + 50)")
+    b = p.add_argument_group("batching and limits")
+    b.add_argument("--batch-wait-ms", type=float, default=10.0,
+                   help="merge the requests that arrive within this many ms into one decoding batch (default 10; "
+                        "0: no merging, one request per decoding call)")
+    b.add_argument("--max-batch-tokens", type=int, default=4096,
+                   help="most source tokens merged into one decoding call (default 4096)")
+    b.add_argument("--max-chars", type=int, default=5000, help="most characters per request (more: 413)")
+    b.add_argument("--max-sentences", type=int, default=128, help="most sentences per request (more: 413)")
+    b.add_argument("--timeout", type=float, default=60.0, help="seconds a request may take (more: 408)")
+    b.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
+                   help="uvicorn's log level (default warning)")
+    p.set_defaults(func=cmd_serve)

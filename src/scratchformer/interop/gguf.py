@@ -1,0 +1,183 @@
+"""GGUF files (llama.cpp's format) of Llama-family models, read with the `gguf` package: the config, the tensors
+dequantised (Q4_0, Q4_1, Q8_0, F16, BF16, F32, ... whatever gguf.quants knows) to float32 under Hugging Face
+Llama names, the tokenizer rebuilt from the metadata as a `tokenizers` object, and the chat template.
+
+    gguf = read_gguf("SmolLM2-135M-Instruct.Q4_1.gguf")  # .hf_config, .state, .fields
+    tokenizer = gguf_tokenizer(gguf.fields)               # a tokenizers.Tokenizer (byte-level BPE)
+
+Tensor names: token_embd -> embed_tokens, blk.i.attn_norm -> layers.i.input_layernorm, attn_q/k/v/output ->
+self_attn.q/k/v/o_proj, ffn_norm -> post_attention_layernorm, ffn_gate/up/down -> mlp.gate/up/down_proj,
+output_norm -> norm, output -> lm_head (absent: tied). llama.cpp's converter permutes the rows of attn_q and attn_k
+of each head so that its rope can turn adjacent pairs (x0, x1), (x2, x3), ...; Hugging Face (and model/rope.py)
+turn the pairs (x_i, x_{i+d/2}) instead. `unpermute` puts the rows back, as transformers' GGUF loader does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from scratchformer.config import regular_file
+from scratchformer.errors import ConfigError
+
+_BLOCK_NAMES = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+                "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
+                "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
+_TOP_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+# Pre-tokenizer splits by tokenizer.ggml.pre; any other name: GPT-2's own split (ByteLevel's regex), as transformers
+_LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+                 r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+SPLITS = {"llama3": _LLAMA3_SPLIT, "llama-v3": _LLAMA3_SPLIT, "llama-bpe": _LLAMA3_SPLIT, "smaug-bpe": _LLAMA3_SPLIT}
+
+
+@dataclass
+class GGUFContents:
+    """What a GGUF file holds: a Llama config.json as a dict, the tensors under Hugging Face names, the metadata."""
+
+    hf_config: dict[str, Any]
+    state: dict[str, Tensor]
+    fields: dict[str, Any]
+
+
+def _reader(path: Path):
+    """A gguf.GGUFReader on `path`, or a one-line ConfigError."""
+    regular_file(path)
+    if not path.is_file():
+        raise ConfigError(f"{path} does not exist")
+    try:
+        from gguf import GGUFReader
+    except ImportError:  # an optional third-party package
+        raise ConfigError("reading .gguf files needs the `gguf` package: pip install gguf") from None
+    try:
+        return GGUFReader(str(path))
+    except Exception as e:  # not GGUF, truncated: say which file, in one line
+        raise ConfigError(f"{path} cannot be read as a GGUF file: {type(e).__name__}: {e}"[:300]) from None
+
+
+def read_fields(reader: Any) -> dict[str, Any]:
+    """The metadata as plain Python values (strings, numbers, lists)."""
+    return {name: field.contents() for name, field in reader.fields.items()}
+
+
+def unpermute(w: Tensor, n_heads: int) -> Tensor:
+    """Undo llama.cpp's row permutation of attn_q / attn_k: rows (h, d/2, 2) back to (h, 2, d/2)."""
+    rows = w.shape[0]
+    return w.reshape(n_heads, rows // n_heads // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
+
+
+def _hf_name(name: str) -> str | None:
+    base, _, kind = name.rpartition(".")  # "blk.3.attn_q", "weight"
+    if base in _TOP_NAMES:
+        return f"{_TOP_NAMES[base]}.{kind}"
+    parts = base.split(".")
+    if len(parts) == 3 and parts[0] == "blk" and parts[2] in _BLOCK_NAMES:
+        return f"model.layers.{parts[1]}.{_BLOCK_NAMES[parts[2]]}.{kind}"
+    return None
+
+
+def _config(fields: dict[str, Any], tensor_names: set[str], path: Path) -> dict[str, Any]:
+    """The Llama config.json (as a dict) a GGUF file's metadata describes."""
+    arch = fields.get("general.architecture")
+    if arch != "llama":
+        raise ConfigError(f"{path}: general.architecture={arch!r}; only 'llama' GGUF files are supported "
+                          "(Llama 2/3, SmolLM2, TinyLlama, Mistral)")
+
+    def get(key: str, default: Any = None) -> Any:
+        value = fields.get(f"llama.{key}", default)
+        if value is None:
+            raise ConfigError(f"{path}: the metadata has no llama.{key}")
+        return value
+
+    heads, d = int(get("attention.head_count")), int(get("embedding_length"))
+    head_dim = int(fields.get("llama.attention.key_length", d // heads))
+    if int(fields.get("llama.rope.dimension_count", head_dim)) != head_dim:
+        raise ConfigError(f"{path}: rope over part of each head (rope.dimension_count < {head_dim}) is not supported")
+    rope: dict[str, Any] = {"rope_type": "default", "rope_theta": float(get("rope.freq_base", 10000.0))}
+    scaling = fields.get("llama.rope.scaling.type", "none")
+    if scaling == "linear":
+        rope.update(rope_type="linear", factor=float(get("rope.scaling.factor")))
+    elif scaling != "none" or "rope_freqs.weight" in tensor_names:
+        raise ConfigError(f"{path}: rope scaling {scaling!r} / rope_freqs is not supported (default and linear are)")
+    tokens = fields.get("tokenizer.ggml.tokens")
+    return {"model_type": "llama", "architectures": ["LlamaForCausalLM"],
+            "vocab_size": int(fields.get("llama.vocab_size", len(tokens) if tokens else 0)), "hidden_size": d,
+            "intermediate_size": int(get("feed_forward_length")), "num_hidden_layers": int(get("block_count")),
+            "num_attention_heads": heads, "num_key_value_heads": int(get("attention.head_count_kv", heads)),
+            "head_dim": head_dim, "max_position_embeddings": int(get("context_length")),
+            "rms_norm_eps": float(get("attention.layer_norm_rms_epsilon")), "rope_parameters": rope,
+            "hidden_act": "silu", "tie_word_embeddings": "output.weight" not in tensor_names,
+            **{f"{k}_token_id": int(fields[f"tokenizer.ggml.{k}_token_id"]) for k in ("bos", "eos")
+               if f"tokenizer.ggml.{k}_token_id" in fields},
+            "pad_token_id": fields.get("tokenizer.ggml.padding_token_id")}
+
+
+def read_gguf(path: str | Path) -> GGUFContents:
+    """A GGUF file's config, its tensors dequantised to float32 under Hugging Face names, and its metadata."""
+    from gguf.quants import dequantize  # the package is checked by _reader first
+
+    path = Path(path)
+    reader = _reader(path)
+    fields = read_fields(reader)
+    hf = _config(fields, {t.name for t in reader.tensors}, path)
+    state: dict[str, Tensor] = {}
+    for t in reader.tensors:
+        name = _hf_name(t.name)
+        if name is None:
+            raise ConfigError(f"{path}: tensor {t.name!r} has no place in a Llama model")
+        try:
+            array = dequantize(t.data, t.tensor_type)
+        except NotImplementedError:
+            raise ConfigError(f"{path}: {t.name} is stored as {t.tensor_type.name}, which gguf cannot "
+                              "dequantise") from None
+        w = torch.from_numpy(array.reshape(tuple(reversed(t.shape.tolist()))).copy()).float()  # (out, in)
+        if ".attn_q." in t.name or ".attn_k." in t.name:
+            w = unpermute(w, hf["num_attention_heads"] if ".attn_q." in t.name else hf["num_key_value_heads"])
+        state[name] = w
+    return GGUFContents(hf, state, fields)
+
+
+def chat_template(fields: dict[str, Any]) -> str | None:
+    """The Jinja chat template the file carries (tokenizer.chat_template), or None."""
+    return fields.get("tokenizer.chat_template")
+
+
+def _byte_alphabet() -> dict[int, str]:
+    """GPT-2's byte -> printable character table (the spelling of byte-level BPE vocabularies)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    table, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b], extra = chr(256 + extra), extra + 1
+    return table
+
+
+def gguf_tokenizer(fields: dict[str, Any]):
+    """The file's tokenizer as a `tokenizers.Tokenizer`: byte-level BPE ("gpt2": SmolLM2, Llama 3), its control
+    tokens special (kept whole, skipped when decoding), its user-defined tokens whole."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+
+    kind = fields.get("tokenizer.ggml.model")
+    if kind != "gpt2":
+        raise ConfigError(f"tokenizer.ggml.model={kind!r}: only byte-level BPE ('gpt2') tokenizers are rebuilt")
+    tokens, merges = fields["tokenizer.ggml.tokens"], fields.get("tokenizer.ggml.merges") or []
+    spelling = _byte_alphabet()
+    alphabet = set(spelling.values())
+    vocab = {t if set(t) <= alphabet else "".join(spelling[b] for b in t.encode("utf-8")): i
+             for i, t in enumerate(tokens)}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[tuple(m.split(" ")) for m in merges]))
+    split = SPLITS.get(fields.get("tokenizer.ggml.pre"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False) if split is None else pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(split), behavior="isolated"), pre_tokenizers.ByteLevel(add_prefix_space=False,
+                                                                                         use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    types = fields.get("tokenizer.ggml.token_type") or [1] * len(tokens)
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                            for t, kind in zip(tokens, types) if kind == 3 and set(t) <= alphabet])  # 3: CONTROL
+    tok.add_tokens([AddedToken(t, normalized=False) for t, kind in zip(tokens, types) if kind == 4])  # USER_DEFINED
+    return tok

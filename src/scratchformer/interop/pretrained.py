@@ -1,0 +1,110 @@
+"""A pretrained language model with its own tokenizer and chat template: a Hugging Face Llama folder or a GGUF
+file, as one object the `generate` and `chat` commands decode on our KV cache.
+
+    lm = load_lm("SmolLM2-135M-Instruct.Q4_1.gguf")          # or a folder with config.json + tokenizer.json
+    ids = lm.encode(lm.chat_prompt([{"role": "user", "content": "Hi"}]))
+    lm.model, lm.tokenizer, lm.eos_id, lm.chat_template
+
+The chat template is Jinja, rendered in a sandbox as transformers renders it (messages, add_generation_prompt,
+bos_token, eos_token).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from scratchformer.errors import ConfigError
+from scratchformer.interop.gguf import chat_template, gguf_tokenizer, read_gguf
+from scratchformer.interop.huggingface import FAMILIES, config_from_hf, from_pretrained, model_from_state
+from scratchformer.model.transformer import DecoderOnly
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # what --dtype may name
+
+
+def is_pretrained(path: str | Path) -> bool:
+    """A .gguf file, or a folder whose config.json names a Hugging Face model_type (a run's config.json does not)."""
+    path = Path(path)
+    if path.suffix == ".gguf":
+        return path.is_file()
+    try:
+        return "model_type" in json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+@dataclass
+class PretrainedLM:
+    """A decoder-only model with the tokenizer (a tokenizers.Tokenizer) and chat template it was trained with."""
+
+    model: DecoderOnly
+    tokenizer: Any
+    chat_template: str | None = None
+    bos_id: int | None = None
+    eos_id: int | None = None
+    add_bos: bool = False  # start every prompt with BOS (Llama 2 style); SmolLM2 does not
+
+    def token(self, i: int | None) -> str:
+        return self.tokenizer.id_to_token(i) if i is not None else ""
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text`, special tokens written in it kept whole, BOS first when the model wants it."""
+        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        return [self.bos_id, *ids] if self.add_bos and self.bos_id is not None else ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """The prompt text of a conversation, by the model's chat template."""
+        if not self.chat_template:
+            raise ConfigError("this model has no chat template: use `generate` with a plain prompt")
+        from jinja2.sandbox import ImmutableSandboxedEnvironment  # jinja2 is installed with torch
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        template = env.from_string(self.chat_template)
+        return template.render(messages=messages, add_generation_prompt=add_generation_prompt,
+                               bos_token=self.token(self.bos_id), eos_token=self.token(self.eos_id))
+
+
+def _folder_tokenizer(folder: Path) -> tuple[Any, dict[str, Any]]:
+    from tokenizers import Tokenizer
+
+    if not (folder / "tokenizer.json").is_file():
+        raise ConfigError(f"{folder} has no tokenizer.json: generate and chat need the model's tokenizer")
+    try:
+        settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        settings = {}
+    if (folder / "chat_template.jinja").is_file():
+        settings["chat_template"] = (folder / "chat_template.jinja").read_text(encoding="utf-8")
+    return Tokenizer.from_file(str(folder / "tokenizer.json")), settings
+
+
+def load_lm(path: str | Path, dtype: torch.dtype = torch.float32, fused: bool = True) -> PretrainedLM:
+    """A Llama folder (config.json, weights, tokenizer.json) or a .gguf file -> PretrainedLM, eval mode."""
+    path = Path(path)
+    if path.suffix == ".gguf":
+        contents = read_gguf(path)
+        config = config_from_hf(contents.hf_config, path, fused)
+        model = model_from_state(FAMILIES["llama"], config, contents.state, contents.hf_config, str(path))
+        fields = contents.fields
+        lm = PretrainedLM(model, gguf_tokenizer(fields), chat_template(fields),
+                          fields.get("tokenizer.ggml.bos_token_id"), fields.get("tokenizer.ggml.eos_token_id"),
+                          bool(fields.get("tokenizer.ggml.add_bos_token", False)))
+    else:
+        model = from_pretrained(path, fused)
+        tokenizer, settings = _folder_tokenizer(path)
+        extra = model.config.extra
+        eos = extra.get("eos_token_id")
+        eos = eos[0] if isinstance(eos, list) and eos else eos  # Llama 3 lists several: the first ends a turn
+        lm = PretrainedLM(model, tokenizer, settings.get("chat_template"), extra.get("bos_token_id"), eos,
+                          bool(settings.get("add_bos_token", False)))
+    if not isinstance(lm.model, DecoderOnly):
+        raise ConfigError(f"{path} holds a {lm.model.config.arch} model: generate and chat need a decoder")
+    lm.model.to(dtype)
+    return lm

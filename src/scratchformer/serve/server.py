@@ -1,0 +1,94 @@
+"""`scratchformer serve`'s start-up and shutdown: load the run once, check every setting, bind the socket (a port in
+use is one line, before anything else), then uvicorn until SIGTERM / Ctrl-C, which stops accepting, answers the
+requests in flight and returns."""
+
+from __future__ import annotations
+
+import ipaddress
+import signal
+import socket
+import sys
+import warnings
+from pathlib import Path
+
+from scratchformer.decoding.translate import check_translate_options
+from scratchformer.errors import ConfigError
+from scratchformer.runs import load_run
+from scratchformer.serve.app import Settings, create_app
+from scratchformer.serve.decoder import RunTranslator, run_languages
+
+
+def check_settings(settings: Settings, port: int) -> None:
+    """One-line ConfigErrors for flags that cannot work, before the (slow) model load."""
+    for flag, value, low in (("--port", port, 0), ("--max-batch-tokens", settings.max_batch_tokens, 1),
+                             ("--max-chars", settings.max_chars, 1), ("--max-sentences", settings.max_sentences, 1),
+                             ("--max-beam", settings.max_beam, 1), ("--beam", settings.beam, 1)):
+        if value < low:
+            raise ConfigError(f"{flag} {value}: must be >= {low}")
+    if port > 65535:
+        raise ConfigError(f"--port {port}: a TCP port is at most 65535 (0 picks a free one)")
+    if not 0 <= settings.batch_wait_ms <= 10_000:  # NaN fails too
+        raise ConfigError(f"--batch-wait-ms {settings.batch_wait_ms}: give 0 (no merging) to 10000 milliseconds")
+    if not 0 < settings.timeout <= 86_400:
+        raise ConfigError(f"--timeout {settings.timeout}: give seconds > 0 (a request that waits longer gets 408)")
+    if settings.beam > settings.max_beam:
+        raise ConfigError(f"--beam {settings.beam}: more than --max-beam {settings.max_beam}")
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port (port 0: a free one); OSError (address in use, no such host) else."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock.listen(2048)
+    return sock
+
+
+def serve(run_dir: str | Path, settings: Settings | None = None, host: str = "127.0.0.1", port: int = 5000,
+          engine: str = "torch", weights: str | None = None, int8: bool = False, alpha: float = 0.6,
+          batch_size: int = 32, max_len: int | None = None, source: str | None = None,
+          target: str | None = None, log_level: str = "warning") -> int:
+    """Serve the run in `run_dir` until SIGTERM or Ctrl-C; returns 0 after a graceful stop. `settings.source` /
+    `.target` are filled from `source` / `target` or the run's corpus name."""
+    import uvicorn  # late: only this command needs the web stack
+
+    settings = settings or Settings("", "")
+    check_settings(settings, port)
+    if not is_loopback(host) and settings.api_key is None:
+        warnings.warn(f"--host {host}: anyone who can reach this port can use the service (no authentication); "
+                      "add --api-key KEY to require a key", stacklevel=2)
+    run = load_run(run_dir, weights)
+    translator = RunTranslator(run, engine, alpha, batch_size, max_len, int8)
+    check_translate_options(run.model, settings.beam, alpha, batch_size, None, max_len, cli=True)
+    settings.source, settings.target = run_languages(run, source or settings.source, target or settings.target)
+    sock = bind(host, port)
+    where = f"[{host}]" if ":" in host else host
+    print(f"scratchformer serve: {run_dir} ({settings.source}->{settings.target}, engine {engine}, beam "
+          f"{settings.beam}, batch wait {settings.batch_wait_ms:g} ms) on http://{where}:{sock.getsockname()[1]}",
+          file=sys.stderr, flush=True)
+    config = uvicorn.Config(create_app(translator, settings), log_level=log_level, access_log=False,
+                            timeout_graceful_shutdown=int(settings.timeout) + 10)
+    stopped: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda sig, frame: stopped.append(sig))  # uvicorn re-raises it at exit
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        sock.close()
+    if stopped:
+        print("scratchformer serve: stopped by SIGTERM, after answering the requests in flight", file=sys.stderr,
+              flush=True)
+    return 0
+
