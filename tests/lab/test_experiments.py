@@ -79,6 +79,8 @@ def test_extrapolation_learned_positions_fail_past_the_training_length(quick):
     assert runs["sinusoidal"]["inside"] > 0.8
     assert runs["learned"]["beyond"] < runs["learned"]["inside"] - 0.15
     assert runs["learned"]["beyond"] < 0.35
+    if "rope" in runs:  # relative by construction: "one to the left" is the same rule at every position
+        assert runs["rope"]["beyond"] > max(runs["learned"]["beyond"], runs["sinusoidal"]["beyond"]) + 0.2
     assert len(runs["sinusoidal"]["per_position"]) == numbers["test_len"]
 
 

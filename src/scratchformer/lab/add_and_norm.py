@@ -6,8 +6,7 @@ is "easy to get wrong").
     seed000  x + Dropout(Norm(F(x)))     seed 000's SublayerConnection (its comment says the paper's formula)
     seed003  x + Norm(F(x))              seed 003's EncoderLayer (`x = x + self.norm1(attn_out)`)
 
-All four are `ModelConfig.norm_placement` values (model/norm.py, SublayerConnection.forward); on a config that offers
-only post and pre, LabPlacement below computes the same four formulas, swapped into the built model. Neither seed's
+All four are `ModelConfig.norm_placement` values (model/norm.py, SublayerConnection.forward). Neither seed's
 formula is the paper's: both add a *normalised* F(x) to an un-normalised x, so every sublayer adds a vector of
 RMS about 1 to the residual stream and nothing ever shrinks it. Measured: the RMS of the stream after each
 sublayer of an untrained stack, and a short training run of the toy tagger with each placement.
@@ -15,13 +14,10 @@ sublayer of an untrained stack, and a short training run of the toy tagger with 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from torch import Tensor
 
-from scratchformer.config.model import NORMS
 from scratchformer.lab.common import (
     Result,
     Tagger,
@@ -42,35 +38,9 @@ FORMULAS = {"post": "Norm(x + Dropout(F(x)))", "pre": "x + Dropout(F(Norm(x)))",
             "seed000": "x + Dropout(Norm(F(x)))", "seed003": "x + Norm(F(x))"}
 
 
-class LabPlacement(SublayerConnection):
-    """The four placements of the module docstring, by `lab_placement`: for configs without norm_placement."""
-
-    lab_placement = "post"
-
-    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:  # (B, L, D) -> (B, L, D)
-        if self.lab_placement == "pre":
-            return x + self._drop(sublayer(self.norm(x)))
-        if self.lab_placement == "seed000":
-            return x + self._drop(self.norm(sublayer(x)))
-        if self.lab_placement == "seed003":
-            return x + self.norm(sublayer(x))
-        return self.norm(x + self._drop(sublayer(x)))
-
-
-def source() -> str:
-    """Where the formulas come from: the config's norm_placement, or LabPlacement."""
-    return "ModelConfig.norm_placement" if all(p in NORMS for p in PLACEMENTS) else "lab/add_and_norm.py LabPlacement"
-
-
 def build(name: str, **fields) -> Tagger:
-    """The tagger with placement `name`; seed000's encoder ends with a norm, as seed 000's Encoder does."""
-    if name in NORMS:
-        return Tagger(tagger_config(**fields, **placement(name)))
-    model = Tagger(tagger_config(**fields, final_norm=name == "seed000"))
-    for m in model.modules():
-        if type(m) is SublayerConnection:
-            m.__class__, m.lab_placement = LabPlacement, name  # the same weights, the seed's formula
-    return model
+    """The tagger with norm placement `name` (seed000's encoder ends with a norm, as seed 000's Encoder does)."""
+    return Tagger(tagger_config(**fields, **placement(name)))
 
 
 def stream_rms(name: str, layers: int) -> list[float]:
@@ -136,7 +106,7 @@ def run(out: Path, quick: bool = False) -> Result:
         f"{growth['seed000']:.1f}x (seed000) and {growth['seed003']:.1f}x (seed003) from the first sublayer to the "
         f"last, where post-norm stays at {rms['post'][-1]:.2f}. Training N={train_layers} for {steps} steps: "
         + ", ".join(f"{n} {pct(runs[n]['accuracy'])}" for n in PLACEMENTS) + f"; best: {best}.")
-    numbers = {"depth": depth, "formulas": FORMULAS, "formulas_from": source(), "stream_rms": rms,
+    numbers = {"depth": depth, "formulas": FORMULAS, "stream_rms": rms,
                "train_layers": train_layers, "steps": steps,
                "training": {k: {"final_loss": v["final_loss"], "accuracy": v["accuracy"]} for k, v in runs.items()}}
     return Result(numbers, conclusion, figure)

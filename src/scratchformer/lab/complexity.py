@@ -56,7 +56,8 @@ def attention_flops(n: int, d_model: int = D_MODEL) -> dict[str, float]:
 def measure(n: int, fused: bool, repeats: int) -> dict[str, float]:
     """Median seconds and peak allocated bytes of one forward pass of self-attention on (1, n, D)."""
     seed_all(0)
-    mha = MultiHeadAttention(D_MODEL, HEADS, D_MODEL // HEADS, D_MODEL // HEADS, fused=fused).eval()
+    mha = MultiHeadAttention(d_model=D_MODEL, n_heads=HEADS, d_k=D_MODEL // HEADS, d_v=D_MODEL // HEADS,
+                             fused=fused).eval()
     x = torch.randn(1, n, D_MODEL)  # (B, n, D)
     with torch.no_grad():
         mha(x)  # warm-up: first calls pay for allocation and kernel selection

@@ -4,8 +4,8 @@ The toy tagger learns `shift` (y_i = x_{i-1}: each position must find its left n
 on sentences of at most TRAIN_LEN tokens, then is scored position by position on sentences twice as long.
 Sinusoidal positions (model/embedding.py, `sinusoid_table`) are defined at every position, and PE(pos + k) is a
 fixed linear map of PE(pos); a learned table (`LearnedPositionalEmbedding`) has rows past TRAIN_LEN that no
-gradient ever reached: they keep their random initialisation. Every kind in config's `Positions` is tried
-(RoPE too, once the config offers it).
+gradient ever reached: they keep their random initialisation. RoPE (model/rope.py) turns q and k by their
+positions, so that q_i . k_j depends on i - j only. Each of these that config's `Positions` offers is tried.
 """
 
 from __future__ import annotations
