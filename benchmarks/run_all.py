@@ -75,7 +75,9 @@ def render(records: list[dict], meta: dict, why: str) -> str:
              f"Written by `benchmarks/run_all.py` (`make bench`) on {meta['date']}: {machine}. Load average "
              f"(1, 5, 15 min) {_load(meta['load_before'])} before, {_load(meta['load_after'])} after: this machine "
              "is shared, so every ratio compares candidates timed in the same process, interleaved, and reports "
-             "medians.", "",
+             "medians." + (f" This run measured only `--only {meta['only']}`; the rows kept from earlier runs say in "
+                           "their note when and where they were measured (their thread count was that run's)."
+                           if meta.get("only") else ""), "",
              "| figure | unit | ours | peer | ours / peer | target | met? | load (1 min) | note |",
              "| --- | --- | ---: | --- | ---: | --- | --- | ---: | --- |"]
     for r in records:
@@ -155,6 +157,7 @@ def main() -> None:
     meta["load_after"] = tuple(round(x, 2) for x in os.getloadavg())
     if args.merge and jsonl.is_file():
         records = merged_records(jsonl, records, meta)
+        meta["only"] = args.only
     why = previous_why(args.out)
     args.out.write_text(render(records, meta, why), encoding="utf-8")
     with open(jsonl, "w", encoding="utf-8") as f:
