@@ -158,30 +158,37 @@ def measure(variants: list[str], seeds: list[int], budget: dict[str, Any], recor
 
 
 def _stat(values: list[float]) -> tuple[float, float]:
-    """(mean, spread = max - min over seeds; 0 for one seed)."""
-    return statistics.fmean(values), (max(values) - min(values))
+    """(mean, spread = max - min over the seeds; 0 for one seed)."""
+    return statistics.fmean(values), max(values) - min(values)
+
+
+def _versus(value: tuple[float, float], base: tuple[float, float] | None) -> str:
+    """The difference to the baseline and whether it is within noise (|diff| < the larger seed spread)."""
+    if base is None:
+        return ""
+    diff, noise = value[0] - base[0], max(value[1], base[1])
+    return f"{diff:+.2f} ({'within noise' if abs(diff) < noise else 'beyond noise'})"
 
 
 def table(records: list[dict]) -> str:
-    """The Markdown table: mean and seed spread per variant, and the verdict against the baseline."""
+    """The Markdown table: per variant the mean over seeds (spread = max - min) and the verdict vs the baseline."""
     by: dict[str, list[dict]] = {}
     for r in records:
         by.setdefault(r["variant"], []).append(r)
-    base_ppl = _stat([r["valid_ppl"] for r in by["baseline"]]) if "baseline" in by else None
-    lines = ["| variant | params | seeds | valid ppl (mean ± spread) | vs baseline | train tok/s | KV bytes/token "
-             "| NLL [0,L) | NLL [L,2L) |", "|---|---|---|---|---|---|---|---|---|"]
+    base = _stat([r["valid_ppl"] for r in by["baseline"]]) if "baseline" in by else None
+    lines = ["| variant | params | seeds | valid ppl (spread) | vs baseline | train tok/s | KV bytes/token "
+             "| NLL [0,L) | NLL [L,2L) (spread) |", "|---|---|---|---|---|---|---|---|---|"]
     for name, rows in by.items():
-        ppl, spread = _stat([r["valid_ppl"] for r in rows])
-        verdict = ""
-        if base_ppl and name != "baseline":
-            diff, noise = ppl - base_ppl[0], max(spread, base_ppl[1])
-            verdict = f"{diff:+.2f} ({'within noise' if abs(diff) < noise else 'beyond noise'})"
+        ppl = _stat([r["valid_ppl"] for r in rows])
         speed = statistics.fmean(r["train_tokens_per_s"] for r in rows if r["train_tokens_per_s"])
         ext = [r["extrapolation"] for r in rows if r.get("extrapolation", {}).get("long_texts")]
-        nll = ((f"{statistics.fmean(e['nll_0_L'] for e in ext):.3f}", f"{statistics.fmean(e['nll_L_2L'] for e in ext):.3f}")
-               if ext else ("", ""))
-        lines.append(f"| {name} | {rows[0]['params']:,} | {len(rows)} | {ppl:.2f} ± {spread / 2:.2f} | {verdict} "
-                     f"| {speed:,.0f} | {rows[0]['kv_bytes_per_token']} | {nll[0]} | {nll[1]} |")
+        near, far = ("", "")
+        if ext:
+            near = f"{_stat([e['nll_0_L'] for e in ext])[0]:.3f}"
+            far = "{:.3f} ({:.3f})".format(*_stat([e["nll_L_2L"] for e in ext]))
+        lines.append(f"| {name} | {rows[0]['params']:,} | {len(rows)} | {ppl[0]:.2f} ({ppl[1]:.2f}) "
+                     f"| {'' if name == 'baseline' else _versus(ppl, base)} | {speed:,.0f} "
+                     f"| {rows[0]['kv_bytes_per_token']:,} | {near} | {far} |")
     return "\n".join(lines)
 
 
