@@ -162,11 +162,13 @@ def _stat(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), max(values) - min(values)
 
 
-def _versus(value: tuple[float, float], base: tuple[float, float] | None) -> str:
+def _versus(value: tuple[float, float], base: tuple[float, float] | None, seeds: int) -> str:
     """The difference to the baseline and whether it is within noise (|diff| < the larger seed spread)."""
     if base is None:
         return ""
     diff, noise = value[0] - base[0], max(value[1], base[1])
+    if seeds < 2:
+        return f"{diff:+.2f} (one seed: noise unknown)"
     return f"{diff:+.2f} ({'within noise' if abs(diff) < noise else 'beyond noise'})"
 
 
@@ -186,8 +188,9 @@ def table(records: list[dict]) -> str:
         if ext:
             near = f"{_stat([e['nll_0_L'] for e in ext])[0]:.3f}"
             far = "{:.3f} ({:.3f})".format(*_stat([e["nll_L_2L"] for e in ext]))
+        versus = "" if name == "baseline" else _versus(ppl, base, min(len(rows), len(by["baseline"])))
         lines.append(f"| {name} | {rows[0]['params']:,} | {len(rows)} | {ppl[0]:.2f} ({ppl[1]:.2f}) "
-                     f"| {'' if name == 'baseline' else _versus(ppl, base)} | {speed:,.0f} "
+                     f"| {versus} | {speed:,.0f} "
                      f"| {rows[0]['kv_bytes_per_token']:,} | {near} | {far} |")
     return "\n".join(lines)
 
