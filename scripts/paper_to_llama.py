@@ -179,19 +179,20 @@ def table(records: list[dict]) -> str:
         by.setdefault(r["variant"], []).append(r)
     base = _stat([r["valid_ppl"] for r in by["baseline"]]) if "baseline" in by else None
     lines = ["| variant | params | seeds | valid ppl (spread) | vs baseline | train tok/s | KV bytes/token "
-             "| NLL [0,L) | NLL [L,2L) (spread) |", "|---|---|---|---|---|---|---|---|---|"]
+             "| NLL [0,L) | NLL [L,2L) | gap (spread) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name, rows in by.items():
         ppl = _stat([r["valid_ppl"] for r in rows])
         speed = statistics.fmean(r["train_tokens_per_s"] for r in rows if r["train_tokens_per_s"])
         ext = [r["extrapolation"] for r in rows if r.get("extrapolation", {}).get("long_texts")]
-        near, far = ("", "")
+        near, far, gap = ("", "", "")
         if ext:
             near = f"{_stat([e['nll_0_L'] for e in ext])[0]:.3f}"
-            far = "{:.3f} ({:.3f})".format(*_stat([e["nll_L_2L"] for e in ext]))
+            far = f"{_stat([e['nll_L_2L'] for e in ext])[0]:.3f}"
+            gap = "{:+.3f} ({:.3f})".format(*_stat([e["nll_L_2L"] - e["nll_0_L"] for e in ext]))
         versus = "" if name == "baseline" else _versus(ppl, base, min(len(rows), len(by["baseline"])))
         lines.append(f"| {name} | {rows[0]['params']:,} | {len(rows)} | {ppl[0]:.2f} ({ppl[1]:.2f}) "
                      f"| {versus} | {speed:,.0f} "
-                     f"| {rows[0]['kv_bytes_per_token']:,} | {near} | {far} |")
+                     f"| {rows[0]['kv_bytes_per_token']:,} | {near} | {far} | {gap} |")
     return "\n".join(lines)
 
 
