@@ -4,7 +4,7 @@
 parameter count; each variant's validation perplexity, training speed, KV-cache bytes per token and, for the
 three position kinds, the NLL on positions [L, 2L) next to [0, L) (L = training length).
 
-    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python scripts/paper_to_llama.py            # 7 variants x 2 seeds
+    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python scripts/paper_to_llama.py            # 7 variants x 3 seeds
     .venv/bin/python scripts/paper_to_llama.py --variants baseline,rope --seeds 1      # a subset
     .venv/bin/python scripts/paper_to_llama.py --table                                 # the table, no training
 
@@ -199,7 +199,7 @@ def table(records: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, of " + ", ".join(VARIANTS))
-    p.add_argument("--seeds", default="1,2")
+    p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--steps", type=int, default=BUDGET["steps"])
     p.add_argument("--table", action="store_true", help="print the table of what is measured; train nothing")
     args = p.parse_args(argv)
