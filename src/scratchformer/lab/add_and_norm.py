@@ -30,10 +30,9 @@ from scratchformer.lab.common import (
     tagger_config,
     train_tagger,
 )
-from scratchformer.model.norm import SublayerConnection
+from scratchformer.model.norm import PLACEMENTS, SublayerConnection
 
 SEED = 0
-PLACEMENTS = ("post", "pre", "seed000", "seed003")
 FORMULAS = {"post": "Norm(x + Dropout(F(x)))", "pre": "x + Dropout(F(Norm(x)))",
             "seed000": "x + Dropout(Norm(F(x)))", "seed003": "x + Norm(F(x))"}
 

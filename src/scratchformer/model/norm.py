@@ -17,7 +17,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from scratchformer.config import ModelConfig
+from scratchformer.config.model import NORMS as NORM_PLACEMENTS
+from scratchformer.config.model import ModelConfig
 
 
 class LayerNorm(nn.Module):
@@ -72,7 +73,7 @@ def make_norm(c: ModelConfig) -> nn.Module:
     return NORMS[c.norm_kind](c.d_model, eps=c.layer_norm_eps, fused=c.fused)
 
 
-PLACEMENTS = ("post", "pre", "seed000", "seed003")  # norm_placement names, formulas in the module docstring
+PLACEMENTS = NORM_PLACEMENTS  # config/model.py's NormPlacement names; formulas in the module docstring
 
 
 class SublayerConnection(nn.Module):
