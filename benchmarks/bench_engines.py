@@ -89,7 +89,8 @@ def main() -> None:
             for key in workers:
                 emit(f"engines: {what}, batch {batch}", "sentences/s", len(texts) / median(times["ours"]),
                      len(texts) / median(times[key]), ENGINES[key][1], **common,
-                     note=f"{len(texts)} test sentences of {corpus}; CTranslate2 patience {args.patience}",
+                     note=f"{len(texts)} test sentences of {corpus}"
+                          + (f"; CTranslate2 patience {args.patience}" if key == "ct2" else ""),
                      **{f"times_{k}": [round(t, 2) for t in times[k]] for k in ("ours", key)})
         ours = outputs["ours"]
         b_ours = bleu(ours, refs)
