@@ -1,0 +1,63 @@
+"""Score a translation run on each source's test (or valid) split of the bundled `software` corpus: the README's
+per-source table (sacreBLEU / chrF, the spurious 「」 rate, unseen character 4-grams in outputs and references).
+
+    python scripts/eval_software.py models/en-zh --label after --out docs/software_eval.jsonl
+    python scripts/eval_software.py runs/software --split valid --beam 1
+
+Each source is one `evaluate_run(RUN, split=f"{split}-{source}", corpus="software")`, the same as
+`scratchformer evaluate RUN --corpus software --split test-SOURCE --beam 4 --json`. --out appends one JSON line per
+source (with --label and the date), so before/after rows of several models sit in one file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+from pathlib import Path
+
+from scratchformer.data.corpus import CORPORA_DIR
+from scratchformer.evaluation.translation import evaluate_run
+
+FIELDS = ("bleu", "chrf", "spurious_quote_rate", "unseen_4grams_hyp", "unseen_4grams_ref", "sentences", "seconds")
+
+
+def sources() -> list[str]:
+    """The sources of the bundled corpus, in STATS.json's order (LibreOffice first)."""
+    stats = json.loads((CORPORA_DIR / "software" / "STATS.json").read_text(encoding="utf-8"))
+    return list(stats["sources"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("--split", default="test", choices=("test", "valid"))
+    ap.add_argument("--beam", type=int, default=4)
+    ap.add_argument("--weights", type=Path, help="a checkpoint's weights instead of the run's model.safetensors")
+    ap.add_argument("--only", nargs="+", help="these sources only")
+    ap.add_argument("--label", default="", help="a name for the rows in --out (e.g. before, after)")
+    ap.add_argument("--out", type=Path, help="append one JSON line per source here")
+    args = ap.parse_args()
+
+    rows = []
+    print("| source | BLEU / chrF | 「」 where the reference has none | unseen char 4-grams: output / reference |")
+    print("| --- | --- | ---: | --- |")
+    for source in args.only or sources():
+        r = evaluate_run(args.run_dir, f"{args.split}-{source}", beam=args.beam, corpus="software",
+                         weights=args.weights)
+        row = {"label": args.label, "run": str(args.run_dir), "weights": str(args.weights or ""), "source": source,
+               "split": args.split, "beam": args.beam, "date": datetime.date.today().isoformat(),
+               **{k: r.get(k) for k in FIELDS}}
+        rows.append(row)
+        unseen = (f"{row['unseen_4grams_hyp']:.0%} / {row['unseen_4grams_ref']:.0%}"
+                  if row["unseen_4grams_hyp"] is not None else "")
+        print(f"| {source} | {row['bleu']} / {row['chrf']} | {row['spurious_quote_rate']:.1%} | {unseen} |",
+              flush=True)
+    if args.out:
+        with args.out.open("a", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""scripts/train_software_gpu.py (the GPU run of the software recipe) and scripts/eval_software.py (the README's
+per-source table): every step runs on the CPU before a GPU is lent; the GPU plan is the recipe itself."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script(name: str):
+    """scripts/NAME.py as a module (scripts/ on sys.path for its sibling import)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+
+
+def test_the_gpu_plan_is_the_software_recipe_on_cuda_scored_on_every_source(tmp_path):
+    gpu = _script("train_software_gpu")
+    p = gpu.plan(tmp_path / "run", 7.0, smoke=False)
+    train = p["train"]
+    assert train[:3] == ["train", "--recipe", "software"]
+    assert train[train.index("--device") + 1] == "cuda" and train[train.index("--time-limit") + 1] == "7.0"
+    assert p["sources"][0] == "libreoffice" and {"gimp", "django", "jupyterlab"} <= set(p["sources"])
+    assert p["beam"] == 4 and p["limit"] is None
+
+
+def test_the_gpu_script_smoke_trains_averages_and_scores(tmp_path, capsys):
+    gpu = _script("train_software_gpu")
+    out = tmp_path / "run"
+    assert gpu.main(["--smoke", "--out", str(out)]) == 0
+    records = [json.loads(x) for x in (out / "gpu_run.jsonl").read_text().splitlines()]
+    assert [r["phase"] for r in records] == ["train", "average", "test"]
+    assert records[0]["steps"] == 4 and records[0]["best_valid_nll"] > 0
+    assert records[1]["exists"] and (out / "averaged.safetensors").is_file()
+    assert records[2]["source"] == "django" and records[2]["sentences"] == 5 and 0 <= records[2]["bleu"] <= 100
+
+
+def test_eval_software_lists_the_bundled_sources_in_order():
+    sources = _script("eval_software").sources()
+    assert sources == ["libreoffice", "gimp", "debian-faq", "maint-guide", "debian-edu", "django", "jupyterlab"]
