@@ -30,7 +30,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("out", type=Path)
-    ap.add_argument("--valid-limit", type=int, default=500)
+    ap.add_argument("--valid-limit", type=int, default=500, help="valid pairs that choose the weights (0: all)")
     ap.add_argument("--corpus", help="corpus of the valid/test splits (default: the one the run was trained on)")
     ap.add_argument("--command", default="scratchformer train --recipe long --out runs/long  (resumed once with "
                     "--resume --time-limit 115 --max-steps 12000)", help="how the run was trained (README.json)")
@@ -43,7 +43,7 @@ def main() -> None:
     if len(runs.list_checkpoints(run_dir)) >= 2:
         last, avg_path = ckpt.average_last(run_dir, 5)
         candidates["average of " + ", ".join(p.name for p in last)] = avg_path
-    valid = load_pairs(corpus, "valid")[: args.valid_limit]
+    valid = load_pairs(corpus, "valid")[: args.valid_limit or None]
     scores = {}
     for name, path in candidates.items():
         scores[name] = evaluate_pairs(load_run(run_dir, path), valid, beam=1)["bleu"]
@@ -74,6 +74,14 @@ def main() -> None:
                  for b, r in results.items()},
         "stored_dtype": "float16",
     }
+    if corpus == "software":  # its test split per source (scripts/eval_software.py), beam 4
+        import eval_software  # beside this script
+
+        meta["test_by_source"] = {
+            source: {k: r[k] for k in ("bleu", "chrf", "sentences", "spurious_quote_rate")}
+            for source in eval_software.sources()
+            for r in [evaluate_pairs(shipped, load_pairs(corpus, f"test-{source}"), beam=4)]
+        }
     runs.write_json(out / "README.json", meta)
     print(json.dumps(meta, indent=1, ensure_ascii=False))
 

@@ -210,3 +210,12 @@ def test_rebuild_is_byte_identical():
                             capture_output=True, text=True, timeout=1800)
     verdict = result.stdout.strip().splitlines()[-1:]
     assert result.returncode == 0 and verdict[0].startswith("OK"), result.stdout + result.stderr[-2000:]
+
+
+def test_bundled_corpora_name_their_languages():
+    """serve and the HF model card read a run's languages from its corpus: en-zh by name, software/gimp by table."""
+    from scratchformer.data.corpus import corpus_languages
+
+    assert corpus_languages("en-zh") == corpus_languages("software") == corpus_languages("gimp") == ("en", "zh")
+    assert corpus_languages("de-en") == ("de", "en")
+    assert corpus_languages("my.tsv") is None and corpus_languages(None) is None

@@ -16,8 +16,8 @@ RUN = Path(__file__).resolve().parents[2] / "models" / "en-zh"
 pytestmark = pytest.mark.skipif(not (RUN / "model.safetensors").is_file(), reason="no shipped model")
 
 # Test-split sentences on which the shipped model loops (found by translating the whole test split)
-GREEDY_LOOP = "Converts simplified Chinese to traditional Chinese."  # greedy: 将简体中文转换成繁体中文中文中文。
-BEAM_LOOP = "Use the data statistics in Calc to perform complex data analysis"  # beam 4: ...统计统计统计...
+GREEDY_LOOP = "COLOR(255;255;255;1) returns 33554431"  # greedy: 「COLOR(255;255;1)」返回 35354444...441
+BEAM_LOOP = "Disables the splash screen at program start."  # beam 4: 禁用启动屏幕启动启动启动程序的启动屏幕。
 
 
 def repeated_ngrams(tokens: list[int], n: int) -> set[tuple[int, ...]]:
@@ -36,7 +36,7 @@ def translate(run, texts, **kw):
     return translate_texts(run.model, run.src_tok, run.tgt_tok, texts, **kw)
 
 
-@pytest.mark.parametrize("text,beam,loop", [(GREEDY_LOOP, 1, "中文中文中文"), (BEAM_LOOP, 4, "统计统计统计")])
+@pytest.mark.parametrize("text,beam,loop", [(GREEDY_LOOP, 1, "444444"), (BEAM_LOOP, 4, "启动启动启动")])
 def test_no_repeat_ngram_3_removes_the_shipped_models_loops(run, text, beam, loop):
     (plain,) = translate(run, [text], beam=beam, return_hyps=True)
     assert loop in plain.hyps[0].text and repeated_ngrams(plain.hyps[0].tokens, 3)

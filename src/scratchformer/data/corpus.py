@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import re
 import warnings
 import zlib
 from collections.abc import Iterable, Iterator
@@ -28,6 +29,8 @@ SPLITS = ("train", "valid", "test")  # what a corpus of one train file serves; o
 SIDES = ("src", "tgt", "both")
 _SUFFIXES = (".tsv.gz", ".tsv")
 _HINT = "(use --on-error skip to skip bad lines)"
+# the language pair of the bundled corpora whose name does not spell it (en-zh does)
+BUNDLED_LANGUAGES = {"software": ("en", "zh"), "gimp": ("en", "zh"), "toy": ("en", "zh")}
 
 
 class CorpusError(ScratchformerError):
@@ -43,6 +46,14 @@ def bundled_corpora() -> list[str]:
     if not CORPORA_DIR.is_dir():
         return []
     return sorted(d.name for d in CORPORA_DIR.iterdir() if d.is_dir() and any(_split_files(d)))
+
+
+def corpus_languages(corpus: str | None) -> tuple[str, str] | None:
+    """(source, target) language codes of a corpus: a bundled one's, or a name like `en-zh`; else None."""
+    if corpus in BUNDLED_LANGUAGES:
+        return BUNDLED_LANGUAGES[corpus]
+    found = re.fullmatch(r"([a-z]{2,3})-([a-z]{2,3})", corpus or "")
+    return (found[1], found[2]) if found else None
 
 
 def _split_files(folder: Path) -> Iterator[Path]:

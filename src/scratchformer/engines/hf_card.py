@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from scratchformer.data.corpus import CORPORA_DIR, bundled_corpora
+from scratchformer.data.corpus import CORPORA_DIR, bundled_corpora, corpus_languages
 from scratchformer.runs import Run
 from scratchformer.runs.metrics import read_records
 
@@ -35,9 +35,8 @@ def _corpus(run: Run) -> tuple[str | None, str | None, str]:
 
 
 def _languages(corpus: str | None) -> list[str]:
-    """["en", "zh"] from a corpus named "en-zh"; nothing from any other name."""
-    parts = (corpus or "").split("-")
-    return parts if len(parts) == 2 and all(re.fullmatch(r"[a-z]{2,3}", p) for p in parts) else []
+    """["en", "zh"] from a corpus named "en-zh" or a bundled one of known languages (data.corpus.corpus_languages)."""
+    return list(corpus_languages(corpus) or ())
 
 
 def measured(run: Run) -> list[dict[str, Any]]:

@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from scratchformer.data.corpus import corpus_languages
 from scratchformer.decoding import translate_texts
 from scratchformer.decoding.translate import check_translate_options
 from scratchformer.engines import make_translator
@@ -30,13 +30,13 @@ class Options:
 
 
 def run_languages(run: Run, source: str | None, target: str | None) -> tuple[str, str]:
-    """(source, target) codes: the flags, else the run's corpus name when it reads like `en-zh`."""
-    corpus = getattr(run.train_config, "corpus", None) or ""
-    found = re.fullmatch(r"([a-z]{2,3})-([a-z]{2,3})", str(corpus))
-    source, target = source or (found and found[1]), target or (found and found[2])
+    """(source, target) codes: the flags, else the languages of the run's corpus (data.corpus.corpus_languages)."""
+    corpus = getattr(run.train_config, "corpus", None)
+    found = corpus_languages(corpus if isinstance(corpus, str) else None) or (None, None)
+    source, target = source or found[0], target or found[1]
     if not source or not target:
         raise ConfigError(f"cannot tell the languages of {run.path} (its train_config.json names no corpus like "
-                          "en-zh): give --source and --target, e.g. --source en --target zh")
+                          "en-zh or software): give --source and --target, e.g. --source en --target zh")
     return source, target
 
 
