@@ -67,7 +67,7 @@ def main() -> None:
     meta = {
         "command": args.command, "corpus": corpus,
         "weights": chosen, "valid_bleu_by_candidate": scores,
-        "steps": train[-1]["step"] if train else None,
+        "steps": max(r["step"] for r in records) if records else None,
         "training_minutes": round(train[-1]["elapsed_s"] / 60, 1) if train else None,
         "device": f"CPU: {cpu} ({platform.machine()}), 2 cores, shared with other jobs",
         "test": {f"beam{b}": {k: r[k] for k in ("bleu", "chrf", "sentences", "seconds", "bleu_signature")}
