@@ -48,7 +48,7 @@ def main_demo() -> None:
     run("train", "--out", "runs/demo", "--overwrite", "--no-test")
     run("evaluate", "runs/demo", "--split", "test", "--limit", "300", "--show", "3")
 
-    banner("3/3  The shipped checkpoint (models/en-zh), trained with `scratchformer train --recipe long`")
+    banner("3/3  The shipped checkpoint (models/en-zh), trained with `scratchformer train --recipe software`")
     if not (SHIPPED / "model.safetensors").exists():
         print(f"{SHIPPED} is not there (a checkout without the model files): skipping.")
     else:
@@ -56,7 +56,7 @@ def main_demo() -> None:
         if meta.exists():
             print(json.dumps(json.loads(meta.read_text()), indent=1, ensure_ascii=False))
         run("translate", str(SHIPPED), "--beam", "4", *SENTENCES)
-        run("evaluate", str(SHIPPED), "--split", "test", "--beam", "1", "--show", "3")
+        run("evaluate", str(SHIPPED), "--corpus", "en-zh", "--split", "test", "--beam", "1", "--show", "3")
     print(f"\ndemo finished in {(time.time() - t0) / 60:.1f} minutes")
 
 
