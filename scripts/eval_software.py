@@ -16,8 +16,9 @@ import datetime
 import json
 from pathlib import Path
 
-from scratchformer.data.corpus import CORPORA_DIR
-from scratchformer.evaluation.translation import evaluate_run
+from scratchformer.data.corpus import CORPORA_DIR, load_pairs
+from scratchformer.evaluation.translation import evaluate_pairs, train_targets
+from scratchformer.runs import load_run
 
 FIELDS = ("bleu", "chrf", "spurious_quote_rate", "unseen_4grams_hyp", "unseen_4grams_ref", "sentences", "seconds")
 
@@ -26,6 +27,17 @@ def sources() -> list[str]:
     """The sources of the bundled corpus, in STATS.json's order (LibreOffice first)."""
     stats = json.loads((CORPORA_DIR / "software" / "STATS.json").read_text(encoding="utf-8"))
     return list(stats["sources"])
+
+
+def score_sources(run_dir: Path, split: str = "test", beam: int = 4, weights: Path | None = None,
+                  only: list[str] | None = None, limit: int | None = None) -> dict[str, dict]:
+    """{source: evaluate_pairs' result} on `split`-SOURCE of `software`; the run and its training targets are
+    loaded once for all sources."""
+    run = load_run(run_dir, weights)
+    targets = train_targets(run)
+    return {source: evaluate_pairs(run, load_pairs("software", f"{split}-{source}", on_error="skip")[:limit],
+                                   beam, train_targets=targets)
+            for source in only or sources()}
 
 
 def main() -> None:
@@ -42,9 +54,7 @@ def main() -> None:
     rows = []
     print("| source | BLEU / chrF | 「」 where the reference has none | unseen char 4-grams: output / reference |")
     print("| --- | --- | ---: | --- |")
-    for source in args.only or sources():
-        r = evaluate_run(args.run_dir, f"{args.split}-{source}", beam=args.beam, corpus="software",
-                         weights=args.weights)
+    for source, r in score_sources(args.run_dir, args.split, args.beam, args.weights, args.only).items():
         row = {"label": args.label, "run": str(args.run_dir), "weights": str(args.weights or ""), "source": source,
                "split": args.split, "beam": args.beam, "date": datetime.date.today().isoformat(),
                **{k: r.get(k) for k in FIELDS}}

@@ -79,8 +79,7 @@ def main() -> None:
 
         meta["test_by_source"] = {
             source: {k: r[k] for k in ("bleu", "chrf", "sentences", "spurious_quote_rate")}
-            for source in eval_software.sources()
-            for r in [evaluate_pairs(shipped, load_pairs(corpus, f"test-{source}"), beam=4)]
+            for source, r in eval_software.score_sources(out).items()
         }
     runs.write_json(out / "README.json", meta)
     print(json.dumps(meta, indent=1, ensure_ascii=False))

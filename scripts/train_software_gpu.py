@@ -23,7 +23,6 @@ sys.path.insert(0, str(Path(__file__).parent))  # eval_software beside this file
 import eval_software  # noqa: E402
 
 from scratchformer.cli import main as cli  # noqa: E402
-from scratchformer.evaluation.translation import evaluate_run  # noqa: E402
 
 
 def plan(out: Path, minutes: float, smoke: bool) -> dict:
@@ -72,10 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     averaged = args.out / "averaged.safetensors"
     emit({"phase": "average", "weights": averaged.name, "exists": averaged.is_file()})
-    corpus = "software"
-    for source in p["sources"]:
-        r = evaluate_run(args.out, f"test-{source}", beam=p["beam"], limit=p["limit"], corpus=corpus,
-                         weights=averaged if averaged.is_file() else None)
+    scores = eval_software.score_sources(args.out, "test", p["beam"], averaged if averaged.is_file() else None,
+                                         p["sources"], p["limit"])
+    for source, r in scores.items():
         emit({"phase": "test", "source": source, "beam": p["beam"],
               **{k: r.get(k) for k in ("bleu", "chrf", "spurious_quote_rate", "sentences")}})
     with (args.out / "gpu_run.jsonl").open("w", encoding="utf-8") as f:

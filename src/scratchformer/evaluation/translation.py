@@ -66,10 +66,10 @@ def evaluate_run(run_dir: str | Path, split: str = "test", beam: int = 1, alpha:
     if limit:
         pairs = pairs[:limit]
     return {"run_dir": str(run_dir), "corpus": source, "split": split,
-            **evaluate_pairs(run, pairs, beam, alpha, show, _train_targets(run), engine, explain)}
+            **evaluate_pairs(run, pairs, beam, alpha, show, train_targets(run), engine, explain)}
 
 
-def _train_targets(run: Run) -> list[str] | None:
+def train_targets(run: Run) -> list[str] | None:
     """The target side of the corpus the run was trained on, if it can still be read (else no n-gram figure)."""
     trained_on = run.train_config.corpus if run.train_config else None
     if trained_on is None:
