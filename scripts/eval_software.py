@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from scratchformer.data.corpus import CORPORA_DIR, load_pairs
+from scratchformer.errors import ScratchformerError
 from scratchformer.evaluation.translation import evaluate_pairs, train_targets
 from scratchformer.runs import load_run
 
@@ -50,11 +51,18 @@ def main() -> None:
     ap.add_argument("--label", default="", help="a name for the rows in --out (e.g. before, after)")
     ap.add_argument("--out", type=Path, help="append one JSON line per source here")
     args = ap.parse_args()
+    unknown = sorted(set(args.only or ()) - set(sources()))
+    if unknown:
+        ap.error(f"--only {' '.join(unknown)}: not a source of the software corpus ({', '.join(sources())})")
+    try:
+        scores = score_sources(args.run_dir, args.split, args.beam, args.weights, args.only)
+    except ScratchformerError as e:
+        ap.exit(2, f"{ap.prog}: error: {e}\n")
 
     rows = []
     print("| source | BLEU / chrF | 「」 where the reference has none | unseen char 4-grams: output / reference |")
     print("| --- | --- | ---: | --- |")
-    for source, r in score_sources(args.run_dir, args.split, args.beam, args.weights, args.only).items():
+    for source, r in scores.items():
         row = {"label": args.label, "run": str(args.run_dir), "weights": str(args.weights or ""), "source": source,
                "split": args.split, "beam": args.beam, "date": datetime.date.today().isoformat(),
                **{k: r.get(k) for k in FIELDS}}
