@@ -6,7 +6,8 @@ Sources (fixed versions, in this order; see ``SOURCES``)
 - ``libreoffice``: the en-zh pipeline of ``build_corpus.py``, kept exactly as the en-zh bundle splits it
   (so its test split is the old en-zh test split).
 - ``gimp``, ``debian-faq``, ``maint-guide``, ``debian-edu``: DocBook-generated HTML from Debian packages,
-  aligned by document structure (``docbook_pairs``).
+  aligned by document structure (``docbook_pairs``); their multi-sentence train paragraphs (and those too long
+  to keep) also give sentence-level train pairs where both sides have as many sentences (``add_sentence_pairs``).
 - ``django``, ``jupyterlab``: gettext catalogs (``.mo``) from PyPI wheels, aligned by msgid
   (``gettext_pairs``); messages with placeholders dropped, accelerators removed, English of 3+ words only.
 
@@ -26,7 +27,8 @@ Usage
     python scripts/build_software_corpus.py --cache /tmp/swsrc # reuses / keeps the downloads there
     python scripts/build_software_corpus.py --check            # rebuild, compare sha256 with the bundle
 
-Standard library only (plus the ``apt-get`` and ``pip`` clients for downloading).
+Standard library only (plus the ``apt-get`` and ``pip`` clients for downloading, and scratchformer's own sentence
+splitter, ``decoding/sentences.py``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import build_corpus as bc  # noqa: E402  (sibling script)
+
+from scratchformer.decoding.sentences import split_sentences  # noqa: E402  (the rule translate uses)
 
 OUT = bc.DEFAULT_OUT / "software"
 MAX_EVAL = 500  # test and valid pairs per source at most (libreoffice keeps the en-zh 1000/1000)
@@ -346,8 +350,10 @@ def align_page(en: list[tuple[str, str]], zh: list[tuple[str, str]], stats: dict
     return [(x, y) for (tag, x), (_, y) in matched if tag not in CODE_TAGS]
 
 
-def docbook_pairs(src: Source, files: list[Path], stats: dict[str, int]) -> list[Pair]:
-    """Cleaned, filtered pairs of a DocBook source, page by page in sorted page order."""
+def docbook_pairs(src: Source, files: list[Path], stats: dict[str, int],
+                  long: list[Pair] | None = None) -> list[Pair]:
+    """Cleaned, filtered pairs of a DocBook source, page by page in sorted page order; the pairs dropped as too
+    long are appended to `long` (sentence_pairs may still use their sentences)."""
     en_pages = bc.deb_files(files[0], src.en_dir, src.en_suffix)
     zh_pages = bc.deb_files(files[1], src.zh_dir, src.zh_suffix)
     zh_by_stem = {rel[: -len(src.zh_suffix)]: blob for rel, blob in zh_pages.items() if "/" not in rel}
@@ -363,7 +369,7 @@ def docbook_pairs(src: Source, files: list[Path], stats: dict[str, int]) -> list
         zh = html_blocks(zh_by_stem[stem].decode("utf-8"))
         raw.extend(align_page(en, zh, stats))
     cleaned = ((FOOTNOTE.sub("", bc.clean(x)), FOOTNOTE.sub("", bc.clean(y, "zh"))) for x, y in raw)
-    return _filtered(cleaned, stats, min_words=1)
+    return _filtered(cleaned, stats, min_words=1, long=long)
 
 
 # --------------------------------------------------------------------------- gettext catalogs -> pairs
@@ -397,7 +403,7 @@ def gettext_pairs(src: Source, files: list[Path], stats: dict[str, int]) -> list
     return _filtered(cleaned, stats, min_words=3)
 
 
-def _filtered(pairs, stats: dict[str, int], min_words: int) -> list[Pair]:
+def _filtered(pairs, stats: dict[str, int], min_words: int, long: list[Pair] | None = None) -> list[Pair]:
     kept: list[Pair] = []
     seen: set[str] = set()
     for en, zh in pairs:
@@ -406,6 +412,8 @@ def _filtered(pairs, stats: dict[str, int], min_words: int) -> list[Pair]:
             reason = "duplicate"
         if reason:
             stats[reason] = stats.get(reason, 0) + 1
+            if reason == "length" and long is not None:
+                long.append((en, zh))
             continue
         seen.add(en)
         kept.append((en, zh))
@@ -424,6 +432,7 @@ class Built:
     splits: dict[str, list[Pair]]
     stats: dict[str, int] = field(default_factory=dict)
     licence: str = ""
+    long: list[Pair] = field(default_factory=list)  # docbook: pairs dropped as too long (for sentence_pairs)
 
 
 def _keys(pair: Pair) -> tuple[str, ...]:
@@ -441,12 +450,13 @@ def eval_size(n: int) -> int:
 def build_source(src: Source, files: list[Path], taken: set[str]) -> Built:
     """Pairs of `src`, minus those overlapping earlier sources (`taken`, updated), split."""
     stats: dict[str, int] = {}
+    long: list[Pair] = []
     if src.kind == "lohelp":
         pairs, lo_stats = bc.build(files[0], files[1], "zh")
         stats.update({k: v for k, v in lo_stats.items() if k not in ("aligned", "unaligned")})
         splits = bc.split_pairs(pairs)  # the en-zh split, unchanged
     else:
-        pairs = docbook_pairs(src, files, stats) if src.kind == "docbook" else gettext_pairs(src, files, stats)
+        pairs = docbook_pairs(src, files, stats, long) if src.kind == "docbook" else gettext_pairs(src, files, stats)
         fresh = [p for p in pairs if not taken.intersection(_keys(p))]
         if len(fresh) < len(pairs):
             stats["cross-source overlap"] = len(pairs) - len(fresh)
@@ -457,7 +467,47 @@ def build_source(src: Source, files: list[Path], taken: set[str]) -> Built:
             taken.update(_keys(p))
     bc.verify(splits)
     versions = [(p, bc.deb_version(f) if f.suffix == ".deb" else v) for (p, v), f in zip(src.packages, files)]
-    return Built(src, versions, splits, stats, licence_text(src, files))
+    return Built(src, versions, splits, stats, licence_text(src, files), long)
+
+
+SENTENCE_PAIRS = "sentence pairs (train)"
+
+
+def _sentence_keys(text: str, side: str) -> set[str]:
+    """Exact and normalised keys of `text` and of each of its sentences (side "en" or "zh")."""
+    parts = {text, *split_sentences(text)}
+    return {f"{side}:{t}" for t in parts} | {f"{side}~{bc.norm_key(t)}" for t in parts}
+
+
+def add_sentence_pairs(built: list[Built]) -> None:
+    """More, shorter training pairs for the DocBook sources: a train paragraph, or one dropped as too long, whose
+    English and Chinese have the same number of sentences (decoding/sentences.py's rule, the one `translate
+    --split-sentences` uses) gives each sentence as a pair of its own, appended to that source's train split.
+    Kept only if it passes filter_pair, its English is new to the bundle, and neither sentence occurs, whole or
+    as a sentence of a paragraph, in any source's test or valid split. Run after every source is split, so the
+    paragraph-level splits (and so every test and valid file) are the same as without it."""
+    held: set[str] = set()
+    for b in built:
+        for en, zh in b.splits["test"] + b.splits["valid"]:
+            held |= _sentence_keys(en, "en") | _sentence_keys(zh, "zh")
+    seen = {en for b in built for ps in b.splits.values() for en, _ in ps}
+    for b in built:
+        if b.src.kind != "docbook":
+            continue
+        added: list[Pair] = []
+        for en, zh in b.splits["train"] + b.long:
+            en_s, zh_s = split_sentences(en), split_sentences(zh)
+            if len(en_s) < 2 or len(en_s) != len(zh_s):
+                continue
+            for x, y in zip(en_s, zh_s, strict=True):
+                keys = {f"en:{x}", f"en~{bc.norm_key(x)}", f"zh:{y}", f"zh~{bc.norm_key(y)}"}
+                if x in seen or keys & held or filter_pair(x, y) is not None:
+                    continue
+                seen.add(x)
+                added.append((x, y))
+        b.splits["train"] = b.splits["train"] + added
+        b.stats[SENTENCE_PAIRS] = len(added)
+        bc.verify(b.splits)
 
 
 def merged(built: list[Built]) -> dict[str, list[Pair]]:
@@ -479,7 +529,9 @@ HOW = {
     "docbook": "Aligned by document structure: English and Chinese pages of the same name, block by block "
     "(paragraphs, headings, list items, table cells) where both pages have the same sequence of block tags, "
     "else section by section (cut at headings) where the sections' tag sequences agree; the other pages and "
-    "sections are dropped. Code blocks give no pair; inline code (file, command names) is kept.",
+    "sections are dropped. Code blocks give no pair; inline code (file, command names) is kept. A train "
+    "paragraph, or one too long to keep, whose two sides have the same number of sentences also gives each "
+    "sentence as a train pair (none that occurs in a test or valid file).",
     "gettext": "Aligned by msgid. Messages with placeholders (%(name)s, %s, %1, {0}, {name}) are dropped, "
     "accelerators (&File, _File, (&F)) removed; only English of at least 3 words is kept.",
 }
@@ -525,7 +577,7 @@ def _wrap(text: str, width: int = 100) -> list[str]:
     return out + ([line] if line else [])
 
 
-ALIGNMENT_KEYS = {"pages aligned", "sections aligned", "messages"}
+ALIGNMENT_KEYS = {"pages aligned", "sections aligned", "messages", SENTENCE_PAIRS}
 
 
 def stats_json(built: list[Built], sizes: dict[str, int]) -> str:
@@ -601,6 +653,10 @@ def build_all(cache: Path) -> list[Built]:
         counts = ", ".join(f"{k} {len(v)}" for k, v in b.splits.items())
         print(f"{src.name}: {counts}; dropped: {b.stats}", file=sys.stderr)
         built.append(b)
+    add_sentence_pairs(built)
+    for b in built:
+        if SENTENCE_PAIRS in b.stats:
+            print(f"{b.src.name}: {b.stats[SENTENCE_PAIRS]} sentence pairs added to train", file=sys.stderr)
     return built
 
 

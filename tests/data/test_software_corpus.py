@@ -107,7 +107,8 @@ def test_counts_match_stats_json(splits):
 def test_per_source_eval_sizes():
     for src in SOURCES[1:]:
         pairs = STATS["sources"][src]["pairs"]
-        n = sum(pairs.values())
+        # the split is made on the paragraph pairs; sentence pairs are added to train after it
+        n = sum(pairs.values()) - STATS["sources"][src]["aligned"].get(SW.SENTENCE_PAIRS, 0)
         for split in ("test", "valid"):  # whole groups: may overshoot the target by a few pairs
             assert SW.eval_size(n) <= pairs[split] <= SW.eval_size(n) + 5, (src, split)
 
@@ -188,6 +189,42 @@ def test_structure_alignment_drops_sections_that_differ():
     assert SW.align_page(en, zh_short[:3], stats) == []  # section counts differ: the page is dropped
     assert stats == {"pages aligned": 1, "sections aligned": 1, "sections dropped (structure differs)": 1,
                      "pages dropped (structure differs)": 1}
+
+
+def _built(name: str, kind: str, train, valid=(), test=(), long=()):
+    src = SW.Source(name, kind, (), "", "", "")
+    return SW.Built(src, [], {"train": list(train), "valid": list(valid), "test": list(test)}, {}, "", list(long))
+
+
+def test_sentence_pairs_come_from_train_and_long_paragraphs_only_and_never_from_held_out_text():
+    para = ("Open the file first. Then save it again.", "首先打开文件。然后再次保存它。")
+    uneven = ("Open the box. Close the box.", "打开并关闭盒子。")  # 2 English sentences, 1 Chinese: no pair
+    long = ("Print the whole page now. Print the other page later.", "现在打印整个页面。稍后打印另一个页面。")
+    held = ("Then save it again.", "然后再次保存它。")  # a test pair: its sentences must not become train pairs
+    docbook = _built("doc", "docbook", [para, uneven], test=[held], long=[long])
+    gettext = _built("msg", "gettext", [("Save the file now. Close it too.", "立即保存文件。也关闭它。")])
+    SW.add_sentence_pairs([docbook, gettext])
+    assert docbook.splits["train"] == [para, uneven, ("Open the file first.", "首先打开文件。"),
+                                       ("Print the whole page now.", "现在打印整个页面。"),
+                                       ("Print the other page later.", "稍后打印另一个页面。")]
+    assert docbook.stats == {SW.SENTENCE_PAIRS: 3} and docbook.splits["test"] == [held]
+    assert len(gettext.splits["train"]) == 1 and not gettext.stats  # messages are never split
+
+
+def test_bundled_sentence_pairs_are_sentences_of_their_sources_train_paragraphs(splits):
+    """Every added pair is one sentence on each side; the held-out splits hold none of their sentences."""
+    from scratchformer.decoding.sentences import split_sentences
+
+    counts = [STATS["sources"][s]["pairs"]["train"] for s in SOURCES]
+    held = {norm(x) for name in PER_SOURCE for en, zh in splits[name] for t in (en, zh)
+            for x in (t, *split_sentences(t))}
+    for i, src in enumerate(SOURCES):
+        added = STATS["sources"][src]["aligned"].get(SW.SENTENCE_PAIRS, 0)
+        assert (added > 100) == (src in ("gimp", "debian-faq", "maint-guide", "debian-edu")), src
+        end = sum(counts[: i + 1])
+        for en, zh in splits["train"][end - added : end]:
+            assert split_sentences(en) == [en] and split_sentences(zh) == [zh], (en, zh)
+            assert norm(en) not in held and norm(zh) not in held, (en, zh)
 
 
 def test_html_blocks_skip_navigation_and_mark_code():
