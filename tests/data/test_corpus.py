@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import warnings
+import re
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,42 @@ def test_real_bundled_en_zh_loads() -> None:
     pairs = load_pairs("en-zh", split="train")
     assert len(pairs) > 100
     assert all(s and t for s, t in pairs[:1000])
+
+
+# -- --upsample: repeat some sources of a multi-source corpus -------------------------------------------------
+
+def test_upsample_repeats_each_named_source_in_rounds_in_corpus_order():
+    from scratchformer.data.corpus import corpus_sources, upsample_sources
+
+    parts = corpus_sources("software")
+    assert [name for name, _ in parts][:2] == ["libreoffice", "gimp"] and corpus_sources("en-zh") is None
+    pairs = load_pairs("software", "train")
+    spans, start = {}, 0
+    for name, n in parts:
+        spans[name], start = pairs[start : start + n], start + n
+    out = upsample_sources(pairs, "software", {"gimp": 3, "django": 2})
+    assert out == pairs + spans["gimp"] + spans["django"] + spans["gimp"]  # round 1: gimp, django; round 2: gimp
+    assert upsample_sources(pairs, "software", {"gimp": 1}) == pairs
+
+
+@pytest.mark.parametrize("corpus, factors, needle", [
+    ("software", {"gimpp": 2}, "gimpp: not a source of software (libreoffice, gimp,"),
+    ("en-zh", {"gimp": 2}, "needs a bundled corpus made of several sources"),
+])
+def test_upsample_refuses_unknown_sources_and_single_source_corpora(corpus, factors, needle):
+    from scratchformer.data.corpus import upsample_sources
+
+    with pytest.raises(CorpusError, match=re.escape(needle)):
+        upsample_sources(load_pairs(corpus, "train"), corpus, factors)
+
+
+@pytest.mark.parametrize("spec", ["gimp", "gimp=0", "gimp=2.5", "gimp=2,gimp=3", "=2", "gimp=x"])
+def test_upsample_syntax_errors_are_one_line(spec):
+    from scratchformer.config import TrainConfig
+    from scratchformer.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="SOURCE=N") as e:
+        TrainConfig(corpus="software", upsample=spec)
+    assert "\n" not in str(e.value)
+    with pytest.raises(ConfigError, match="--task translate"):
+        TrainConfig(task="lm", corpus="software", upsample="gimp=2")

@@ -92,6 +92,8 @@ def test_resume_refuses_flags_that_make_a_different_run(toy_run, tmp_path, flags
     (["--time-limit", "-5"], ["--time-limit -5"]),
     (["--max-epochs", "0"], ["--max-epochs 0"]),
     (["--bleu-samples", "-1"], ["--bleu-samples -1"]),
+    (["--upsample", "gimp"], ["--upsample 'gimp'", "SOURCE=N"]),
+    (["--upsample", "gimp=2"], ["--upsample", "several sources"]),  # the toy corpus has one source
 ])
 def test_bad_flag_values_are_one_line_naming_the_flag(tmp_path, flags, needles):
     out = tmp_path / "run"
@@ -150,3 +152,21 @@ def test_config_that_is_a_fifo_is_one_line_and_does_not_block(tmp_path):
     os.mkfifo(fifo)  # reading it would wait for a writer for ever
     result = cli("train", "--config", str(fifo), "--out", str(tmp_path / "run"))
     assert_one_line_error(result, str(fifo), "FIFO", code=2)
+
+
+def test_upsample_reaches_the_training_examples(toy_run, tmp_path):
+    """--upsample gimp=3 on `software`: the task trains on the corpus plus two more copies of gimp's part."""
+    from scratchformer.data.corpus import corpus_sources
+    from scratchformer.training.distributed import DistInfo
+    from scratchformer.training.tasks.translate import TranslationTask
+
+    def examples(**kw) -> int:
+        cfg = TrainConfig(corpus="software", init=str(toy_run), max_len=512, **kw)
+        run = tmp_path / f"run{len(kw)}"
+        run.mkdir()
+        task = TranslationTask(cfg, run, DistInfo(), lambda _: None)
+        task.setup(resume=False)
+        return len(task.train_examples)
+
+    gimp = dict(corpus_sources("software"))["gimp"]
+    assert examples(upsample="gimp=3") == examples() + 2 * gimp

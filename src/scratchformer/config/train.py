@@ -60,6 +60,8 @@ class TrainConfig:
     on_error: str = "stop"  # malformed corpus lines: stop | skip
     fsdp: bool = False
     text_side: str = "both"  # lm / mlm: which side of a parallel corpus is the text: src | tgt | both
+    upsample: str | None = None  # translate, a corpus of several sources: "gimp=4,django=2" repeats those sources'
+    # train pairs 4 and 2 times (data/corpus.py upsample_sources)
     init: str | None = None  # a run directory to start from: its weights, tokenizers and model config (translate,
     # lm: fine-tuning with a fresh optimiser and schedule), or its encoder (classify: e.g. an mlm run)
 
@@ -77,6 +79,10 @@ class TrainConfig:
         if not 0 <= self.label_smoothing < 1:  # also refuses nan
             raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing} (--label-smoothing)")
         self._check_ranges()
+        if self.upsample is not None:
+            upsample_factors(self.upsample)  # the syntax; the sources are checked against the corpus when it is read
+            if self.task != "translate":
+                raise ConfigError(f"--upsample is for --task translate, not {self.task}")
 
     def _check_ranges(self) -> None:
         """The numeric flags' ranges, one line each naming the flag."""
@@ -119,6 +125,18 @@ class TrainConfig:
             return cls.from_dict(data)
         except ConfigError as e:
             raise ConfigError(f"training config {path}: {e}") from None
+
+
+def upsample_factors(spec: str) -> dict[str, int]:
+    """{source: times} of an --upsample value "SOURCE=N[,SOURCE=N...]" (N an integer >= 1), or a ConfigError."""
+    factors: dict[str, int] = {}
+    for item in spec.split(","):
+        name, _, times = item.strip().partition("=")
+        if not name.strip() or not times.strip().isdigit() or int(times) < 1 or name.strip() in factors:
+            raise ConfigError(f"--upsample {spec!r}: write SOURCE=N[,SOURCE=N...], each source once, N a whole "
+                              "number >= 1 (e.g. gimp=4,django=2)")
+        factors[name.strip()] = int(times)
+    return factors
 
 
 # Named training recipes (`scratchformer train --recipe NAME`): settings measured on a 2-core CPU.

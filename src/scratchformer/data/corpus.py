@@ -267,3 +267,48 @@ def load_text(
     srcs = [s for s, _ in pairs] if side in ("src", "both") else []
     tgts = [t for _, t in pairs] if side in ("tgt", "both") else []
     return srcs + tgts
+
+
+def corpus_sources(name: str) -> list[tuple[str, int]] | None:
+    """[(source, train pairs)] of a bundled corpus merged from several sources, in the order its train file holds
+    them (its STATS.json, written by the build script: `software`); None for any other corpus."""
+    import json
+
+    stats = CORPORA_DIR / str(name) / "STATS.json"
+    if str(name) not in bundled_corpora() or not stats.is_file():
+        return None
+    sources = json.loads(stats.read_text(encoding="utf-8")).get("sources", {})
+    return [(source, part["pairs"]["train"]) for source, part in sources.items()]
+
+
+def check_upsample(corpus: str, factors: dict[str, int]) -> list[tuple[str, int]]:
+    """corpus_sources(corpus), or a one-line CorpusError if it has none or lacks a source of `factors`."""
+    parts = corpus_sources(corpus)
+    if parts is None:
+        raise CorpusError(f"--upsample needs a bundled corpus made of several sources (software); {corpus!r} has "
+                          "none: repeat lines in your TSV file instead")
+    names = [source for source, _ in parts]
+    unknown = sorted(set(factors) - set(names))
+    if unknown:
+        raise CorpusError(f"--upsample {','.join(unknown)}: not a source of {corpus} ({', '.join(names)})")
+    return parts
+
+
+def upsample_sources(pairs: list[tuple[str, str]], corpus: str, factors: dict[str, int]) -> list[tuple[str, str]]:
+    """The train pairs of a multi-source corpus with each source of `factors` repeated that many times in all
+    (fairseq's --upsample-primary, per source): `pairs`, then round r = 1 .. max-1 appends the part of every
+    source whose factor exceeds r, in corpus order. Unknown sources and corpora without sources are errors."""
+    parts = check_upsample(corpus, factors)
+    names = [source for source, _ in parts]
+    if sum(n for _, n in parts) != len(pairs):
+        raise CorpusError(f"{corpus}/STATS.json counts {sum(n for _, n in parts)} train pairs but its train file "
+                          f"holds {len(pairs)}: rebuild the corpus (docs/corpus.md)")
+    spans, start = {}, 0
+    for source, n in parts:
+        spans[source], start = (start, start + n), start + n
+    out = list(pairs)
+    for r in range(1, max(factors.values(), default=1)):
+        for source in names:
+            if factors.get(source, 1) > r:
+                out += pairs[slice(*spans[source])]
+    return out

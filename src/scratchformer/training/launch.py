@@ -17,7 +17,8 @@ from typing import Any
 
 from scratchformer import runs
 from scratchformer.config import RECIPES, TrainConfig, read_json
-from scratchformer.data.corpus import check_corpus
+from scratchformer.config.train import upsample_factors
+from scratchformer.data.corpus import check_corpus, check_upsample
 from scratchformer.errors import ConfigError
 
 DEFAULT_PRESETS = {"lm": "gpt-tiny", "mlm": "bert-tiny", "classify": "bert-tiny"}  # when no preset is given
@@ -112,6 +113,8 @@ def launch(given: dict[str, Any], out: Path, resume: bool = False, overwrite: bo
     cfg = TrainConfig.from_dict(settings)  # bad values fail here, before anything is written
     if not resume or "corpus" in given:
         check_corpus(cfg.corpus)  # an unknown corpus too: a retry then needs no --overwrite
+        if cfg.upsample:
+            check_upsample(cfg.corpus, upsample_factors(cfg.upsample))
     is_main = os.environ.get("RANK", "0") == "0"  # under torchrun only rank 0 locks, deletes and reports
     prepare_out(out)
     with runs.run_lock(out) if is_main else contextlib.nullcontext():

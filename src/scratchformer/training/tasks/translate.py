@@ -9,8 +9,9 @@ import torch
 from torch import Tensor
 
 from scratchformer.config import ModelConfig
+from scratchformer.config.train import upsample_factors
 from scratchformer.data.batching import collate_pairs, encode_pairs
-from scratchformer.data.corpus import load_pairs
+from scratchformer.data.corpus import load_pairs, upsample_sources
 from scratchformer.data.tokenizers import PAD_ID
 from scratchformer.decoding import translate_texts
 from scratchformer.evaluation.metrics import bleu
@@ -24,6 +25,8 @@ class TranslationTask(Task):
     def setup(self, resume: bool) -> ModelConfig:
         cfg = self.cfg
         train = load_pairs(cfg.corpus, "train", on_error=cfg.on_error)  # read once: tokenizers and examples
+        if cfg.upsample:
+            train = upsample_sources(train, cfg.corpus, upsample_factors(cfg.upsample))
         if cfg.init and not (resume and (self.run_dir / "config.json").exists()):
             config = self.init_config()  # fine-tuning: the init run's tokenizers and model
         else:
