@@ -99,6 +99,14 @@ def test_sentence_splitting_rule():
     assert join_translations(["It failed.", "", "Try again."]) == "It failed. Try again."
 
 
+def test_split_sentences_translates_every_sentence_of_a_short_paragraph_on_its_own(make_seq2seq):
+    model = make_seq2seq(2)
+    paragraph, parts = "Abe egg. A cab.", ["Abe egg.", "A cab."]
+    split = translate_texts(model, SRC_TOK, TGT_TOK, [paragraph, "abc", ""], max_len=5, split_sentences=True)
+    alone = translate_texts(model, SRC_TOK, TGT_TOK, parts + ["abc"], max_len=5)
+    assert split == [join_translations(alone[:2]), alone[2], ""]
+
+
 def test_split_sentences_translates_a_long_paragraph_whole(make_seq2seq):
     short = make_seq2seq(2, max_len=20)
     paragraph = "Abc def ghij. Abe egg. A cab. Ace bed."  # 38 chars + EOS > 20

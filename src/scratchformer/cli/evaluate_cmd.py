@@ -34,6 +34,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from scratchformer.errors import ConfigError
 
         raise ConfigError(f"--explain takes BLEU apart: {args.run_dir} holds a {arch} model, which has no BLEU")
+    if args.split_sentences and arch != "encoder-decoder":
+        from scratchformer.errors import ConfigError
+
+        raise ConfigError(f"--split-sentences is for translation: {args.run_dir} holds a {arch} model")
     if arch == "decoder":
         from scratchformer.evaluation.lm import evaluate_lm
 
@@ -46,7 +50,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from scratchformer.evaluation.translation import evaluate_run
 
         result = evaluate_run(args.run_dir, args.split, args.beam, args.alpha, args.limit, args.show, args.corpus,
-                              args.weights, engine=args.engine, explain=args.explain)
+                              args.weights, engine=args.engine, explain=args.explain,
+                              split_sentences=args.split_sentences)
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
         return 0
@@ -76,6 +81,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--weights", help="another safetensors file of the run (e.g. averaged.safetensors)")
     p.add_argument("--engine", default="torch", choices=["torch", "ctranslate2", "onnxruntime"],
                    help="translation: decode with our PyTorch code (default) or an exported copy")
+    p.add_argument("--split-sentences", action="store_true",
+                   help="translation: translate each source sentence by sentence, as `translate --split-sentences`")
     p.add_argument("--explain", action="store_true", help="translation: BLEU taken apart (1-4-gram precisions, "
                    "brevity penalty) beside sacreBLEU's score, and why seed 001's unigram 'simple BLEU' differs")
     p.add_argument("--json", action="store_true")

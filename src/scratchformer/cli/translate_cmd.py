@@ -179,8 +179,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="divide the logits of tokens already output by P (multiply if negative; CTRL's; 1 = off)")
     d.add_argument("--prefix", metavar="TEXT", help="force every translation to start with TEXT (kept in the output)")
     d.add_argument("--split-sentences", action="store_true",
-                   help="translate a line beyond the model's max_len sentence by sentence (after . ! ? before a "
-                        "capital or digit; after 。！？) and join the parts, instead of cutting it")
+                   help="translate each line sentence by sentence (cut after . ! ? before a capital or digit, "
+                        "after 。！？) and join the parts: for paragraphs, and lines beyond the model's max_len")
     d.add_argument("--align", action="store_true",
                    help="add word alignments `i-j` (source-target subword token indices, from the last decoder "
                         "layer's cross-attention averaged over heads) after a TAB, or as \"alignment\" in jsonl")

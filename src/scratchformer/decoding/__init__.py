@@ -7,7 +7,7 @@
     translate.py  translate_texts                strings -> strings (or, asked for more, Translation objects)
     constraints.py  Constraints                  no-repeat n-grams, repetition penalty, forced target prefixes
     results.py    Translation, Hyp               n-best hypotheses with scores, tokens, alignments (--format jsonl)
-    sentences.py  split_sentences                paragraphs beyond max_len, translated sentence by sentence
+    sentences.py  split_sentences                paragraphs translated sentence by sentence (--split-sentences)
     alignment.py  align, pharaoh                 word alignments from cross-attention (Pharaoh i-j)
 """
 

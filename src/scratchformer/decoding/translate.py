@@ -107,7 +107,8 @@ def translate_texts(
     """Translate `texts`, in order. beam=1 is greedy. Batches hold at most `batch_size` sentences and, if
     given, at most `max_tokens` padded source tokens. max_len: most output tokens per sentence (None: the
     paper's src_len + 50). Empty lines give empty outputs; sources longer than the model's max_len are cut
-    (with one warning), or with split_sentences translated sentence by sentence and joined (sentences.py).
+    (with one warning). split_sentences: every text is translated sentence by sentence and the parts joined
+    (sentences.py), so a paragraph is neither cut nor decoded as one long sequence the model rarely saw.
 
     no_repeat_ngram / repetition_penalty: constraints.py. prefix: target text forced at the start of every
     output (a str), or one per text (None or "" for none); the output includes it; a split paragraph's prefix
@@ -122,7 +123,7 @@ def translate_texts(
                             no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty)
     limit = model.config.max_len
     forced = prefix_ids(tgt_tok, prefix, len(texts), max_len or limit)
-    owner, pieces = _parts(src_tok, texts, split_sentences, limit)  # sentence i belongs to texts[owner[i]]
+    owner, pieces = _parts(texts, split_sentences)  # sentence i belongs to texts[owner[i]]
     ids = src_tok.encode_batch(pieces)
     long = sum(len(s) + 1 > limit for s in ids)
     if long:
@@ -193,14 +194,14 @@ def prefix_ids(tgt_tok: Tokenizer, prefix: str | Sequence[str | None] | None, n:
     return out
 
 
-def _parts(src_tok: Tokenizer, texts: Sequence[str], split: bool, limit: int) -> tuple[list[int], list[str]]:
-    """The sentences to translate and the text each belongs to: each text whole, except (with `split`) one whose
-    source exceeds the model's `limit` tokens, which is cut into its sentences."""
+def _parts(texts: Sequence[str], split: bool) -> tuple[list[int], list[str]]:
+    """The sentences to translate and the text each belongs to: each text whole, or (with `split`) each text cut
+    into its sentences (a text of one sentence, or a blank one, stays one piece)."""
     if not split:
         return list(range(len(texts))), list(texts)
     owner, pieces = [], []
-    for i, (text, ids) in enumerate(zip(texts, src_tok.encode_batch(texts))):
-        parts = split_sentences(text) if len(ids) + 1 > limit else [text]
+    for i, text in enumerate(texts):
+        parts = split_sentences(text) or [text]
         owner += [i] * len(parts)
         pieces += parts
     return owner, pieces

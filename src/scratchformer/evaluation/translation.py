@@ -14,10 +14,11 @@ from scratchformer.runs import Run, load_run
 
 def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha: float = 0.6,
                    show: int = 0, train_targets: list[str] | None = None, engine: str = "torch",
-                   explain: bool = False) -> dict[str, Any]:
+                   explain: bool = False, split_sentences: bool = False) -> dict[str, Any]:
     """BLEU, chrF, exact match and time; for Chinese targets also the spurious-quote rate and, given the training
     targets, the share of unseen character 4-grams in the outputs and in the references. explain: BLEU taken
-    apart too (metrics.bleu_explained), under "bleu_explained"."""
+    apart too (metrics.bleu_explained), under "bleu_explained". split_sentences: each source translated sentence
+    by sentence (translate_texts; --engine torch only)."""
     from scratchformer.engines import make_translator
     from scratchformer.evaluation.metrics import (
         bleu,
@@ -29,14 +30,18 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha:
         unseen_ngram_rate,
     )
 
+    if split_sentences and engine != "torch":
+        raise ConfigError(f"--split-sentences: only --engine torch splits sentences, not --engine {engine}")
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     start = time.time()
-    hyps = make_translator(run, engine).translate(sources, beam=beam, alpha=alpha)  # torch: our own decoder
+    options = {"split_sentences": True} if split_sentences else {}
+    hyps = make_translator(run, engine).translate(sources, beam=beam, alpha=alpha, **options)  # torch: our own
     seconds = time.time() - start
     b, c = bleu(hyps, refs), chrf(hyps, refs)
     result: dict[str, Any] = {
         "sentences": len(pairs), "beam": beam, "bleu": round(b["score"], 2), "chrf": round(c["score"], 2),
         "exact_match": round(exact_match(hyps, refs), 4), "seconds": round(seconds, 1),
+        **({"split_sentences": True} if split_sentences else {}),
         "bleu_signature": b["signature"], "chrf_signature": c["signature"],
     }
     if has_cjk(refs):
@@ -53,7 +58,8 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha:
 
 def evaluate_run(run_dir: str | Path, split: str = "test", beam: int = 1, alpha: float = 0.6,
                  limit: int | None = None, show: int = 0, corpus: str | None = None,
-                 weights: str | Path | None = None, engine: str = "torch", explain: bool = False) -> dict[str, Any]:
+                 weights: str | Path | None = None, engine: str = "torch", explain: bool = False,
+                 split_sentences: bool = False) -> dict[str, Any]:
     """Translation scores of a run on `split` of its training corpus (or of `corpus`), the first `limit` pairs."""
     run = load_run(run_dir, weights)
     if run.model_config.arch != "encoder-decoder":
@@ -66,7 +72,7 @@ def evaluate_run(run_dir: str | Path, split: str = "test", beam: int = 1, alpha:
     if limit:
         pairs = pairs[:limit]
     return {"run_dir": str(run_dir), "corpus": source, "split": split,
-            **evaluate_pairs(run, pairs, beam, alpha, show, train_targets(run), engine, explain)}
+            **evaluate_pairs(run, pairs, beam, alpha, show, train_targets(run), engine, explain, split_sentences)}
 
 
 def train_targets(run: Run) -> list[str] | None:
