@@ -16,8 +16,9 @@ RUN = Path(__file__).resolve().parents[2] / "models" / "en-zh"
 pytestmark = pytest.mark.skipif(not (RUN / "model.safetensors").is_file(), reason="no shipped model")
 
 # Test-split sentences on which the shipped model loops (found by translating the whole test split)
-GREEDY_LOOP = "COLOR(255;255;255;1) returns 33554431"  # greedy: 「COLOR(255;255;1)」返回 35354444...441
-BEAM_LOOP = "Disables the splash screen at program start."  # beam 4: 禁用启动屏幕启动启动启动程序的启动屏幕。
+GREEDY_LOOP = "COLOR(255;255;255;1) returns 33554431"  # greedy: 「COLOR(255;2555;1)」返回 35444444444444441
+BEAM_LOOP = ("=IMSECH(2) returns 0.26580222883408 as a string. The imaginary part is equal to zero, so it is not "
+             "displayed in the result.")  # beam 4: 「=IMSECH(2)」返回 0.6528282828286582 作为字符串。...
 
 
 def repeated_ngrams(tokens: list[int], n: int) -> set[tuple[int, ...]]:
@@ -36,7 +37,7 @@ def translate(run, texts, **kw):
     return translate_texts(run.model, run.src_tok, run.tgt_tok, texts, **kw)
 
 
-@pytest.mark.parametrize("text,beam,loop", [(GREEDY_LOOP, 1, "444444"), (BEAM_LOOP, 4, "启动启动启动")])
+@pytest.mark.parametrize("text,beam,loop", [(GREEDY_LOOP, 1, "444444"), (BEAM_LOOP, 4, "282828")])
 def test_no_repeat_ngram_3_removes_the_shipped_models_loops(run, text, beam, loop):
     (plain,) = translate(run, [text], beam=beam, return_hyps=True)
     assert loop in plain.hyps[0].text and repeated_ngrams(plain.hyps[0].tokens, 3)
@@ -122,8 +123,8 @@ def test_cli_bad_options_are_one_line(capsys, args, message):
 
 @pytest.mark.slow
 def test_no_repeat_ngram_on_the_whole_test_split(run):
-    """Greedy on the 1,000 test sentences: 268 outputs hold a repeated character 3-gram (the references: 212);
-    with no_repeat_ngram=3 none do, at a cost of BLEU 44.91 -> 42.62 (the references repeat 3-grams too)."""
+    """Greedy on the 1,000 test sentences: 288 outputs hold a repeated character 3-gram (the references: 212);
+    with no_repeat_ngram=3 none do, at a cost of BLEU 44.96 -> 42.85 (the references repeat 3-grams too)."""
     from scratchformer.evaluation.metrics import bleu
 
     pairs = load_pairs("en-zh", "test")
