@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import gzip
-import warnings
 import re
+import warnings
 from pathlib import Path
 
 import pytest
