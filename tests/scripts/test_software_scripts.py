@@ -47,3 +47,16 @@ def test_the_gpu_script_smoke_trains_averages_and_scores(tmp_path, capsys):
 def test_eval_software_lists_the_bundled_sources_in_order():
     sources = _script("eval_software").sources()
     assert sources == ["libreoffice", "gimp", "debian-faq", "maint-guide", "debian-edu", "django", "jupyterlab"]
+
+
+def test_eval_software_passes_alpha_and_split_sentences_to_the_evaluation(tiny_run):
+    from scratchformer.data.corpus import load_pairs
+    from scratchformer.evaluation.translation import evaluate_pairs
+    from scratchformer.runs import load_run
+
+    scores = _script("eval_software").score_sources(tiny_run, "valid", beam=2, only=["django"], limit=4,
+                                                    split_sentences=True, alpha=1.5)
+    pairs = load_pairs("software", "valid-django")[:4]
+    expected = evaluate_pairs(load_run(tiny_run), pairs, beam=2, alpha=1.5, split_sentences=True)
+    assert list(scores) == ["django"] and scores["django"]["split_sentences"] is True
+    assert (scores["django"]["bleu"], scores["django"]["chrf"]) == (expected["bleu"], expected["chrf"])
