@@ -500,8 +500,7 @@ def add_sentence_pairs(built: list[Built]) -> None:
             if len(en_s) < 2 or len(en_s) != len(zh_s):
                 continue
             for x, y in zip(en_s, zh_s, strict=True):
-                keys = {f"en:{x}", f"en~{bc.norm_key(x)}", f"zh:{y}", f"zh~{bc.norm_key(y)}"}
-                if x in seen or keys & held or filter_pair(x, y) is not None:
+                if x in seen or held.intersection(_keys((x, y))) or filter_pair(x, y) is not None:
                     continue
                 seen.add(x)
                 added.append((x, y))

@@ -299,16 +299,14 @@ def upsample_sources(pairs: list[tuple[str, str]], corpus: str, factors: dict[st
     (fairseq's --upsample-primary, per source): `pairs`, then round r = 1 .. max-1 appends the part of every
     source whose factor exceeds r, in corpus order. Unknown sources and corpora without sources are errors."""
     parts = check_upsample(corpus, factors)
-    names = [source for source, _ in parts]
     if sum(n for _, n in parts) != len(pairs):
         raise CorpusError(f"{corpus}/STATS.json counts {sum(n for _, n in parts)} train pairs but its train file "
                           f"holds {len(pairs)}: rebuild the corpus (docs/corpus.md)")
-    spans, start = {}, 0
+    spans, start = [], 0  # (source, its slice of `pairs`), in corpus order
     for source, n in parts:
-        spans[source], start = (start, start + n), start + n
+        spans.append((source, slice(start, start + n)))
+        start += n
     out = list(pairs)
     for r in range(1, max(factors.values(), default=1)):
-        for source in names:
-            if factors.get(source, 1) > r:
-                out += pairs[slice(*spans[source])]
+        out += [p for source, part in spans if factors.get(source, 1) > r for p in pairs[part]]
     return out
