@@ -31,14 +31,15 @@ def sources() -> list[str]:
 
 
 def score_sources(run_dir: Path, split: str = "test", beam: int = 4, weights: Path | None = None,
-                  only: list[str] | None = None, limit: int | None = None,
-                  split_sentences: bool = False, alpha: float = 0.6) -> dict[str, dict]:
+                  only: list[str] | None = None, limit: int | None = None, split_sentences: bool | None = None,
+                  alpha: float | None = None, repair_copies: bool | None = None) -> dict[str, dict]:
     """{source: evaluate_pairs' result} on `split`-SOURCE of `software`; the run and its training targets are
-    loaded once for all sources."""
+    loaded once for all sources; decoding options left None are the run's own (decoding.json)."""
     run = load_run(run_dir, weights)
     targets = train_targets(run)
     return {source: evaluate_pairs(run, load_pairs("software", f"{split}-{source}", on_error="skip")[:limit],
-                                   beam, alpha, train_targets=targets, split_sentences=split_sentences)
+                                   beam, alpha, train_targets=targets, split_sentences=split_sentences,
+                                   repair_copies=repair_copies)
             for source in only or sources()}
 
 
@@ -49,8 +50,12 @@ def main() -> None:
     ap.add_argument("--beam", type=int, default=4)
     ap.add_argument("--weights", type=Path, help="a checkpoint's weights instead of the run's model.safetensors")
     ap.add_argument("--only", nargs="+", help="these sources only")
-    ap.add_argument("--split-sentences", action="store_true", help="translate each source sentence by sentence")
-    ap.add_argument("--alpha", type=float, default=0.6, help="the length penalty's exponent (GNMT; 0.6 the paper's)")
+    ap.add_argument("--split-sentences", action=argparse.BooleanOptionalAction, default=None,
+                    help="translate each source sentence by sentence (default: the run's decoding.json)")
+    ap.add_argument("--repair-copies", action=argparse.BooleanOptionalAction, default=None,
+                    help="put back miscopied names and numbers (default: the run's decoding.json)")
+    ap.add_argument("--alpha", type=float, default=None,
+                    help="the length penalty's exponent (GNMT; default: the run's decoding.json, else 0.6)")
     ap.add_argument("--label", default="", help="a name for the rows in --out (e.g. before, after)")
     ap.add_argument("--out", type=Path, help="append one JSON line per source here")
     args = ap.parse_args()
@@ -59,7 +64,8 @@ def main() -> None:
         ap.error(f"--only {' '.join(unknown)}: not a source of the software corpus ({', '.join(sources())})")
     try:
         scores = score_sources(args.run_dir, args.split, args.beam, args.weights, args.only,
-                               split_sentences=args.split_sentences, alpha=args.alpha)
+                               split_sentences=args.split_sentences, alpha=args.alpha,
+                               repair_copies=args.repair_copies)
     except ScratchformerError as e:
         ap.exit(2, f"{ap.prog}: error: {e}\n")
 
@@ -68,7 +74,8 @@ def main() -> None:
     print("| --- | --- | ---: | --- |")
     for source, r in scores.items():
         row = {"label": args.label, "run": str(args.run_dir), "weights": str(args.weights or ""), "source": source,
-               "split": args.split, "beam": args.beam, "alpha": args.alpha, "split_sentences": args.split_sentences,
+               "split": args.split, "beam": args.beam, "alpha": r["alpha"], "split_sentences": r["split_sentences"],
+               "repair_copies": r["repair_copies"],
                "date": datetime.date.today().isoformat(),
                **{k: r.get(k) for k in FIELDS}}
         rows.append(row)

@@ -113,7 +113,7 @@ def test_cli_jsonl_in_and_out(capsys, monkeypatch):
     (["--no-repeat-ngram", "-3"], "--no-repeat-ngram -3"),
     (["--max-len", "3", "--prefix", "打开文件。"], "prefix '打开文件。': 5 target tokens, more than the 3"),
     (["--engine", "ctranslate2", "--n-best", "2"], "--n-best 2: only --engine torch"),
-    (["--engine", "onnxruntime", "--split-sentences"], "--split-sentences: only --engine torch"),
+    (["--engine", "onnxruntime", "--align"], "--align: only --engine torch"),
     (["--input-format", "jsonl"], "input line 1 is not JSON"),
 ])
 def test_cli_bad_options_are_one_line(capsys, args, message):

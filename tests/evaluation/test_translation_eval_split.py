@@ -1,10 +1,10 @@
-"""`evaluate --split-sentences`: each source translated sentence by sentence, as `translate --split-sentences`."""
+"""`evaluate --split-sentences` / `--repair-copies`: as `translate`'s, on every engine."""
 
 import pytest
 
+from scratchformer.decoding.copies import repair_all
 from scratchformer.decoding.sentences import join_translations
-from scratchformer.decoding.translate import translate_texts
-from scratchformer.errors import ConfigError
+from scratchformer.decoding.translate import translate_texts, translate_with
 from scratchformer.evaluation.metrics import bleu
 from scratchformer.evaluation.translation import evaluate_pairs
 from scratchformer.runs import load_run
@@ -18,9 +18,27 @@ def test_evaluate_pairs_scores_the_sentence_by_sentence_translation(tiny_run):
     hyps = [join_translations(parts[:2]), parts[2]]
     assert result["split_sentences"] is True
     assert result["bleu"] == round(bleu(hyps, [t for _, t in pairs])["score"], 2)
-    assert "split_sentences" not in evaluate_pairs(run, pairs, beam=2)
+    assert evaluate_pairs(run, pairs, beam=2)["split_sentences"] is False
 
 
-def test_split_sentences_with_an_exported_engine_is_one_line(tiny_run):
-    with pytest.raises(ConfigError, match="--split-sentences: only --engine torch"):
-        evaluate_pairs(load_run(tiny_run), [("Hello.", "你好。")], engine="ctranslate2", split_sentences=True)
+def test_an_exported_engine_splits_and_repairs_too(tiny_run):
+    pytest.importorskip("ctranslate2")
+    from scratchformer.engines import make_translator
+
+    run = load_run(tiny_run)
+    pairs = [("I love you. Good night.", "我爱你。晚安。"), ("Hello.", "你好。")]
+    result = evaluate_pairs(run, pairs, beam=2, engine="ctranslate2", split_sentences=True, repair_copies=True)
+    pieces = ["I love you.", "Good night.", "Hello."]
+    parts = repair_all(pieces, make_translator(run, "ctranslate2").translate(pieces, beam=2))
+    hyps = [join_translations(parts[:2]), parts[2]]
+    assert result["split_sentences"] is True and result["repair_copies"] is True
+    assert result["bleu"] == round(bleu(hyps, [t for _, t in pairs])["score"], 2)
+
+
+def test_translate_with_repairs_each_sentence_from_its_own_source():
+    def miscopy(texts):
+        return [t.replace("dlocate", "dlat").replace("gentoo", "gent").replace(".", "。") + "的" for t in texts]
+
+    out = translate_with(miscopy, ["Use dlocate. Use gentoo.", "x"], split_sentences=True, repair_copies=True)
+    assert out == ["Use dlocate。的Use gentoo。的", "x的"]
+    assert translate_with(miscopy, ["Use dlocate."]) == ["Use dlat。的"]

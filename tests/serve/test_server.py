@@ -51,10 +51,13 @@ def test_translate_equals_the_cli(server, reference, tiny_run):
     status, out, _ = request(server.url, "/translate", {"q": [TEXTS[1], TEXTS[3]], "source": "en", "target": "zh",
                                                         "alternatives": 2})
     assert status == 200
-    served = [f"{text}\t{score:.6f}" for best, alts, scores in zip(out["translatedText"], out["alternatives"],
-                                                                   out["scores"])
+    served = [(text, score) for best, alts, scores in zip(out["translatedText"], out["alternatives"], out["scores"])
               for text, score in zip([best, *alts], scores)]
-    assert served == lines  # the n-best lists, texts and scores, as `translate --n-best 3` prints them
+    printed = [(text, float(score)) for text, score in (line.rsplit("\t", 1) for line in lines)]
+    # the n-best lists as `translate --n-best 3` prints them: the same texts, the scores to float noise (the two
+    # processes may measure different weight layouts, so different kernels: never compared bit for bit)
+    assert [t for t, _ in served] == [t for t, _ in printed]
+    assert served == [(t, pytest.approx(s, abs=1e-4)) for t, s in printed]
 
 
 def test_form_posts_and_auto_source(server, reference):

@@ -19,7 +19,7 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise ConfigError(f"--show {args.show}: give a number of samples >= 0")
     if args.beam < 1:
         raise ConfigError(f"--beam {args.beam}: must be >= 1 (1 = greedy)")
-    if not 0 <= args.alpha <= MAX_ALPHA:  # NaN fails too
+    if args.alpha is not None and not 0 <= args.alpha <= MAX_ALPHA:  # NaN fails too
         raise ConfigError(f"--alpha {args.alpha}: the length penalty's exponent must be in [0, {MAX_ALPHA}] "
                           "(0 = off; the paper uses 0.6)")
 
@@ -34,10 +34,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from scratchformer.errors import ConfigError
 
         raise ConfigError(f"--explain takes BLEU apart: {args.run_dir} holds a {arch} model, which has no BLEU")
-    if args.split_sentences and arch != "encoder-decoder":
-        from scratchformer.errors import ConfigError
+    for flag, value in (("--split-sentences", args.split_sentences), ("--repair-copies", args.repair_copies)):
+        if value and arch != "encoder-decoder":
+            from scratchformer.errors import ConfigError
 
-        raise ConfigError(f"--split-sentences is for translation: {args.run_dir} holds a {arch} model")
+            raise ConfigError(f"{flag} is for translation: {args.run_dir} holds a {arch} model")
     if arch == "decoder":
         from scratchformer.evaluation.lm import evaluate_lm
 
@@ -51,7 +52,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         result = evaluate_run(args.run_dir, args.split, args.beam, args.alpha, args.limit, args.show, args.corpus,
                               args.weights, engine=args.engine, explain=args.explain,
-                              split_sentences=args.split_sentences)
+                              split_sentences=args.split_sentences, repair_copies=args.repair_copies)
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
         return 0
@@ -74,15 +75,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir")
     p.add_argument("--split", default="test")
     p.add_argument("--beam", type=int, default=1)
-    p.add_argument("--alpha", type=float, default=0.6)
+    p.add_argument("--alpha", type=float, default=None,
+                   help="GNMT length penalty's exponent (default: the run's decoding.json, else 0.6)")
     p.add_argument("--limit", type=int, help="only the first N sentences")
     p.add_argument("--show", type=int, default=3, help="print N sample translations")
     p.add_argument("--corpus", help="evaluate on another corpus than the one trained on")
     p.add_argument("--weights", help="another safetensors file of the run (e.g. averaged.safetensors)")
     p.add_argument("--engine", default="torch", choices=["torch", "ctranslate2", "onnxruntime"],
                    help="translation: decode with our PyTorch code (default) or an exported copy")
-    p.add_argument("--split-sentences", action="store_true",
-                   help="translation: translate each source sentence by sentence, as `translate --split-sentences`")
+    p.add_argument("--split-sentences", action=argparse.BooleanOptionalAction, default=None,
+                   help="translation: translate each source sentence by sentence, as `translate --split-sentences` "
+                        "(default: the run's decoding.json, else off)")
+    p.add_argument("--repair-copies", action=argparse.BooleanOptionalAction, default=None,
+                   help="translation: put back miscopied names and numbers, as `translate --repair-copies` "
+                        "(default: the run's decoding.json, else off)")
     p.add_argument("--explain", action="store_true", help="translation: BLEU taken apart (1-4-gram precisions, "
                    "brevity penalty) beside sacreBLEU's score, and why seed 001's unigram 'simple BLEU' differs")
     p.add_argument("--json", action="store_true")

@@ -17,7 +17,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                         api_key=args.api_key)
     return serve(args.run_dir, settings, host=args.host, port=args.port, engine=args.engine, weights=args.weights,
                  int8=args.int8, alpha=args.alpha, batch_size=args.batch_size, max_len=args.max_len,
-                 log_level=args.log_level)
+                 log_level=args.log_level, split_sentences=args.split_sentences, repair_copies=args.repair_copies)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,7 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     d = p.add_argument_group("decoding (the same options as `translate`)")
     d.add_argument("--beam", type=int, default=4, help="default beam size (requests may ask for another)")
     d.add_argument("--max-beam", type=int, default=16, help="the widest beam a request may ask for (default 16)")
-    d.add_argument("--alpha", type=float, default=0.6, help="GNMT length penalty ((5+|Y|)/6)^alpha")
+    d.add_argument("--alpha", type=float, default=None,
+                   help="GNMT length penalty ((5+|Y|)/6)^alpha (default: the run's decoding.json, else 0.6)")
+    d.add_argument("--split-sentences", action=argparse.BooleanOptionalAction, default=None,
+                   help="translate each text sentence by sentence (default: the run's decoding.json, else off)")
+    d.add_argument("--repair-copies", action=argparse.BooleanOptionalAction, default=None,
+                   help="put back miscopied names and numbers (default: the run's decoding.json, else off)")
     d.add_argument("--batch-size", type=int, default=32, help="sentences decoded together (default 32)")
     d.add_argument("--max-len", type=int, default=None, help="most output tokens per sentence (default: source + 50)")
     b = p.add_argument_group("batching and limits")

@@ -1,8 +1,9 @@
 """`scratchformer translate RUN_DIR "text" ...`: one line in, one line out (arguments, a file, or stdin).
 
 With --n-best, --align or --format jsonl, one input gives its hypotheses (decoding/results.py); the decoding
-options (--n-best, --no-repeat-ngram, --repetition-penalty, --prefix, --split-sentences, --align) are our own
-decoder's (--engine torch).
+options (--n-best, --no-repeat-ngram, --repetition-penalty, --prefix, --align) are our own decoder's (--engine
+torch). --alpha, --split-sentences and --repair-copies default to the run's own (RUN_DIR/decoding.json,
+runs/decoding.py) and work with every engine.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 # The options only --engine torch has: flag, attribute, its "off" value.
 TORCH_ONLY = (("--n-best", "n_best", 1), ("--format", "format", "text"), ("--no-repeat-ngram", "no_repeat_ngram", 0),
               ("--repetition-penalty", "repetition_penalty", 1.0), ("--prefix", "prefix", None),
-              ("--split-sentences", "split_sentences", False), ("--align", "align", False))
+              ("--align", "align", False))
 
 
 def _inputs(args: argparse.Namespace) -> list[str]:
@@ -79,7 +80,7 @@ def _check_arch(args: argparse.Namespace, arch: str) -> None:
 def cmd_translate(args: argparse.Namespace) -> int:
     from scratchformer.cli.common import set_threads
     from scratchformer.decoding import translate_texts
-    from scratchformer.decoding.translate import check_translate_options
+    from scratchformer.decoding.translate import check_translate_options, translate_with
     from scratchformer.errors import ConfigError
     from scratchformer.runs import load_run
 
@@ -87,8 +88,10 @@ def cmd_translate(args: argparse.Namespace) -> int:
     set_threads(args.threads)
     run = load_run(args.run_dir, args.weights)
     _check_arch(args, run.model_config.arch)
-    check_translate_options(run.model, args.beam, args.alpha, args.batch_size, args.max_tokens, args.max_len, cli=True,
-                            n_best=args.n_best, no_repeat_ngram=args.no_repeat_ngram,
+    decoding = run.decoding.pick(alpha=args.alpha, split_sentences=args.split_sentences,
+                                 repair_copies=args.repair_copies)
+    check_translate_options(run.model, args.beam, decoding.alpha, args.batch_size, args.max_tokens, args.max_len,
+                            cli=True, n_best=args.n_best, no_repeat_ngram=args.no_repeat_ngram,
                             repetition_penalty=args.repetition_penalty)
     if args.int8 and args.engine != "ctranslate2":  # ctranslate2 quantizes its own export (int8=True)
         from scratchformer.decoding.quantize import quantize_int8
@@ -102,17 +105,20 @@ def cmd_translate(args: argparse.Namespace) -> int:
                               "engine gives the best translation as text")
     structured = args.n_best > 1 or args.align or args.format == "jsonl"
     if args.engine == "torch":
-        outputs = translate_texts(run.model, run.src_tok, run.tgt_tok, texts, beam=args.beam, alpha=args.alpha,
+        outputs = translate_texts(run.model, run.src_tok, run.tgt_tok, texts, beam=args.beam, alpha=decoding.alpha,
                                   batch_size=args.batch_size, max_tokens=args.max_tokens, max_len=args.max_len,
                                   n_best=args.n_best, no_repeat_ngram=args.no_repeat_ngram,
                                   repetition_penalty=args.repetition_penalty, prefix=prefix,
-                                  split_sentences=args.split_sentences, align=args.align, return_hyps=structured)
+                                  split_sentences=decoding.split_sentences, repair_copies=decoding.repair_copies,
+                                  align=args.align, return_hyps=structured)
     else:
         from scratchformer.engines import make_translator
 
         options = {"int8": True} if args.int8 and args.engine == "ctranslate2" else {}
-        outputs = make_translator(run, args.engine, **options).translate(texts, beam=args.beam, alpha=args.alpha,
-                                                              max_len=args.max_len, batch_size=args.batch_size)
+        translator = make_translator(run, args.engine, **options)
+        outputs = translate_with(lambda pieces: translator.translate(pieces, beam=args.beam, alpha=decoding.alpha,
+                                                                     max_len=args.max_len, batch_size=args.batch_size),
+                                 texts, decoding.split_sentences, decoding.repair_copies)
     _print(outputs, args)
     if structured:
         outputs = [t.hyps[0].text for t in outputs]
@@ -152,7 +158,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("text", nargs="*", help="sentences to translate (none or '-' reads stdin, one per line)")
     p.add_argument("--file", help="read sentences from FILE ('-' for stdin), one per line")
     p.add_argument("--beam", type=int, default=4, help="beam size (1 = greedy); the paper uses 4")
-    p.add_argument("--alpha", type=float, default=0.6, help="GNMT length penalty ((5+|Y|)/6)^alpha")
+    p.add_argument("--alpha", type=float, default=None,
+                   help="GNMT length penalty ((5+|Y|)/6)^alpha (default: the run's decoding.json, else 0.6)")
     p.add_argument("--batch-size", type=int, default=32, help="sentences decoded together (default 32)")
     p.add_argument("--max-tokens", type=int, default=None, help="also cap a batch at this many padded source tokens")
     p.add_argument("--max-len", type=int, default=None,
@@ -178,9 +185,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--repetition-penalty", type=float, default=1.0, metavar="P",
                    help="divide the logits of tokens already output by P (multiply if negative; CTRL's; 1 = off)")
     d.add_argument("--prefix", metavar="TEXT", help="force every translation to start with TEXT (kept in the output)")
-    d.add_argument("--split-sentences", action="store_true",
+    t = p.add_argument_group("text options (every engine; default: the run's decoding.json, else off)")
+    t.add_argument("--split-sentences", action=argparse.BooleanOptionalAction, default=None,
                    help="translate each line sentence by sentence (cut after . ! ? before a capital or digit, "
                         "after 。！？) and join the parts: for paragraphs, and lines beyond the model's max_len")
+    t.add_argument("--repair-copies", action=argparse.BooleanOptionalAction, default=None,
+                   help="put back names, numbers, paths and options the model miscopied from the source "
+                        "(gentoo.xmlent -> gentoo.1.xml; only in outputs with CJK text; decoding/copies.py)")
     d.add_argument("--align", action="store_true",
                    help="add word alignments `i-j` (source-target subword token indices, from the last decoder "
                         "layer's cross-attention averaged over heads) after a TAB, or as \"alignment\" in jsonl")

@@ -5,13 +5,14 @@
 
 Sources are encoded as in training (`data/batching.py:encode_pairs`): ``encode(s) + [EOS]``.
 Options translators ask for: n-best lists with scores, repetition rules and a forced target prefix
-(constraints.py), sentence splitting of over-long paragraphs (sentences.py), word alignments (alignment.py).
+(constraints.py), sentence splitting of paragraphs (sentences.py), miscopied names put back (copies.py), word
+alignments (alignment.py).
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from scratchformer.config import available_memory, human_bytes
 from scratchformer.data.tokenizers import EOS_ID, UNK_ID, Tokenizer
@@ -19,6 +20,7 @@ from scratchformer.decoding.alignment import align as word_alignments
 from scratchformer.decoding.beam import beam_search
 from scratchformer.decoding.common import PAPER_EXTRA_LEN, special_ids
 from scratchformer.decoding.constraints import check_repetition_options
+from scratchformer.decoding.copies import repair_copies as repair_text
 from scratchformer.decoding.greedy import greedy_decode
 from scratchformer.decoding.results import Hyp, Translation, join_parts
 from scratchformer.decoding.sentences import join_translations, split_sentences
@@ -101,6 +103,7 @@ def translate_texts(
     repetition_penalty: float = 1.0,
     prefix: str | Sequence[str | None] | None = None,
     split_sentences: bool = False,
+    repair_copies: bool = False,
     align: bool = False,
     return_hyps: bool = False,
 ) -> list[str] | list[Translation]:
@@ -109,6 +112,9 @@ def translate_texts(
     paper's src_len + 50). Empty lines give empty outputs; sources longer than the model's max_len are cut
     (with one warning). split_sentences: every text is translated sentence by sentence and the parts joined
     (sentences.py), so a paragraph is neither cut nor decoded as one long sequence the model rarely saw.
+    repair_copies: names, numbers and paths the model miscopied from each sentence are put back (copies.py); the
+    text changes, a hypothesis' tokens stay the model's, and with align the text is left as decoded (alignments
+    index the model's tokens).
 
     no_repeat_ngram / repetition_penalty: constraints.py. prefix: target text forced at the start of every
     output (a str), or one per text (None or "" for none); the output includes it; a split paragraph's prefix
@@ -141,7 +147,8 @@ def translate_texts(
         options = dict(max_len=max_len, no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty,
                        prefixes=pre if any(pre) else None)
         if structured:
-            hyps = _hypotheses(model, tgt_tok, src, beam, alpha, n_best, align, options)
+            hyps = _hypotheses(model, tgt_tok, src, beam, alpha, n_best, align, options,
+                               [pieces[i] for i in batch] if repair_copies and not align else None)
         elif beam == 1:
             hyps = greedy_decode(model, src, **options)
         else:
@@ -152,15 +159,20 @@ def translate_texts(
     for i, o in enumerate(owner):
         by_text[o].append(i)
     if not structured:
-        return [join_translations([tgt_tok.decode(done[i]) for i in parts]) for parts in by_text]
+        def text(i: int) -> str:
+            out = tgt_tok.decode(done[i])
+            return repair_text(pieces[i], out) if repair_copies else out
+
+        return [join_translations([text(i) for i in parts]) for parts in by_text]
     empty = [Hyp("", 0.0, [], [] if align else None) for _ in range(n_best)]
     return [Translation(text, join_parts([done[i] for i in parts], [len(srcs[i]) - 1 for i in parts])
                         if text.strip() else empty) for text, parts in zip(texts, by_text)]
 
 
 def _hypotheses(model: EncoderDecoder, tgt_tok: Tokenizer, src: list[list[int]], beam: int, alpha: float,
-                n_best: int, align: bool, options: dict) -> list[list[Hyp]]:
-    """n_best Hyps per source, from beam search (beam 1 included: its scores carry the length penalty)."""
+                n_best: int, align: bool, options: dict, repair_from: list[str] | None = None) -> list[list[Hyp]]:
+    """n_best Hyps per source, from beam search (beam 1 included: its scores carry the length penalty);
+    repair_from: the source texts whose miscopied spans each hypothesis' text gets back (copies.py)."""
     found = beam_search(model, src, beam_size=beam, alpha=alpha, n_best=n_best, **options)
     alignments: list[list[tuple[int, int]] | None] = [None] * sum(map(len, found))
     if align:
@@ -168,7 +180,13 @@ def _hypotheses(model: EncoderDecoder, tgt_tok: Tokenizer, src: list[list[int]],
         alignments = word_alignments(model, [s for s, hs in zip(src, found) for _ in hs],
                                      [h.tokens for hs in found for h in hs], bos, eos, pad)
     flat = iter(alignments)
-    return [[Hyp(tgt_tok.decode(h.tokens), h.score, h.tokens, next(flat)) for h in hs] for hs in found]
+    texts = repair_from or [None] * len(found)
+
+    def text(tokens: list[int], source: str | None) -> str:
+        out = tgt_tok.decode(tokens)
+        return repair_text(source, out) if source is not None else out
+
+    return [[Hyp(text(h.tokens, s), h.score, h.tokens, next(flat)) for h in hs] for hs, s in zip(found, texts)]
 
 
 def prefix_ids(tgt_tok: Tokenizer, prefix: str | Sequence[str | None] | None, n: int, most: int) -> list[list[int]]:
@@ -192,6 +210,21 @@ def prefix_ids(tgt_tok: Tokenizer, prefix: str | Sequence[str | None] | None, n:
                               f"{most} an output may have (max_len)")
         out.append(ids)
     return out
+
+
+def translate_with(translate: Callable[[list[str]], list[str]], texts: Sequence[str], split_sentences: bool = False,
+                   repair_copies: bool = False) -> list[str]:
+    """`translate` (any engine's texts -> texts) with the text-level options around it: each text cut into its
+    sentences first (split_sentences) and the parts joined after, each output's miscopied spans put back from its
+    own source (repair_copies). What translate_texts does inside for our own decoder, for every engine."""
+    owner, pieces = _parts(texts, split_sentences)
+    outputs = translate(pieces)
+    if repair_copies:
+        outputs = [repair_text(src, out) for src, out in zip(pieces, outputs, strict=True)]
+    by_text: list[list[str]] = [[] for _ in texts]
+    for o, out in zip(owner, outputs, strict=True):
+        by_text[o].append(out)
+    return [join_translations(parts) for parts in by_text]
 
 
 def _parts(texts: Sequence[str], split: bool) -> tuple[list[int], list[str]]:

@@ -13,7 +13,7 @@ class Translator:
         self.run = run
 
     def translate(self, texts: Sequence[str], beam: int = 4, alpha: float = 0.6, max_len: int | None = None,
-                  batch_size: int = 32, split_sentences: bool = False) -> list[str]:
+                  batch_size: int = 32) -> list[str]:
         r = self.run
         return translate_texts(r.model, r.src_tok, r.tgt_tok, list(texts), beam=beam, alpha=alpha,
-                               batch_size=batch_size, max_len=max_len, split_sentences=split_sentences)
+                               batch_size=batch_size, max_len=max_len)

@@ -12,13 +12,16 @@ from scratchformer.errors import ConfigError, ScratchformerError
 from scratchformer.runs import Run, load_run
 
 
-def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha: float = 0.6,
+def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha: float | None = None,
                    show: int = 0, train_targets: list[str] | None = None, engine: str = "torch",
-                   explain: bool = False, split_sentences: bool = False) -> dict[str, Any]:
+                   explain: bool = False, split_sentences: bool | None = None,
+                   repair_copies: bool | None = None) -> dict[str, Any]:
     """BLEU, chrF, exact match and time; for Chinese targets also the spurious-quote rate and, given the training
     targets, the share of unseen character 4-grams in the outputs and in the references. explain: BLEU taken
-    apart too (metrics.bleu_explained), under "bleu_explained". split_sentences: each source translated sentence
-    by sentence (translate_texts; --engine torch only)."""
+    apart too (metrics.bleu_explained), under "bleu_explained". alpha, split_sentences, repair_copies: None takes
+    the run's own (decoding.json, runs/decoding.py); the result says which were used. Every engine splits and
+    repairs (decoding/translate.py: translate_with)."""
+    from scratchformer.decoding.translate import translate_with
     from scratchformer.engines import make_translator
     from scratchformer.evaluation.metrics import (
         bleu,
@@ -30,18 +33,17 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha:
         unseen_ngram_rate,
     )
 
-    if split_sentences and engine != "torch":
-        raise ConfigError(f"--split-sentences: only --engine torch splits sentences, not --engine {engine}")
+    decoding = run.decoding.pick(alpha=alpha, split_sentences=split_sentences, repair_copies=repair_copies)
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+    translator = make_translator(run, engine)
     start = time.time()
-    options = {"split_sentences": True} if split_sentences else {}
-    hyps = make_translator(run, engine).translate(sources, beam=beam, alpha=alpha, **options)  # torch: our own
+    hyps = translate_with(lambda texts: translator.translate(texts, beam=beam, alpha=decoding.alpha), sources,
+                          decoding.split_sentences, decoding.repair_copies)
     seconds = time.time() - start
     b, c = bleu(hyps, refs), chrf(hyps, refs)
     result: dict[str, Any] = {
         "sentences": len(pairs), "beam": beam, "bleu": round(b["score"], 2), "chrf": round(c["score"], 2),
-        "exact_match": round(exact_match(hyps, refs), 4), "seconds": round(seconds, 1),
-        **({"split_sentences": True} if split_sentences else {}),
+        "exact_match": round(exact_match(hyps, refs), 4), "seconds": round(seconds, 1), **decoding.options(),
         "bleu_signature": b["signature"], "chrf_signature": c["signature"],
     }
     if has_cjk(refs):
@@ -56,11 +58,12 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha:
     return result
 
 
-def evaluate_run(run_dir: str | Path, split: str = "test", beam: int = 1, alpha: float = 0.6,
+def evaluate_run(run_dir: str | Path, split: str = "test", beam: int = 1, alpha: float | None = None,
                  limit: int | None = None, show: int = 0, corpus: str | None = None,
                  weights: str | Path | None = None, engine: str = "torch", explain: bool = False,
-                 split_sentences: bool = False) -> dict[str, Any]:
-    """Translation scores of a run on `split` of its training corpus (or of `corpus`), the first `limit` pairs."""
+                 split_sentences: bool | None = None, repair_copies: bool | None = None) -> dict[str, Any]:
+    """Translation scores of a run on `split` of its training corpus (or of `corpus`), the first `limit` pairs;
+    decoding options left None are the run's own (decoding.json)."""
     run = load_run(run_dir, weights)
     if run.model_config.arch != "encoder-decoder":
         raise ConfigError(f"{run_dir} holds a {run.model_config.arch} model: translation metrics need an "
@@ -72,7 +75,8 @@ def evaluate_run(run_dir: str | Path, split: str = "test", beam: int = 1, alpha:
     if limit:
         pairs = pairs[:limit]
     return {"run_dir": str(run_dir), "corpus": source, "split": split,
-            **evaluate_pairs(run, pairs, beam, alpha, show, train_targets(run), engine, explain, split_sentences)}
+            **evaluate_pairs(run, pairs, beam, alpha, show, train_targets(run), engine, explain, split_sentences,
+                             repair_copies)}
 
 
 def train_targets(run: Run) -> list[str] | None:

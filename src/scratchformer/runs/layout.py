@@ -6,6 +6,7 @@
       tokenizer_src.json     tokenizers (tokenizer_tgt.json; one file if shared)
       model.safetensors      the weights translate/evaluate use (best on validation, or averaged)
       metrics.jsonl          one JSON record per log / validation event
+      decoding.json          the model's own decoding defaults, chosen on validation (runs/decoding.py)
       .scratchformer-run     marker: this folder was made by `scratchformer train` (--overwrite checks it)
       .lock                  held (flock) by the training that writes the folder; names its pid and host
       export/<format>/       a copy for another engine (--engine ctranslate2 | onnxruntime), stamped with the weights
@@ -32,7 +33,8 @@ MARKER, LOCK = ".scratchformer-run", ".lock"
 # Everything `scratchformer train` (and `average`, `plot`) writes at the top of a run directory: --overwrite
 # deletes these and nothing else.
 RUN_ENTRIES = ("config.json", "train_config.json", "tokenizer_src.json", "tokenizer_tgt.json", "model.safetensors",
-               "metrics.jsonl", "curve.png", "checkpoints", "averaged.safetensors", "README.json", "export", MARKER)
+               "metrics.jsonl", "curve.png", "checkpoints", "averaged.safetensors", "README.json", "decoding.json",
+               "export", MARKER)
 TRAINER_TENSORS, TRAINER_JSON, LEGACY_STATE = "trainer_state.safetensors", "trainer_state.json", "trainer_state.pt"
 
 

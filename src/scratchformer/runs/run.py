@@ -1,12 +1,12 @@
 """A run directory as one object: the trained model, its tokenizers and the configs it was trained with.
 
     run = load_run("runs/long")          # checks every file and says which one is missing or wrong
-    run.model, run.src_tok, run.tgt_tok, run.train_config
+    run.model, run.src_tok, run.tgt_tok, run.train_config, run.decoding (decoding.json, runs/decoding.py)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -16,6 +16,7 @@ from scratchformer.data.tokenizers import Tokenizer, load_tokenizer
 from scratchformer.errors import CheckpointError
 from scratchformer.model import build_model
 from scratchformer.model.transformer import TransformerBase
+from scratchformer.runs.decoding import Decoding, load_decoding
 from scratchformer.runs.layout import weights_path
 from scratchformer.runs.weights import load_weights
 
@@ -28,6 +29,7 @@ class Run:
     src_tok: Tokenizer
     tgt_tok: Tokenizer
     train_config: TrainConfig | None
+    decoding: Decoding = field(default_factory=Decoding)  # decoding.json: the run's own decoding defaults
 
 
 def load_config(run_dir: Path) -> ModelConfig:
@@ -74,7 +76,8 @@ def load_run(run_dir: str | Path, weights: str | Path | None = None, device: str
     model = build_model(config)
     load_weights(model, Path(weights) if weights else weights_path(run_dir))  # refuses a FIFO, a folder, a device
     train_config = load_train_config(run_dir)
+    decoding = load_decoding(run_dir)
     model = model.to(torch.device(device)).eval()
     if hasattr(model, "inference_layout"):  # column-major Linear weights where measured faster: the same numbers
         model.inference_layout(measured=True)
-    return Run(run_dir, model, config, src_tok, tgt_tok, train_config)
+    return Run(run_dir, model, config, src_tok, tgt_tok, train_config, decoding)

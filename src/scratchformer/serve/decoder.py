@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from scratchformer.data.corpus import corpus_languages
 from scratchformer.decoding import translate_texts
-from scratchformer.decoding.translate import check_translate_options
+from scratchformer.decoding.translate import check_translate_options, translate_with
 from scratchformer.engines import make_translator
 from scratchformer.errors import ConfigError, InputError
 from scratchformer.runs import Run
@@ -41,10 +41,12 @@ def run_languages(run: Run, source: str | None, target: str | None) -> tuple[str
 
 
 class RunTranslator:
-    """A run, its engine and the server-wide decoding options (alpha, batch size, max_len)."""
+    """A run, its engine and the server-wide decoding options (alpha, sentence splitting and copy repair: None
+    takes the run's decoding.json; batch size, max_len)."""
 
-    def __init__(self, run: Run, engine: str = "torch", alpha: float = 0.6, batch_size: int = 32,
-                 max_len: int | None = None, int8: bool = False) -> None:
+    def __init__(self, run: Run, engine: str = "torch", alpha: float | None = None, batch_size: int = 32,
+                 max_len: int | None = None, int8: bool = False, split_sentences: bool | None = None,
+                 repair_copies: bool | None = None) -> None:
         if run.model_config.arch != "encoder-decoder":
             raise ConfigError(f"{run.path} holds a {run.model_config.arch} run, which does not translate: serve "
                               "an encoder-decoder (translation) run")
@@ -52,7 +54,9 @@ class RunTranslator:
             from scratchformer.decoding.quantize import quantize_int8
 
             run.model = quantize_int8(run.model)
-        self.run, self.engine, self.alpha, self.batch_size, self.max_len = run, engine, alpha, batch_size, max_len
+        self.decoding = run.decoding.pick(alpha=alpha, split_sentences=split_sentences, repair_copies=repair_copies)
+        self.run, self.engine, self.alpha = run, engine, self.decoding.alpha
+        self.batch_size, self.max_len = batch_size, max_len
         options = {"int8": True} if int8 and engine == "ctranslate2" else {}
         self.translator = make_translator(run, engine, **options) if engine != "torch" else None
 
@@ -66,13 +70,17 @@ class RunTranslator:
 
     def translate(self, texts: list[str], options: Options) -> list[list[tuple[str, float | None]]]:
         """Per text, its hypotheses (text, score) best first: n_best of them (score None without n-best)."""
+        d = self.decoding
         if self.translator is not None:
-            out = self.translator.translate(texts, beam=options.beam, alpha=self.alpha, max_len=self.max_len,
-                                            batch_size=self.batch_size)
+            translator = self.translator
+            out = translate_with(lambda pieces: translator.translate(pieces, beam=options.beam, alpha=self.alpha,
+                                                                     max_len=self.max_len, batch_size=self.batch_size),
+                                 texts, d.split_sentences, d.repair_copies)
             return [[(t, None)] for t in out]
         r = self.run
         out = translate_texts(r.model, r.src_tok, r.tgt_tok, texts, beam=options.beam, alpha=self.alpha,
-                              batch_size=self.batch_size, max_len=self.max_len, n_best=options.n_best)
+                              batch_size=self.batch_size, max_len=self.max_len, n_best=options.n_best,
+                              split_sentences=d.split_sentences, repair_copies=d.repair_copies)
         if options.n_best == 1:  # the CLI's plain path (return_hyps only with --n-best > 1)
             return [[(t, None)] for t in out]
         return [[(h.text, h.score) for h in t.hyps] for t in out]

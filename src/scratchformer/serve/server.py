@@ -57,9 +57,10 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def serve(run_dir: str | Path, settings: Settings | None = None, host: str = "127.0.0.1", port: int = 5000,
-          engine: str = "torch", weights: str | None = None, int8: bool = False, alpha: float = 0.6,
+          engine: str = "torch", weights: str | None = None, int8: bool = False, alpha: float | None = None,
           batch_size: int = 32, max_len: int | None = None, source: str | None = None,
-          target: str | None = None, log_level: str = "warning") -> int:
+          target: str | None = None, log_level: str = "warning", split_sentences: bool | None = None,
+          repair_copies: bool | None = None) -> int:
     """Serve the run in `run_dir` until SIGTERM or Ctrl-C; returns 0 after a graceful stop. `settings.source` /
     `.target` are filled from `source` / `target` or the run's corpus name."""
     import uvicorn  # late: only this command needs the web stack
@@ -70,8 +71,8 @@ def serve(run_dir: str | Path, settings: Settings | None = None, host: str = "12
         warnings.warn(f"--host {host}: anyone who can reach this port can use the service (no authentication); "
                       "add --api-key KEY to require a key", stacklevel=2)
     run = load_run(run_dir, weights)
-    translator = RunTranslator(run, engine, alpha, batch_size, max_len, int8)
-    check_translate_options(run.model, settings.beam, alpha, batch_size, None, max_len, cli=True)
+    translator = RunTranslator(run, engine, alpha, batch_size, max_len, int8, split_sentences, repair_copies)
+    check_translate_options(run.model, settings.beam, translator.alpha, batch_size, None, max_len, cli=True)
     settings.source, settings.target = run_languages(run, source or settings.source, target or settings.target)
     sock = bind(host, port)
     where = f"[{host}]" if ":" in host else host
