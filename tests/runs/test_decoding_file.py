@@ -6,12 +6,13 @@ import shutil
 import pytest
 
 from scratchformer.cli import main
+from scratchformer.config import DecodingConfig as Decoding
 from scratchformer.decoding.sentences import join_translations
 from scratchformer.decoding.translate import translate_texts
-from scratchformer.errors import CheckpointError
+from scratchformer.errors import ConfigError
 from scratchformer.evaluation.translation import evaluate_pairs
-from scratchformer.runs import RUN_ENTRIES, load_run
-from scratchformer.runs.decoding import Decoding, load_decoding, write_decoding
+from scratchformer.runs import RUN_ENTRIES, load_decoding, load_run
+from scratchformer.runs import save_decoding as write_decoding
 
 
 @pytest.fixture
@@ -34,18 +35,18 @@ def test_the_file_round_trips_and_flags_win(own_run):
 
 
 @pytest.mark.parametrize("text,message", [
-    ("{", "not a JSON file"),
-    ("[1]", "give a JSON object"),
-    ('{"beam": 5}', "unknown key(s) beam; a decoding file holds alpha, split_sentences, repair_copies, chosen"),
-    ('{"alpha": "1.5"}', "alpha must be a float, got '1.5'"),
-    ('{"alpha": true}', "alpha must be a float, got True"),
-    ('{"split_sentences": 1}', "split_sentences must be a bool, got 1"),
-    ('{"alpha": NaN}', "alpha nan must be in [0, 10.0]"),
-    ('{"alpha": 11}', "alpha 11 must be in [0, 10.0]"),
+    ("{", "is not valid JSON"),
+    ("[1]", "must hold a JSON object, got list"),
+    ('{"beam": 5}', "unknown decoding config field(s) ['beam']; known fields: alpha, chosen, repair_copies"),
+    ('{"alpha": "1.5"}', "alpha='1.5' must be float (a number), got str"),
+    ('{"alpha": true}', "alpha=True must be float (a number), got bool"),
+    ('{"split_sentences": 1}', "split_sentences=1 must be bool (true or false), got int"),
+    ('{"alpha": NaN}', "alpha=nan: the length penalty's exponent must be in [0, 10.0]"),
+    ('{"alpha": 11}', "alpha=11.0: the length penalty's exponent must be in [0, 10.0]"),
 ])
 def test_a_bad_file_is_one_line_naming_it(own_run, text, message):
     (own_run / "decoding.json").write_text(text)
-    with pytest.raises(CheckpointError, match="decoding.json") as e:
+    with pytest.raises(ConfigError, match="decoding.json") as e:
         load_run(own_run)
     assert message in str(e.value) and "\n" not in str(e.value)
 
@@ -54,7 +55,8 @@ def test_a_bad_file_is_one_cli_line(own_run, capsys):
     (own_run / "decoding.json").write_text('{"alpha": -1}')
     assert main(["translate", str(own_run), "Hello."]) == 2
     err = capsys.readouterr().err
-    assert "decoding.json: alpha -1 must be in [0, 10.0]" in err and err.count("\n") == 1
+    assert "decoding.json: alpha=-1.0: the length penalty's exponent must be in [0, 10.0]" in err
+    assert err.count("\n") == 1
 
 
 def test_evaluate_uses_the_runs_choice_and_reports_it(own_run):

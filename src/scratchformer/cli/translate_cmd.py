@@ -3,7 +3,7 @@
 With --n-best, --align or --format jsonl, one input gives its hypotheses (decoding/results.py); the decoding
 options (--n-best, --no-repeat-ngram, --repetition-penalty, --prefix, --align) are our own decoder's (--engine
 torch). --alpha, --split-sentences and --repair-copies default to the run's own (RUN_DIR/decoding.json,
-runs/decoding.py) and work with every engine.
+config/decoding.py) and work with every engine.
 """
 
 from __future__ import annotations

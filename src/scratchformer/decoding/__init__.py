@@ -8,6 +8,7 @@
     constraints.py  Constraints                  no-repeat n-grams, repetition penalty, forced target prefixes
     results.py    Translation, Hyp               n-best hypotheses with scores, tokens, alignments (--format jsonl)
     sentences.py  split_sentences                paragraphs translated sentence by sentence (--split-sentences)
+    copies.py     repair_copies                  names and numbers the model miscopied, put back (--repair-copies)
     alignment.py  align, pharaoh                 word alignments from cross-attention (Pharaoh i-j)
 """
 

@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Callable, Sequence
 
 from scratchformer.config import available_memory, human_bytes
+from scratchformer.config.decoding import MAX_ALPHA
 from scratchformer.data.tokenizers import EOS_ID, UNK_ID, Tokenizer
 from scratchformer.decoding.alignment import align as word_alignments
 from scratchformer.decoding.beam import beam_search
@@ -26,8 +27,6 @@ from scratchformer.decoding.results import Hyp, Translation, join_parts
 from scratchformer.decoding.sentences import join_translations, split_sentences
 from scratchformer.errors import ConfigError, InputError
 from scratchformer.model.transformer import EncoderDecoder
-
-MAX_ALPHA = 10.0  # GNMT tuned alpha in [0.6, 1]; ((5 + 512) / 6) ** 10 is still a float
 
 
 def _named(name: str, value: object, cli: bool) -> str:

@@ -19,7 +19,7 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha:
     """BLEU, chrF, exact match and time; for Chinese targets also the spurious-quote rate and, given the training
     targets, the share of unseen character 4-grams in the outputs and in the references. explain: BLEU taken
     apart too (metrics.bleu_explained), under "bleu_explained". alpha, split_sentences, repair_copies: None takes
-    the run's own (decoding.json, runs/decoding.py); the result says which were used. Every engine splits and
+    the run's own (decoding.json, config/decoding.py); the result says which were used. Every engine splits and
     repairs (decoding/translate.py: translate_with)."""
     from scratchformer.decoding.translate import translate_with
     from scratchformer.engines import make_translator

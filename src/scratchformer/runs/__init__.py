@@ -3,7 +3,7 @@
     runs/files.py    atomic writes (temporary name + rename), JSON, safetensors with the umask's permissions
     runs/weights.py  model weights <-> one safetensors file, every mismatch explained in one line
     runs/layout.py   the folder's names: marker, lock, checkpoints/step-N, `latest`, partial saves, --overwrite
-    runs/run.py      a finished run as one object: load_run -> Run(model, tokenizers, configs)
+    runs/run.py      a finished run as one object: load_run -> Run(model, tokenizers, configs, decoding.json)
 
 Nothing here imports scratchformer.training: loading a run never climbs into the trainer.
 """
@@ -27,11 +27,11 @@ from scratchformer.runs.layout import (
                                        weights_path,
                                        write_marker,
 )
-from scratchformer.runs.run import Run, load_config, load_run, load_tokenizers
+from scratchformer.runs.run import Run, load_config, load_decoding, load_run, load_tokenizers, save_decoding
 from scratchformer.runs.weights import check_tensor, load_weights, save_weights, state_dict_for_saving
 
 __all__ = ["LOCK", "MARKER", "RUN_ENTRIES", "CheckpointError", "CheckpointWriteError", "Run", "UnsafeCheckpointError",
            "atomic_path", "check_tensor", "checkpoint_candidates", "checkpoint_dir", "clean_partial_saves",
            "clear_run", "has_trainer_state", "holds_run", "is_marked_run", "latest_checkpoint", "list_checkpoints",
-           "load_config", "load_run", "load_tokenizers", "load_weights", "run_lock", "save_tensors", "save_weights",
-           "state_dict_for_saving", "weights_path", "write_json", "write_marker"]
+           "load_config", "load_decoding", "load_run", "load_tokenizers", "load_weights", "run_lock", "save_decoding",
+           "save_tensors", "save_weights", "state_dict_for_saving", "weights_path", "write_json", "write_marker"]

@@ -6,7 +6,7 @@
       tokenizer_src.json     tokenizers (tokenizer_tgt.json; one file if shared)
       model.safetensors      the weights translate/evaluate use (best on validation, or averaged)
       metrics.jsonl          one JSON record per log / validation event
-      decoding.json          the model's own decoding defaults, chosen on validation (runs/decoding.py)
+      decoding.json          the model's own decoding defaults, chosen on validation (config/decoding.py)
       .scratchformer-run     marker: this folder was made by `scratchformer train` (--overwrite checks it)
       .lock                  held (flock) by the training that writes the folder; names its pid and host
       export/<format>/       a copy for another engine (--engine ctranslate2 | onnxruntime), stamped with the weights

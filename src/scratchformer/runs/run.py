@@ -1,22 +1,22 @@
 """A run directory as one object: the trained model, its tokenizers and the configs it was trained with.
 
     run = load_run("runs/long")          # checks every file and says which one is missing or wrong
-    run.model, run.src_tok, run.tgt_tok, run.train_config, run.decoding (decoding.json, runs/decoding.py)
+    run.model, run.src_tok, run.tgt_tok, run.train_config, run.decoding (decoding.json)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
-from scratchformer.config import ModelConfig, TrainConfig
+from scratchformer.config import DecodingConfig, ModelConfig, TrainConfig
 from scratchformer.data.tokenizers import Tokenizer, load_tokenizer
 from scratchformer.errors import CheckpointError
 from scratchformer.model import build_model
 from scratchformer.model.transformer import TransformerBase
-from scratchformer.runs.decoding import Decoding, load_decoding
+from scratchformer.runs.files import write_json
 from scratchformer.runs.layout import weights_path
 from scratchformer.runs.weights import load_weights
 
@@ -29,7 +29,7 @@ class Run:
     src_tok: Tokenizer
     tgt_tok: Tokenizer
     train_config: TrainConfig | None
-    decoding: Decoding = field(default_factory=Decoding)  # decoding.json: the run's own decoding defaults
+    decoding: DecodingConfig = field(default_factory=DecodingConfig)  # decoding.json: its own decoding defaults
 
 
 def load_config(run_dir: Path) -> ModelConfig:
@@ -49,6 +49,19 @@ def load_train_config(run_dir: Path) -> TrainConfig | None:
     """RUN_DIR/train_config.json if there is one (a converted model has none); errors name the file."""
     path = Path(run_dir) / "train_config.json"
     return TrainConfig.load(path) if path.exists() else None
+
+
+def load_decoding(run_dir: Path) -> DecodingConfig:
+    """RUN_DIR/decoding.json if there is one (config/decoding.py), else the defaults; errors name the file."""
+    path = Path(run_dir) / "decoding.json"
+    return DecodingConfig.load(path) if path.exists() else DecodingConfig()
+
+
+def save_decoding(run_dir: Path, decoding: DecodingConfig) -> Path:
+    """Write `decoding` as RUN_DIR/decoding.json (atomically); returns its path."""
+    path = Path(run_dir) / "decoding.json"
+    write_json(path, asdict(decoding))
+    return path
 
 
 def load_tokenizers(run_dir: Path) -> tuple[Tokenizer, Tokenizer]:
