@@ -95,6 +95,10 @@ def test_sentence_splitting_rule():
     assert split_sentences("你好。我很好！「是吗？」真的。 再见。") == ["你好。", "我很好！", "「是吗？」真的。",
                                                                    "再见。"]
     assert split_sentences("  one sentence  ") == ["one sentence"]
+    assert split_sentences("3.2.3. I'm using Ubuntu. How do I migrate?") == ["3.2.3. I'm using Ubuntu.",
+                                                                            "How do I migrate?"]
+    assert split_sentences("Figure 16.223. The Rotate Colors Dialog") == ["Figure 16.223. The Rotate Colors Dialog"]
+    assert split_sentences("It costs 5. Then pay.") == ["It costs 5.", "Then pay."]  # a number ending a sentence
     assert join_translations(["它失败了。", "再试。"]) == "它失败了。再试。"
     assert join_translations(["It failed.", "", "Try again."]) == "It failed. Try again."
 

