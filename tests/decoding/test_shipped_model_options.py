@@ -9,6 +9,7 @@ import pytest
 
 from scratchformer.cli import main
 from scratchformer.data.corpus import load_pairs
+from scratchformer.decoding.copies import COPYABLE
 from scratchformer.decoding.sentences import join_translations, split_sentences
 from scratchformer.decoding.translate import translate_texts
 
@@ -46,6 +47,17 @@ def test_no_repeat_ngram_3_removes_the_shipped_models_loops(run, text, beam, loo
     assert loop not in fixed.hyps[0].text and not repeated_ngrams(fixed.hyps[0].tokens, 3)
     word = loop[:2]
     assert fixed.hyps[0].text.count(word) < plain.hyps[0].text.count(word)
+
+
+@pytest.mark.parametrize("text,beam,loop,number", [(GREEDY_LOOP, 1, "444444", "33554431"),
+                                                    (BEAM_LOOP, 4, "282828", "0.26580222883408")])
+def test_repair_copies_puts_the_looping_number_back(run, text, beam, loop, number):
+    """The loops are miscopied numbers: repair_copies (decoding/copies.py) writes the source's number instead."""
+    (plain,) = translate(run, [text], beam=beam)
+    (fixed,) = translate(run, [text], beam=beam, repair_copies=True)
+    assert loop in plain and number not in plain
+    assert loop not in fixed and f"返回 {number}" in fixed
+    assert COPYABLE.sub("#", fixed) == COPYABLE.sub("#", plain)  # only spans of Latin letters and digits moved
 
 
 def test_alignment_links_words_to_their_translations(run):
@@ -88,7 +100,8 @@ def test_cli_n_best_lines_carry_beam_searchs_scores(capsys, run):
     code, out, _ = cli(capsys, "--n-best", "3", "Open the file.", "", "Close the window.")
     lines = out.splitlines()
     assert code == 0 and len(lines) == 9 and all(line.count("\t") == 1 for line in lines)
-    api = translate(run, ["Open the file.", "", "Close the window."], beam=4, n_best=3)
+    api = translate(run, ["Open the file.", "", "Close the window."], beam=4, n_best=3,
+                    **run.decoding.options())  # the CLI decodes as models/en-zh/decoding.json says
     assert lines == [f"{h.text}\t{h.score:.6f}" for t in api for h in t.hyps]
     scores = [float(line.split("\t")[1]) for line in lines[:3]]
     assert scores == sorted(scores, reverse=True) and lines[3:6] == ["\t0.000000"] * 3
