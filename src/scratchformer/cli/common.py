@@ -115,6 +115,20 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def add_decoding_args(group: Any) -> None:
+    """--alpha, --split-sentences and --repair-copies, as translate, evaluate and serve take them: each defaults to
+    the run's decoding.json (config/decoding.py), else to the paper's alpha and off."""
+    group.add_argument("--alpha", type=float, default=None,
+                       help="GNMT length penalty ((5+|Y|)/6)^alpha (default: the run's decoding.json, else 0.6)")
+    group.add_argument("--split-sentences", action=argparse.BooleanOptionalAction, default=None,
+                       help="translate each line sentence by sentence (cut after . ! ? before a capital or digit, "
+                            "after 。！？) and join the parts (default: the run's decoding.json, else off)")
+    group.add_argument("--repair-copies", action=argparse.BooleanOptionalAction, default=None,
+                       help="put back names, numbers, paths and options the model miscopied from the source "
+                            "(gentoo.xmlent -> gentoo.1.xml; outputs with CJK text only; decoding/copies.py; "
+                            "default: the run's decoding.json, else off)")
+
+
 def add_model_args(p: argparse.ArgumentParser, default_preset: str = "paper-base") -> None:
     p.add_argument("--preset", default=default_preset, help=f"one of: {', '.join(PRESETS)}")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. d_model=256 norm=pre")

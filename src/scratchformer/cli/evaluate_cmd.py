@@ -70,27 +70,22 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `evaluate` subcommand."""
+    from scratchformer.cli.common import add_decoding_args
+
     p = sub.add_parser("evaluate", help="BLEU/chrF (translation), perplexity (language model) or accuracy "
                        "(encoder tasks) on a split")
     p.add_argument("run_dir")
     p.add_argument("--split", default="test")
     p.add_argument("--beam", type=int, default=1)
-    p.add_argument("--alpha", type=float, default=None,
-                   help="GNMT length penalty's exponent (default: the run's decoding.json, else 0.6)")
     p.add_argument("--limit", type=int, help="only the first N sentences")
     p.add_argument("--show", type=int, default=3, help="print N sample translations")
     p.add_argument("--corpus", help="evaluate on another corpus than the one trained on")
     p.add_argument("--weights", help="another safetensors file of the run (e.g. averaged.safetensors)")
     p.add_argument("--engine", default="torch", choices=["torch", "ctranslate2", "onnxruntime"],
                    help="translation: decode with our PyTorch code (default) or an exported copy")
-    p.add_argument("--split-sentences", action=argparse.BooleanOptionalAction, default=None,
-                   help="translation: translate each source sentence by sentence, as `translate --split-sentences` "
-                        "(default: the run's decoding.json, else off)")
-    p.add_argument("--repair-copies", action=argparse.BooleanOptionalAction, default=None,
-                   help="translation: put back miscopied names and numbers, as `translate --repair-copies` "
-                        "(default: the run's decoding.json, else off)")
     p.add_argument("--explain", action="store_true", help="translation: BLEU taken apart (1-4-gram precisions, "
                    "brevity penalty) beside sacreBLEU's score, and why seed 001's unigram 'simple BLEU' differs")
     p.add_argument("--json", action="store_true")
+    add_decoding_args(p.add_argument_group("translation: decoding options (default: the run's decoding.json)"))
     p.set_defaults(func=cmd_evaluate)
 

@@ -21,6 +21,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from scratchformer.cli.common import add_decoding_args
+
     p = sub.add_parser("serve", help="serve a translation run over HTTP (LibreTranslate-compatible)")
     p.add_argument("run_dir")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
@@ -36,12 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d = p.add_argument_group("decoding (the same options as `translate`)")
     d.add_argument("--beam", type=int, default=4, help="default beam size (requests may ask for another)")
     d.add_argument("--max-beam", type=int, default=16, help="the widest beam a request may ask for (default 16)")
-    d.add_argument("--alpha", type=float, default=None,
-                   help="GNMT length penalty ((5+|Y|)/6)^alpha (default: the run's decoding.json, else 0.6)")
-    d.add_argument("--split-sentences", action=argparse.BooleanOptionalAction, default=None,
-                   help="translate each text sentence by sentence (default: the run's decoding.json, else off)")
-    d.add_argument("--repair-copies", action=argparse.BooleanOptionalAction, default=None,
-                   help="put back miscopied names and numbers (default: the run's decoding.json, else off)")
+    add_decoding_args(d)
     d.add_argument("--batch-size", type=int, default=32, help="sentences decoded together (default 32)")
     d.add_argument("--max-len", type=int, default=None, help="most output tokens per sentence (default: source + 50)")
     b = p.add_argument_group("batching and limits")

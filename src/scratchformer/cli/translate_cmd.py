@@ -153,13 +153,13 @@ def _print(outputs: list, args: argparse.Namespace) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from scratchformer.cli.common import add_decoding_args
+
     p = sub.add_parser("translate", help="translate text with a trained run")
     p.add_argument("run_dir")
     p.add_argument("text", nargs="*", help="sentences to translate (none or '-' reads stdin, one per line)")
     p.add_argument("--file", help="read sentences from FILE ('-' for stdin), one per line")
     p.add_argument("--beam", type=int, default=4, help="beam size (1 = greedy); the paper uses 4")
-    p.add_argument("--alpha", type=float, default=None,
-                   help="GNMT length penalty ((5+|Y|)/6)^alpha (default: the run's decoding.json, else 0.6)")
     p.add_argument("--batch-size", type=int, default=32, help="sentences decoded together (default 32)")
     p.add_argument("--max-tokens", type=int, default=None, help="also cap a batch at this many padded source tokens")
     p.add_argument("--max-len", type=int, default=None,
@@ -185,14 +185,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--repetition-penalty", type=float, default=1.0, metavar="P",
                    help="divide the logits of tokens already output by P (multiply if negative; CTRL's; 1 = off)")
     d.add_argument("--prefix", metavar="TEXT", help="force every translation to start with TEXT (kept in the output)")
-    t = p.add_argument_group("text options (every engine; default: the run's decoding.json, else off)")
-    t.add_argument("--split-sentences", action=argparse.BooleanOptionalAction, default=None,
-                   help="translate each line sentence by sentence (cut after . ! ? before a capital or digit, "
-                        "after 。！？) and join the parts: for paragraphs, and lines beyond the model's max_len")
-    t.add_argument("--repair-copies", action=argparse.BooleanOptionalAction, default=None,
-                   help="put back names, numbers, paths and options the model miscopied from the source "
-                        "(gentoo.xmlent -> gentoo.1.xml; only in outputs with CJK text; decoding/copies.py)")
     d.add_argument("--align", action="store_true",
                    help="add word alignments `i-j` (source-target subword token indices, from the last decoder "
                         "layer's cross-attention averaged over heads) after a TAB, or as \"alignment\" in jsonl")
+    add_decoding_args(p.add_argument_group("decoding options of every engine (default: the run's decoding.json)"))
     p.set_defaults(func=cmd_translate)
