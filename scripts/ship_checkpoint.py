@@ -51,6 +51,9 @@ def main() -> None:
     chosen = max(scores, key=scores.get)
 
     out.mkdir(parents=True, exist_ok=True)
+    if (out / "decoding.json").exists():  # chosen for the weights it replaces: the new ones decode with the defaults
+        (out / "decoding.json").unlink()
+        print(f"removed {out / 'decoding.json'} (the old weights' decoding); choose the new model's on valid")
     run = load_run(run_dir, candidates[chosen])
     runs.save_weights(run.model, out / "model.safetensors", dtype=torch.float16)
     for name in ("config.json", "train_config.json", "tokenizer_src.json", "tokenizer_tgt.json", "metrics.jsonl",

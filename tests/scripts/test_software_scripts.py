@@ -60,3 +60,19 @@ def test_eval_software_passes_alpha_and_split_sentences_to_the_evaluation(tiny_r
     expected = evaluate_pairs(load_run(tiny_run), pairs, beam=2, alpha=1.5, split_sentences=True)
     assert list(scores) == ["django"] and scores["django"]["split_sentences"] is True
     assert (scores["django"]["bleu"], scores["django"]["chrf"]) == (expected["bleu"], expected["chrf"])
+
+
+def test_shipping_new_weights_drops_the_old_weights_decoding_json(tiny_run, tmp_path, monkeypatch, capsys):
+    """decoding.json was chosen on valid for the weights it sat beside: new weights start from the defaults."""
+    import shutil
+
+    from scratchformer.runs import load_run
+
+    ship, run, out = _script("ship_checkpoint"), shutil.copytree(tiny_run, tmp_path / "run"), tmp_path / "shipped"
+    (run / "metrics.jsonl").write_text('{"kind": "train", "step": 40, "elapsed_s": 1.0, "tokens_per_s": 1.0}\n')
+    shutil.copytree(run, out)
+    (out / "decoding.json").write_text('{"alpha": 1.5, "split_sentences": true}')
+    monkeypatch.setattr(sys, "argv", ["ship_checkpoint.py", str(run), str(out), "--valid-limit", "4"])
+    ship.main()
+    assert not (out / "decoding.json").exists() and "removed" in capsys.readouterr().out
+    assert load_run(out).decoding.split_sentences is False
