@@ -1,4 +1,4 @@
-"""`make demo`: the tour a newcomer waits for on a 2-core laptop (about 10 minutes; 10.2 measured on 2 cores, 2026-12-02).
+"""`make demo`: the tour a newcomer waits for on a 2-core laptop (about 10 minutes: 10.2 measured, 2026-12-02).
 
 1. The seeds' sanity check: overfit the six toy pairs; every target must come back exactly.
 2. A short run on the bundled English-Chinese corpus: the loss falls visibly, with curve and samples;
