@@ -10,7 +10,7 @@ import json
 
 def _check_flags(args: argparse.Namespace) -> None:
     """Flags that would silently score other data than asked (`--limit 0` meant all, `--limit -2` a slice)."""
-    from scratchformer.decoding.translate import MAX_ALPHA
+    from scratchformer.config.decoding import check_alpha
     from scratchformer.errors import ConfigError
 
     if args.limit is not None and args.limit < 1:
@@ -19,9 +19,8 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise ConfigError(f"--show {args.show}: give a number of samples >= 0")
     if args.beam < 1:
         raise ConfigError(f"--beam {args.beam}: must be >= 1 (1 = greedy)")
-    if args.alpha is not None and not 0 <= args.alpha <= MAX_ALPHA:  # NaN fails too
-        raise ConfigError(f"--alpha {args.alpha}: the length penalty's exponent must be in [0, {MAX_ALPHA}] "
-                          "(0 = off; the paper uses 0.6)")
+    if args.alpha is not None:
+        check_alpha(args.alpha, f"--alpha {args.alpha}")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

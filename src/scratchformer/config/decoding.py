@@ -15,7 +15,6 @@ type or out of range is a one-line ConfigError naming the file.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,14 @@ from scratchformer.config.fields import read_json, reject_unknown_fields
 from scratchformer.errors import ConfigError
 
 MAX_ALPHA = 10.0  # GNMT tuned alpha in [0.6, 1]; ((5 + 512) / 6) ** 10 is still a float
+
+
+def check_alpha(alpha: float, named: str) -> None:
+    """A one-line ConfigError unless 0 <= alpha <= MAX_ALPHA (NaN fails too; a huge alpha overflows
+    ((5 + |Y|) / 6) ** alpha); `named` is how the message names it (`--alpha -1`, `alpha=-1`)."""
+    if not 0 <= alpha <= MAX_ALPHA:
+        raise ConfigError(f"{named}: the length penalty's exponent must be in [0, {MAX_ALPHA}] "
+                          "(0 = off; the paper uses 0.6)")
 
 
 @dataclass(frozen=True)
@@ -50,9 +57,7 @@ class DecodingConfig:
         try:
             reject_unknown_fields(cls, data, "decoding config field(s)")
             alpha = float(data.get("alpha", cls.alpha))
-            if not (math.isfinite(alpha) and 0 <= alpha <= MAX_ALPHA):  # flags are checked where they are used
-                raise ConfigError(f"alpha={alpha}: the length penalty's exponent must be in [0, {MAX_ALPHA}] "
-                                  "(0 = off; the paper uses 0.6)")
+            check_alpha(alpha, f"alpha={alpha}")  # flags are checked where they are used
             return cls(**{**data, "alpha": alpha})
         except ConfigError as e:
             raise ConfigError(f"decoding config {path}: {e}") from None

@@ -52,16 +52,17 @@ def repair_copies(source: str, output: str, threshold: float = THRESHOLD) -> str
     if not spans or not _CJK_CHAR.search(output):
         return output
     known = {w.lower() for span in spans for w in (span, *_PARTS.findall(span))}
+    stand_ins = [s for s in dict.fromkeys(spans) if not _SHORT_WORD.fullmatch(s)]  # in source order
     left = Counter(spans)  # how often each source span may still be written
     left.subtract(w for w in COPYABLE.findall(output) if w in left)
 
     def replace(match: re.Match) -> str:
         word = match.group(0)
-        unused = [s for s in dict.fromkeys(spans) if left[s] > 0 and not _SHORT_WORD.fullmatch(s)]
+        unused = [s for s in stand_ins if left[s] > 0]
         if len(word) < 2 or word.lower() in known or not unused:
             return word
-        best = max(unused, key=lambda s: similarity(word, s))  # the first of equals, in source order
-        if similarity(word, best) < threshold:
+        score, best = max(((similarity(word, s), s) for s in unused), key=lambda pair: pair[0])  # first of equals
+        if score < threshold:
             return word
         left[best] -= 1
         return best

@@ -15,12 +15,13 @@ import warnings
 from collections.abc import Callable, Sequence
 
 from scratchformer.config import available_memory, human_bytes
-from scratchformer.config.decoding import MAX_ALPHA
+from scratchformer.config.decoding import check_alpha
 from scratchformer.data.tokenizers import EOS_ID, UNK_ID, Tokenizer
 from scratchformer.decoding.alignment import align as word_alignments
 from scratchformer.decoding.beam import beam_search
 from scratchformer.decoding.common import PAPER_EXTRA_LEN, special_ids
 from scratchformer.decoding.constraints import check_repetition_options
+from scratchformer.decoding.copies import repair_all
 from scratchformer.decoding.copies import repair_copies as repair_text
 from scratchformer.decoding.greedy import greedy_decode
 from scratchformer.decoding.results import Hyp, Translation, join_parts
@@ -67,9 +68,7 @@ def check_translate_options(model: EncoderDecoder, beam: int, alpha: float, batc
                           f"hypotheses; give a beam of at least {n_best}")
     check_repetition_options(no_repeat_ngram, repetition_penalty, (_named("no_repeat_ngram", no_repeat_ngram, cli),
                              _named("repetition_penalty", repetition_penalty, cli)))
-    if not 0 <= alpha <= MAX_ALPHA:  # NaN fails too; a huge alpha overflows ((5 + |Y|) / 6) ** alpha
-        raise ConfigError(f"{_named('alpha', alpha, cli)}: the length penalty's exponent must be in [0, {MAX_ALPHA}] "
-                          "(0 = off; the paper uses 0.6)")
+    check_alpha(alpha, _named("alpha", alpha, cli))
     cap = model.config.max_len
     if max_len is not None and max_len > cap:
         raise ConfigError(f"{_named('max_len', max_len, cli)}: the model's positions end at max_len={cap}; give at "
@@ -219,7 +218,7 @@ def translate_with(translate: Callable[[list[str]], list[str]], texts: Sequence[
     owner, pieces = _parts(texts, split_sentences)
     outputs = translate(pieces)
     if repair_copies:
-        outputs = [repair_text(src, out) for src, out in zip(pieces, outputs, strict=True)]
+        outputs = repair_all(pieces, outputs)
     by_text: list[list[str]] = [[] for _ in texts]
     for o, out in zip(owner, outputs, strict=True):
         by_text[o].append(out)

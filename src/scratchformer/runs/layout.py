@@ -30,10 +30,11 @@ from scratchformer.errors import CheckpointError
 from scratchformer.runs.files import write_json
 
 MARKER, LOCK = ".scratchformer-run", ".lock"
+DECODING_FILE = "decoding.json"  # the run's own decoding defaults (config/decoding.py)
 # Everything `scratchformer train` (and `average`, `plot`) writes at the top of a run directory: --overwrite
 # deletes these and nothing else.
 RUN_ENTRIES = ("config.json", "train_config.json", "tokenizer_src.json", "tokenizer_tgt.json", "model.safetensors",
-               "metrics.jsonl", "curve.png", "checkpoints", "averaged.safetensors", "README.json", "decoding.json",
+               "metrics.jsonl", "curve.png", "checkpoints", "averaged.safetensors", "README.json", DECODING_FILE,
                "export", MARKER)
 TRAINER_TENSORS, TRAINER_JSON, LEGACY_STATE = "trainer_state.safetensors", "trainer_state.json", "trainer_state.pt"
 

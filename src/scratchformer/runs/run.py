@@ -17,7 +17,7 @@ from scratchformer.errors import CheckpointError
 from scratchformer.model import build_model
 from scratchformer.model.transformer import TransformerBase
 from scratchformer.runs.files import write_json
-from scratchformer.runs.layout import weights_path
+from scratchformer.runs.layout import DECODING_FILE, weights_path
 from scratchformer.runs.weights import load_weights
 
 
@@ -53,13 +53,13 @@ def load_train_config(run_dir: Path) -> TrainConfig | None:
 
 def load_decoding(run_dir: Path) -> DecodingConfig:
     """RUN_DIR/decoding.json if there is one (config/decoding.py), else the defaults; errors name the file."""
-    path = Path(run_dir) / "decoding.json"
+    path = Path(run_dir) / DECODING_FILE
     return DecodingConfig.load(path) if path.exists() else DecodingConfig()
 
 
 def save_decoding(run_dir: Path, decoding: DecodingConfig) -> Path:
     """Write `decoding` as RUN_DIR/decoding.json (atomically); returns its path."""
-    path = Path(run_dir) / "decoding.json"
+    path = Path(run_dir) / DECODING_FILE
     write_json(path, asdict(decoding))
     return path
 
