@@ -1,9 +1,11 @@
 """decoding/copies.py: spans the model miscopied from the source are put back, and nothing else changes."""
 
+import re
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scratchformer.decoding.copies import COPYABLE, repair_all, repair_copies
+from scratchformer.decoding.copies import COPYABLE, repair_all, repair_copies, repair_quotes
 
 
 def test_a_miscopied_file_name_number_and_option_are_put_back():
@@ -61,3 +63,44 @@ def test_short_words_neither_change_nor_stand_in():
     assert repair_copies("You can see it.", "你 cn 看到。") == "你 cn 看到。"  # "can" is translated, not copied
     assert repair_copies("Shift+Right Click", "Shift+右键") == "Shift+右键"  # a part of a source span
     assert repair_copies("the markdown file", "Markdown 文件") == "Markdown 文件"  # another case
+
+
+def test_a_miscopied_quoted_name_is_put_back_whole():
+    # "Histrion" is a word, not a broken span, so only the quoted name as a whole finds "Export Histogram"
+    assert repair_copies("Section 8.53, “Export Histogram”", "第 8.53 节 “Histrion”") == "第 8.53 节 “Export Histogram”"
+    assert repair_copies("The “Alien Map” Dialog", "“Alien Dialog” Dialog") == "“Alien Dialog” Dialog"  # no CJK
+    assert repair_copies("Figure 16.219. The “Alien Map” Dialog", "图 16.219. “Alien Dialog” Dialog") \
+        == "图 16.219. “Alien Map” Dialog"
+    assert repair_quotes('Values: "off", "messages", "verbose".', "接受“打开”：“magessss”，接受“forsess”。") \
+        == "接受“打开”：“messages”，接受“verbose”。"  # a translated name (CJK inside) stays, and uses up nothing
+
+
+def test_quoted_names_keep_the_outputs_marks_and_spaces_and_right_ones_stay():
+    assert repair_quotes("See “ Paths ” and “Stroke Path”.", "见「 Pths 」和“Stroke Path”。") \
+        == "见「 Paths 」和“Stroke Path”。"
+    assert repair_quotes("“Set Colormap”", "“set colormap”的") == "“set colormap”的"  # another case is a copy
+    # two names left: a quoted part like neither stays
+    assert repair_quotes("“Alpha” or “Beta”", "“Zzzz” 的") == "“Zzzz” 的"
+    assert repair_quotes("“Alpha”", "“Zzzz” 的") == "“Alpha” 的"  # the only one left stands in
+
+
+def test_a_formula_in_quotes_is_not_a_quoted_name():
+    """「=IMTAN("4-3i")」 holds a quote mark: neither it nor the mismatched 「..." is a quotation."""
+    out = '「=IMTAN("4-3i")」返回 0.0006。'
+    assert repair_quotes('=IMTAN("4-3i") returns 0.0049.', out) == out
+
+
+names = st.text(alphabet="abcdef XY", min_size=1, max_size=8).filter(str.strip)
+
+
+@given(st.lists(names, min_size=1, max_size=3), st.lists(st.one_of(names.map(lambda n: f"“{n}”"), names,
+                                                                       st.sampled_from(["中文", "，", " "])),
+                                                             max_size=8))
+def test_only_quoted_parts_change_and_each_changed_one_becomes_a_source_quotation(source_names, output_parts):
+    source, output = " and ".join(f"“{n}”" for n in source_names), "".join(output_parts) + "的"
+    repaired = repair_quotes(source, output)
+    outside = [re.sub("“[^”]*”", "#", t) for t in (output, repaired)]
+    assert outside[0] == outside[1]
+    before, after = re.findall("“([^”]*)”", output), re.findall("“([^”]*)”", repaired)
+    assert len(before) == len(after)
+    assert all(a == b or a.strip() in {n.strip() for n in source_names} for b, a in zip(before, after))
