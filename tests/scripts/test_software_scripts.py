@@ -76,3 +76,16 @@ def test_shipping_new_weights_drops_the_old_weights_decoding_json(tiny_run, tmp_
     ship.main()
     assert not (out / "decoding.json").exists() and "removed" in capsys.readouterr().out
     assert load_run(out).decoding.split_sentences is False
+
+
+def test_copy_twins_swap_each_copied_name_on_both_sides_and_nothing_else():
+    twins = _script("copy_twins")
+    pairs = [("Open gimp.conf in Vim.", "在 Vim 中打开 gimp.conf。"), ("Run dpkg now.", "现在运行 dpkg。"),
+             ("Click the button.", "点击按钮。")]
+    assert twins.copied(*pairs[0]) == ["Vim", "gimp.conf"]
+    out = twins.twins(pairs, seed=3)
+    assert len(out) <= 2  # the pair that copies nothing has no twin
+    for s, t in out:
+        assert t.startswith("在 ") or t.startswith("现在运行 ")
+        assert set(twins.copied(s, t)) <= {"Vim", "gimp.conf", "dpkg"}  # names come from what the corpus copies
+    assert out == twins.twins(pairs, seed=3)  # seeded
