@@ -4,9 +4,12 @@ train, validate and save; only rank 0 writes and reports."""
 import json
 import random
 
+import pytest
+
 WORDS = "red blue green cat dog bird runs sees big small".split()
 
 
+@pytest.mark.slow  # ~37 s; DDP is in test_ddp.py and MLM -> classify in tests/tasks, both in `make test`
 def test_mlm_then_classify_on_two_ranks(launcher, tmp_path):
     rng = random.Random(0)
     corpus = tmp_path / "c.tsv"

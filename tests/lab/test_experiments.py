@@ -73,6 +73,7 @@ def test_label_smoothing_lowers_confidence_and_calibration_error(quick):
     assert 0 <= b["bleu_clean"] <= 100 and 0 <= a["accuracy_clean"] <= 1
 
 
+@pytest.mark.slow  # ~21 s, the longest lab experiment (make test-slow; docs/lab holds its recorded figures)
 def test_extrapolation_learned_positions_fail_past_the_training_length(quick):
     numbers, _ = quick("extrapolation")
     runs = numbers["runs"]

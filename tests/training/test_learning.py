@@ -3,6 +3,8 @@
 import json
 import random
 
+import pytest
+
 from scratchformer.config import RECIPES, TrainConfig
 from scratchformer.evaluation.translation import evaluate_run
 from scratchformer.training.trainer import train
@@ -29,6 +31,7 @@ def _copy_corpus(path, n, seed):
     return lines
 
 
+@pytest.mark.slow  # ~66 s on 2 cores; the toy overfit above keeps learning in `make test` (make test-slow runs it)
 def test_copy_task_reaches_near_full_exact_match_on_held_out_sequences(tmp_path):
     """Copying unseen sequences: at least 97 of 100 exactly right after 1000 steps.
 
