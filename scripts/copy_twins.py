@@ -13,14 +13,16 @@ does not already do.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import re
 from pathlib import Path
 
+from scratchformer.config.train import upsample_factors
 from scratchformer.data.corpus import load_pairs, upsample_sources
 from scratchformer.decoding.copies import COPYABLE
 
-SMALL = ("gimp", "debian-faq", "maint-guide", "debian-edu", "django", "jupyterlab")
+SHIPPED = Path(__file__).resolve().parents[1] / "models" / "en-zh"
 _LETTER = re.compile(r"[A-Za-z]")
 
 
@@ -43,8 +45,9 @@ def twins(pairs: list[tuple[str, str]], seed: int = 1) -> list[tuple[str, str]]:
         def sub(text: str, swap: dict[str, str] = swap) -> str:
             return COPYABLE.sub(lambda m: swap.get(m.group(0), m.group(0)), text)
 
-        if (sub(s), sub(t)) != (s, t):
-            out.append((sub(s), sub(t)))
+        twin = (sub(s), sub(t))
+        if twin != (s, t):
+            out.append(twin)
     return out
 
 
@@ -53,7 +56,8 @@ def main() -> None:
     ap.add_argument("out", type=Path, help="the TSV file to write")
     args = ap.parse_args()
     base = load_pairs("software", "train")
-    upsampled, extra = upsample_sources(base, "software", dict.fromkeys(SMALL, 4)), twins(base)
+    factors = upsample_factors(json.loads((SHIPPED / "train_config.json").read_text(encoding="utf-8"))["upsample"])
+    upsampled, extra = upsample_sources(base, "software", factors), twins(base)  # the shipped fine-tuning's data
     args.out.write_text("".join(f"{s}\t{t}\n" for s, t in upsampled + extra), encoding="utf-8")
     print(f"{args.out}: {len(upsampled) + len(extra)} pairs, {len(extra)} of them twins")
 

@@ -48,7 +48,8 @@ _SHORT_WORD = re.compile(r"[a-z]{1,3}")  # "in", "can", "the": translated, never
 THRESHOLD = 0.4
 _QUOTE_PAIRS = ("“”", '""', "「」", "『』")
 _QUOTE_CHARS = "".join(dict.fromkeys("".join(_QUOTE_PAIRS)))
-# one alternative per pair, each (open)(inner)(close): the inner part is m.group(m.lastindex - 1)
+# one alternative per pair, each (open)(inner)(close): m.group(m.lastindex) is the close, the two before it
+# the inner part and the open
 _QUOTED = re.compile("|".join(f"({re.escape(o)})([^{_QUOTE_CHARS}]+)({re.escape(c)})" for o, c in _QUOTE_PAIRS))
 _LATIN = re.compile(r"[A-Za-z]")
 
@@ -58,8 +59,14 @@ def similarity(a: str, b: str) -> float:
     return SequenceMatcher(None, a.lower(), b.lower()).ratio()
 
 
-def _quoted(text: str) -> list[re.Match]:
-    return list(_QUOTED.finditer(text))
+def _most_similar(text: str, candidates: Sequence[str]) -> tuple[float, str]:
+    """The candidate most similar to `text` and its similarity; the first of equals."""
+    return max(((similarity(text, c), c) for c in candidates), key=lambda pair: pair[0])
+
+
+def _names(text: str) -> list[str]:
+    """The contents of the quoted parts of `text`, stripped, in order."""
+    return [_inner(m).strip() for m in _QUOTED.finditer(text)]
 
 
 def _inner(match: re.Match) -> str:
@@ -74,26 +81,26 @@ def repair_quotes(source: str, output: str, threshold: float = THRESHOLD) -> str
     """`output` with each quoted part in Latin letters that quotes nothing of `source` replaced by the most similar
     unused quotation of the source (the first rule above); spaces inside the quotes and the quote marks stay the
     output's."""
-    names = [name for name in (_inner(m).strip() for m in _quoted(source)) if _latin_name(name)]
+    names = [name for name in _names(source) if _latin_name(name)]
     if not names or not _CJK_CHAR.search(output):
         return output
     known = {name.lower() for name in names}
-    left = Counter(names)
-    left.subtract(name for name in (_inner(m).strip() for m in _quoted(output)) if name in left)
+    distinct = list(dict.fromkeys(names))  # in source order
+    left = Counter(names)  # how often each source quotation may still be written
+    left.subtract(name for name in _names(output) if name in left)
 
     def replace(match: re.Match) -> str:
         inner = _inner(match)
         name = inner.strip()
-        unused = [n for n in dict.fromkeys(names) if left[n] > 0]
+        unused = [n for n in distinct if left[n] > 0]
         if not _latin_name(name) or name.lower() in known or not unused:
             return match.group(0)
-        score, best = max(((similarity(name, n), n) for n in unused), key=lambda pair: pair[0])
+        score, best = _most_similar(name, unused)
         if score < threshold and len(unused) > 1:
             return match.group(0)
         left[best] -= 1
-        start, end = match.start(match.lastindex - 1) - match.start(), match.end(match.lastindex - 1) - match.start()
         pad_left, pad_right = inner[:len(inner) - len(inner.lstrip())], inner[len(inner.rstrip()):]
-        return match.group(0)[:start] + pad_left + best + pad_right + match.group(0)[end:]
+        return match.group(match.lastindex - 2) + pad_left + best + pad_right + match.group(match.lastindex)
 
     return _QUOTED.sub(replace, output)
 
@@ -102,9 +109,11 @@ def repair_copies(source: str, output: str, threshold: float = THRESHOLD) -> str
     """`output` with its miscopied quoted names (repair_quotes), then each span that is not in `source`, replaced
     by their most similar unused source counterpart (the rules above); `output` unchanged when it has no CJK
     character."""
+    if not _CJK_CHAR.search(output):
+        return output
     output = repair_quotes(source, output, threshold)
     spans = COPYABLE.findall(source)
-    if not spans or not _CJK_CHAR.search(output):
+    if not spans:
         return output
     known = {w.lower() for span in spans for w in (span, *_PARTS.findall(span))}
     stand_ins = [s for s in dict.fromkeys(spans) if not _SHORT_WORD.fullmatch(s)]  # in source order
@@ -116,7 +125,7 @@ def repair_copies(source: str, output: str, threshold: float = THRESHOLD) -> str
         unused = [s for s in stand_ins if left[s] > 0]
         if len(word) < 2 or word.lower() in known or not unused:
             return word
-        score, best = max(((similarity(word, s), s) for s in unused), key=lambda pair: pair[0])  # first of equals
+        score, best = _most_similar(word, unused)
         if score < threshold:
             return word
         left[best] -= 1

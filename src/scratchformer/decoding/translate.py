@@ -157,11 +157,8 @@ def translate_texts(
     for i, o in enumerate(owner):
         by_text[o].append(i)
     if not structured:
-        def text(i: int) -> str:
-            out = tgt_tok.decode(done[i])
-            return repair_text(pieces[i], out) if repair_copies else out
-
-        return [join_translations([text(i) for i in parts]) for parts in by_text]
+        return [join_translations([_text(tgt_tok, done[i], pieces[i] if repair_copies else None) for i in parts])
+                for parts in by_text]
     empty = [Hyp("", 0.0, [], [] if align else None) for _ in range(n_best)]
     return [Translation(text, join_parts([done[i] for i in parts], [len(srcs[i]) - 1 for i in parts])
                         if text.strip() else empty) for text, parts in zip(texts, by_text)]
@@ -179,12 +176,14 @@ def _hypotheses(model: EncoderDecoder, tgt_tok: Tokenizer, src: list[list[int]],
                                      [h.tokens for hs in found for h in hs], bos, eos, pad)
     flat = iter(alignments)
     texts = repair_from or [None] * len(found)
+    return [[Hyp(_text(tgt_tok, h.tokens, s), h.score, h.tokens, next(flat)) for h in hs]
+            for hs, s in zip(found, texts)]
 
-    def text(tokens: list[int], source: str | None) -> str:
-        out = tgt_tok.decode(tokens)
-        return repair_text(source, out) if source is not None else out
 
-    return [[Hyp(text(h.tokens, s), h.score, h.tokens, next(flat)) for h in hs] for hs, s in zip(found, texts)]
+def _text(tgt_tok: Tokenizer, tokens: list[int], source: str | None) -> str:
+    """The text of target `tokens`, its miscopied spans put back from `source` (copies.py) unless that is None."""
+    out = tgt_tok.decode(tokens)
+    return out if source is None else repair_text(source, out)
 
 
 def prefix_ids(tgt_tok: Tokenizer, prefix: str | Sequence[str | None] | None, n: int, most: int) -> list[list[int]]:
