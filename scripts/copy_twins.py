@@ -55,10 +55,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", type=Path, help="the TSV file to write")
     args = ap.parse_args()
+    if args.out.is_dir() or not args.out.parent.is_dir():
+        ap.error(f"{args.out}: give a file path in an existing folder")
     base = load_pairs("software", "train")
     factors = upsample_factors(json.loads((SHIPPED / "train_config.json").read_text(encoding="utf-8"))["upsample"])
     upsampled, extra = upsample_sources(base, "software", factors), twins(base)  # the shipped fine-tuning's data
-    args.out.write_text("".join(f"{s}\t{t}\n" for s, t in upsampled + extra), encoding="utf-8")
+    try:
+        args.out.write_text("".join(f"{s}\t{t}\n" for s, t in upsampled + extra), encoding="utf-8")
+    except OSError as e:
+        ap.exit(2, f"{ap.prog}: error: cannot write {args.out}: {e.strerror}\n")
     print(f"{args.out}: {len(upsampled) + len(extra)} pairs, {len(extra)} of them twins")
 
 

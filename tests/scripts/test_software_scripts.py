@@ -89,3 +89,13 @@ def test_copy_twins_swap_each_copied_name_on_both_sides_and_nothing_else():
         assert t.startswith("在 ") or t.startswith("现在运行 ")
         assert set(twins.copied(s, t)) <= {"Vim", "gimp.conf", "dpkg"}  # names come from what the corpus copies
     assert out == twins.twins(pairs, seed=3)  # seeded
+
+
+def test_copy_twins_refuses_an_output_it_cannot_write_in_one_line(tmp_path):
+    import subprocess
+
+    for out in (tmp_path, tmp_path / "no" / "such.tsv"):
+        r = subprocess.run([sys.executable, str(ROOT / "scripts" / "copy_twins.py"), str(out)], capture_output=True,
+                           text=True)
+        assert r.returncode == 2 and "give a file path in an existing folder" in r.stderr
+        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 2  # usage + the error
