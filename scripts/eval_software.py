@@ -6,7 +6,8 @@ per-source table (sacreBLEU / chrF, the spurious 「」 rate, unseen character 4
 
 Each source is one `evaluate_run(RUN, split=f"{split}-{source}", corpus="software")`, the same as
 `scratchformer evaluate RUN --corpus software --split test-SOURCE --beam 4 --json`. --out appends one JSON line per
-source (with --label and the date), so before/after rows of several models sit in one file.
+source (with --label and the date), so before/after rows of several models sit in one file. --confidence adds
+BLEU's 95% bootstrap interval (± its half-width): a split of 66 paragraphs is a small sample.
 """
 
 from __future__ import annotations
@@ -32,14 +33,16 @@ def sources() -> list[str]:
 
 def score_sources(run_dir: Path, split: str = "test", beam: int = 4, weights: Path | None = None,
                   only: list[str] | None = None, limit: int | None = None, split_sentences: bool | None = None,
-                  alpha: float | None = None, repair_copies: bool | None = None) -> dict[str, dict]:
+                  alpha: float | None = None, repair_copies: bool | None = None,
+                  confidence: int = 0) -> dict[str, dict]:
     """{source: evaluate_pairs' result} on `split`-SOURCE of `software`; the run and its training targets are
-    loaded once for all sources; decoding options left None are the run's own (decoding.json)."""
+    loaded once for all sources; decoding options left None are the run's own (decoding.json); confidence N:
+    BLEU's 95% bootstrap half-width from N resamples too ("bleu_ci95")."""
     run = load_run(run_dir, weights)
     targets = train_targets(run)
     return {source: evaluate_pairs(run, load_pairs("software", f"{split}-{source}", on_error="skip")[:limit],
                                    beam, alpha, train_targets=targets, split_sentences=split_sentences,
-                                   repair_copies=repair_copies)
+                                   repair_copies=repair_copies, confidence=confidence)
             for source in only or sources()}
 
 
@@ -56,6 +59,8 @@ def main() -> None:
                     help="put back miscopied names and numbers (default: the run's decoding.json)")
     ap.add_argument("--alpha", type=float, default=None,
                     help="the length penalty's exponent (GNMT; default: the run's decoding.json, else 0.6)")
+    ap.add_argument("--confidence", action="store_true",
+                    help="BLEU's 95%% bootstrap interval per source (sacreBLEU's --confidence, 1000 resamples)")
     ap.add_argument("--label", default="", help="a name for the rows in --out (e.g. before, after)")
     ap.add_argument("--out", type=Path, help="append one JSON line per source here")
     args = ap.parse_args()
@@ -65,7 +70,7 @@ def main() -> None:
     try:
         scores = score_sources(args.run_dir, args.split, args.beam, args.weights, args.only,
                                split_sentences=args.split_sentences, alpha=args.alpha,
-                               repair_copies=args.repair_copies)
+                               repair_copies=args.repair_copies, confidence=1000 if args.confidence else 0)
     except ScratchformerError as e:
         ap.exit(2, f"{ap.prog}: error: {e}\n")
 
@@ -77,11 +82,12 @@ def main() -> None:
                "split": args.split, "beam": args.beam, "alpha": r["alpha"], "split_sentences": r["split_sentences"],
                "repair_copies": r["repair_copies"],
                "date": datetime.date.today().isoformat(),
-               **{k: r.get(k) for k in FIELDS}}
+               **{k: r.get(k) for k in FIELDS}, **({"bleu_ci95": r["bleu_ci95"]} if "bleu_ci95" in r else {})}
         rows.append(row)
         unseen = (f"{row['unseen_4grams_hyp']:.0%} / {row['unseen_4grams_ref']:.0%}"
                   if row["unseen_4grams_hyp"] is not None else "")
-        print(f"| {source} | {row['bleu']} / {row['chrf']} | {row['spurious_quote_rate']:.1%} | {unseen} |",
+        ci = f" ± {row['bleu_ci95']}" if "bleu_ci95" in row else ""
+        print(f"| {source} | {row['bleu']}{ci} / {row['chrf']} | {row['spurious_quote_rate']:.1%} | {unseen} |",
               flush=True)
     if args.out:
         with args.out.open("a", encoding="utf-8") as f:

@@ -74,6 +74,11 @@ def test_train_translate_evaluate(capsys, toy_run, tmp_path):
     code, out, _ = run(capsys, "evaluate", str(toy_run), "--split", "test", "--json")
     result = json.loads(out)
     assert result["exact_match"] == 1.0 and result["bleu"] == 100.0 and "tok:zh" in result["bleu_signature"]
+    assert "bleu_ci95" not in result
+    code, out, _ = run(capsys, "evaluate", str(toy_run), "--split", "test", "--confidence", "--confidence-n", "100",
+                       "--json")
+    result = json.loads(out)  # the score is the same; the interval comes beside it (test_metrics checks its width)
+    assert code == 0 and result["bleu"] == 100.0 and result["bleu_ci95"] >= 0 and "bs:100" in result["bleu_signature"]
     code, _, err = run(capsys, "translate", str(toy_run), "--show-attention", str(tmp_path / "a.png"), "i love you")
     assert code == 0 and (tmp_path / "a.png").exists()
     code, out, _ = run(capsys, "translate", str(toy_run), "--batch-size", "1", "--max-tokens", "8", "--threads",

@@ -38,6 +38,20 @@ def test_bleu_is_corpus_level_and_drops_with_errors():
     assert bleu(["completely unrelated words here"] * 3, EN)["score"] < 5
 
 
+def test_bleu_confidence_is_sacrebleus_bootstrap_and_narrows_with_more_sentences():
+    hyp = ["猫坐在垫子下。", "今天下雨了。", "我非常喜欢红茶。"]
+    few, many = bleu(hyp, ZH, n_bootstrap=200), bleu(hyp * 20, ZH * 20, n_bootstrap=200)
+    assert few["score"] == pytest.approx(bleu(hyp, ZH)["score"])  # the point estimate is unchanged
+    assert many["score"] == pytest.approx(few["score"])  # the same corpus statistics, 20 times over
+    assert 0 < many["ci95"] < few["ci95"]  # 60 sentences pin BLEU down better than 3
+    assert "bs:200|seed:" in few["signature"]
+    assert bleu(hyp, ZH, n_bootstrap=200) == few  # a fixed seed: the same outputs give the same interval
+    assert bleu(ZH, ZH, n_bootstrap=50)["ci95"] == pytest.approx(0.0)  # every resample is perfect
+    assert "ci95" not in bleu(hyp, ZH)
+    with pytest.raises(ValueError, match="n_bootstrap=0"):
+        bleu(hyp, ZH, n_bootstrap=0)
+
+
 def test_chrf_sanity():
     assert chrf(EN, EN)["score"] == pytest.approx(100.0)
     assert "nc:6" in chrf(EN, EN)["signature"]  # character n-grams up to 6

@@ -261,6 +261,7 @@ def test_translate_with_both_a_file_and_text_is_refused(toy_run, tmp_path):
     (["--limit", "-2"], ["--limit", ">= 1"]),
     (["--show", "-1"], ["--show", ">= 0"]),
     (["--split", "tset"], ["tset", "train"]),
+    (["--confidence", "--confidence-n", "1"], ["--confidence-n 1", "2 or more"]),
 ])
 def test_evaluate_flags_that_would_score_the_wrong_data(flags, needles, toy_run):
     assert_one_line_error(cli("evaluate", str(toy_run), *flags), *needles, code=2)

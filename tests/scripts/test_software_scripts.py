@@ -60,6 +60,18 @@ def test_eval_software_passes_alpha_and_split_sentences_to_the_evaluation(tiny_r
     expected = evaluate_pairs(load_run(tiny_run), pairs, beam=2, alpha=1.5, split_sentences=True)
     assert list(scores) == ["django"] and scores["django"]["split_sentences"] is True
     assert (scores["django"]["bleu"], scores["django"]["chrf"]) == (expected["bleu"], expected["chrf"])
+    assert "bleu_ci95" not in scores["django"]
+
+
+def test_eval_software_confidence_adds_the_bootstrap_half_width_to_the_table_and_rows(tiny_run, tmp_path,
+                                                                                         monkeypatch, capsys):
+    out = tmp_path / "rows.jsonl"
+    monkeypatch.setattr(sys, "argv", ["eval_software.py", str(tiny_run), "--split", "valid", "--beam", "1",
+                                      "--only", "django", "--confidence", "--out", str(out)])
+    _script("eval_software").main()
+    row = json.loads(out.read_text())
+    assert row["source"] == "django" and row["bleu_ci95"] >= 0
+    assert f"| django | {row['bleu']} ± {row['bleu_ci95']} / {row['chrf']} |" in capsys.readouterr().out
 
 
 def test_shipping_new_weights_drops_the_old_weights_decoding_json(tiny_run, tmp_path, monkeypatch, capsys):

@@ -21,6 +21,9 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise ConfigError(f"--beam {args.beam}: must be >= 1 (1 = greedy)")
     if args.alpha is not None:
         check_alpha(args.alpha, f"--alpha {args.alpha}")
+    if args.confidence_n < 2:
+        raise ConfigError(f"--confidence-n {args.confidence_n}: give the number of bootstrap resamples, 2 or more "
+                          "(1000 is usual)")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -33,7 +36,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from scratchformer.errors import ConfigError
 
         raise ConfigError(f"--explain takes BLEU apart: {args.run_dir} holds a {arch} model, which has no BLEU")
-    for flag, value in (("--split-sentences", args.split_sentences), ("--repair-copies", args.repair_copies)):
+    for flag, value in (("--split-sentences", args.split_sentences), ("--repair-copies", args.repair_copies),
+                        ("--confidence", args.confidence)):
         if value and arch != "encoder-decoder":
             from scratchformer.errors import ConfigError
 
@@ -51,7 +55,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         result = evaluate_run(args.run_dir, args.split, args.beam, args.alpha, args.limit, args.show, args.corpus,
                               args.weights, engine=args.engine, explain=args.explain,
-                              split_sentences=args.split_sentences, repair_copies=args.repair_copies)
+                              split_sentences=args.split_sentences, repair_copies=args.repair_copies,
+                              confidence=args.confidence_n if args.confidence else 0)
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
         return 0
@@ -84,6 +89,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="translation: decode with our PyTorch code (default) or an exported copy")
     p.add_argument("--explain", action="store_true", help="translation: BLEU taken apart (1-4-gram precisions, "
                    "brevity penalty) beside sacreBLEU's score, and why seed 001's unigram 'simple BLEU' differs")
+    p.add_argument("--confidence", action="store_true", help="translation: BLEU's 95%% interval, from bootstrap "
+                   "resampling of the sentences (as sacreBLEU's --confidence); printed as bleu_ci95, the half-width")
+    p.add_argument("--confidence-n", type=int, default=1000, help="bootstrap resamples for --confidence")
     p.add_argument("--json", action="store_true")
     add_decoding_args(p.add_argument_group("translation: decoding options (default: the run's decoding.json)"))
     p.set_defaults(func=cmd_evaluate)

@@ -15,12 +15,13 @@ from scratchformer.runs import Run, load_run
 def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha: float | None = None,
                    show: int = 0, train_targets: list[str] | None = None, engine: str = "torch",
                    explain: bool = False, split_sentences: bool | None = None,
-                   repair_copies: bool | None = None) -> dict[str, Any]:
+                   repair_copies: bool | None = None, confidence: int = 0) -> dict[str, Any]:
     """BLEU, chrF, exact match and time; for Chinese targets also the spurious-quote rate and, given the training
     targets, the share of unseen character 4-grams in the outputs and in the references. explain: BLEU taken
     apart too (metrics.bleu_explained), under "bleu_explained". alpha, split_sentences, repair_copies: None takes
     the run's own (decoding.json, config/decoding.py); the result says which were used. Every engine splits and
-    repairs (decoding/translate.py: translate_with)."""
+    repairs (decoding/translate.py: translate_with). confidence N > 1: "bleu_ci95", half the 95% interval of BLEU
+    over N bootstrap resamples of the sentences (metrics.bleu)."""
     from scratchformer.decoding.translate import translate_with
     from scratchformer.engines import make_translator
     from scratchformer.evaluation.metrics import (
@@ -40,9 +41,10 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha:
     hyps = translate_with(lambda texts: translator.translate(texts, beam=beam, alpha=decoding.alpha), sources,
                           decoding.split_sentences, decoding.repair_copies)
     seconds = time.time() - start
-    b, c = bleu(hyps, refs), chrf(hyps, refs)
+    b, c = bleu(hyps, refs, n_bootstrap=max(confidence, 1)), chrf(hyps, refs)
     result: dict[str, Any] = {
-        "sentences": len(pairs), "beam": beam, "bleu": round(b["score"], 2), "chrf": round(c["score"], 2),
+        "sentences": len(pairs), "beam": beam, "bleu": round(b["score"], 2),
+        **({"bleu_ci95": round(b["ci95"], 2)} if "ci95" in b else {}), "chrf": round(c["score"], 2),
         "exact_match": round(exact_match(hyps, refs), 4), "seconds": round(seconds, 1), **decoding.options(),
         "bleu_signature": b["signature"], "chrf_signature": c["signature"],
     }
@@ -61,9 +63,10 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha:
 def evaluate_run(run_dir: str | Path, split: str = "test", beam: int = 1, alpha: float | None = None,
                  limit: int | None = None, show: int = 0, corpus: str | None = None,
                  weights: str | Path | None = None, engine: str = "torch", explain: bool = False,
-                 split_sentences: bool | None = None, repair_copies: bool | None = None) -> dict[str, Any]:
+                 split_sentences: bool | None = None, repair_copies: bool | None = None,
+                 confidence: int = 0) -> dict[str, Any]:
     """Translation scores of a run on `split` of its training corpus (or of `corpus`), the first `limit` pairs;
-    decoding options left None are the run's own (decoding.json)."""
+    decoding options left None are the run's own (decoding.json); confidence: evaluate_pairs'."""
     run = load_run(run_dir, weights)
     if run.model_config.arch != "encoder-decoder":
         raise ConfigError(f"{run_dir} holds a {run.model_config.arch} model: translation metrics need an "
@@ -76,7 +79,7 @@ def evaluate_run(run_dir: str | Path, split: str = "test", beam: int = 1, alpha:
         pairs = pairs[:limit]
     return {"run_dir": str(run_dir), "corpus": source, "split": split,
             **evaluate_pairs(run, pairs, beam, alpha, show, train_targets(run), engine, explain, split_sentences,
-                             repair_copies)}
+                             repair_copies, confidence)}
 
 
 def train_targets(run: Run) -> list[str] | None:
