@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""What `--int8` costs in translation quality: BLEU / chrF of a trained run, float32 against int8, same sentences.
+"""What `--int8` costs in translation quality: BLEU / chrF of a trained run, float32 against int8, same sentences;
+and what the run's decoding.json (sentence splitting, copy repair) costs in time and gives in BLEU against whole
+lines, at the same beam and alpha.
 
     .venv/bin/python benchmarks/bench_quality.py [--run-dir DIR] [--sentences 200]
 
@@ -8,6 +10,11 @@ The run is models/en-zh when it exists, else /tmp/bench-run, trained first if mi
 same code path). Both evaluations use scratchformer.evaluation.translation (greedy, sacreBLEU with the zh tokenizer)
 on the first N test sentences; the int8 model is `quantize_int8` of the float one. Also times both translations
 (informative: small batches of real sentences, not the fixed-length figures of bench_decode).
+
+The decoding.json figures (only for a run whose decoding.json splits or repairs): every 7th valid pair of its
+corpus (all sources of `software`, mostly multi-sentence paragraphs outside LibreOffice), beam 4 at the file's
+alpha, translated with and without the text-level options (`decoding.translate.translate_with`, any engine's
+path), interleaved, the median of --repeats rounds (default 3).
 """
 
 from __future__ import annotations
@@ -18,10 +25,13 @@ import sys
 import time
 from pathlib import Path
 
-from benchlib import ROOT, add_common_args, emit, log, setup_threads
+from benchlib import ROOT, add_common_args, emit, interleave, log, median, setup_threads
 
 from scratchformer.data.corpus import load_pairs
 from scratchformer.decoding.quantize import quantize_int8
+from scratchformer.decoding.translate import translate_with
+from scratchformer.engines import make_translator
+from scratchformer.evaluation.metrics import bleu
 from scratchformer.evaluation.translation import evaluate_pairs
 from scratchformer.runs import load_run
 
@@ -66,6 +76,40 @@ def main() -> None:
          note=note, threads=threads)
     emit("quality: translation time, int8 vs float32", "s", seconds["int8"], seconds["fp32"], "ours float32",
          higher_is_better=False, note=f"{len(pairs)} sentences, batch 32, greedy, one run each", threads=threads)
+    decoding_file_figures(run, corpus, args.sentences, args.repeats or (1 if args.quick else 3), threads)
+
+
+def decoding_file_figures(run, corpus: str, sentences: int, repeats: int, threads: int) -> None:
+    """Time and BLEU of the run's decoding.json options against whole lines, same beam and alpha, interleaved."""
+    d = run.decoding
+    if not (d.split_sentences or d.repair_copies):
+        log("bench_quality: the run's decoding.json neither splits nor repairs: no decoding.json figures")
+        return
+    pairs = load_pairs(corpus, "valid", on_error="skip")[::7][:sentences]
+    texts, refs = [s for s, _ in pairs], [t for _, t in pairs]
+    translator = make_translator(run, "torch")
+
+    def translate(pieces: list[str]) -> list[str]:
+        return translator.translate(pieces, beam=4, alpha=d.alpha)
+
+    outputs = {}
+
+    def with_file() -> None:
+        outputs["file"] = translate_with(translate, texts, d.split_sentences, d.repair_copies)
+
+    def whole() -> None:
+        outputs["whole"] = translate(texts)
+
+    times = interleave({"file": with_file, "whole": whole}, repeats)
+    options = ", ".join(n for n, on in (("split_sentences", d.split_sentences), ("repair_copies", d.repair_copies))
+                        if on)
+    note = f"{len(pairs)} valid pairs of {corpus} (every 7th), beam 4, alpha {d.alpha}; decoding.json: {options}"
+    emit("decoding.json: translation time, its options vs whole lines", "s", median(times["file"]),
+         median(times["whole"]), "ours, whole lines", higher_is_better=False,
+         note=f"{note}; median of {repeats} interleaved rounds", threads=threads)
+    b = {name: bleu(out, refs) for name, out in outputs.items()}
+    emit("decoding.json: BLEU, its options vs whole lines", "BLEU", b["file"]["score"], b["whole"]["score"],
+         "ours, whole lines", note=f"{note}; {b['file']['signature']}", threads=threads)
 
 
 if __name__ == "__main__":
