@@ -35,7 +35,12 @@ from scratchformer.runs import Run
 
 # Hugging Face ranks finished beams by logP / |Y|^lp, GNMT (ours) by logP / ((5 + |Y|) / 6)^alpha. Their slopes in
 # log |Y| are lp and alpha * |Y| / (5 + |Y|): with alpha = 0.6 they agree at |Y| = 25 for lp = 0.5 (README: measured).
-LENGTH_PENALTY = 0.5
+SLOPE_AT = 25
+
+
+def length_penalty_for(alpha: float) -> float:
+    """Hugging Face's length_penalty with the slope of GNMT's `alpha` at |Y| = SLOPE_AT (0.6 -> 0.5, 1.5 -> 1.25)."""
+    return round(alpha * SLOPE_AT / (5 + SLOPE_AT), 4)
 BEAM = 4
 # What the tokenizer adds around a text, per arch and side (our batching: src + </s>, <s> + tgt + </s>; LM
 # prompts <s> + text; encoder inputs <s> + text + </s>).
@@ -80,15 +85,17 @@ def token_ids(c: ModelConfig) -> dict[str, int | None]:
     return ids
 
 
-def generation_config(c: ModelConfig) -> dict[str, Any] | None:
-    """generation_config.json: our search's defaults as far as Hugging Face's options reach (None: an encoder)."""
+def generation_config(c: ModelConfig, alpha: float = 0.6) -> dict[str, Any] | None:
+    """generation_config.json: our search's defaults as far as Hugging Face's options reach (None: an encoder);
+    alpha: the run's own (decoding.json), as a length_penalty of the same slope (length_penalty_for)."""
     if c.arch == "encoder":
         return None
     ids = token_ids(c)
     # max_length counts the start symbol: max_len + 1 lets the decoder see positions 0 .. max_len - 1, as ours
     gen: dict[str, Any] = {**ids, "max_length": c.max_len + 1, "do_sample": False}
     if c.arch == "encoder-decoder":
-        gen.update(num_beams=BEAM, length_penalty=LENGTH_PENALTY, early_stopping=False, forced_eos_token_id=None,
+        gen.update(num_beams=BEAM, length_penalty=length_penalty_for(alpha), early_stopping=False,
+                   forced_eos_token_id=None,
                    bad_words_ids=[[ids["pad_token_id"]]])  # ours never emits PAD (greedy and beam search)
     return gen
 
@@ -162,7 +169,7 @@ def export(run: Run, out: Path, quantization: str | None = None, **options: Any)
     hf = json.loads((out / "config.json").read_text(encoding="utf-8"))
     hf.update({k: v for k, v in token_ids(c).items() if hf.get(k) is None})
     _write_json(out / "config.json", hf)
-    gen = generation_config(c)
+    gen = generation_config(c, run.decoding.alpha)
     if gen is not None:
         _write_json(out / "generation_config.json", gen)
     tokenizers = _tokenizers(run)

@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any
 
+from scratchformer.config.decoding import DecodingConfig
 from scratchformer.data.corpus import CORPORA_DIR, bundled_corpora, corpus_languages
 from scratchformer.runs import Run
 from scratchformer.runs.metrics import read_records
@@ -104,17 +105,25 @@ def _usage(arch: str, targets: bool) -> list[str]:
     return lines
 
 
-def _notes(arch: str, folded: bool, hf: dict[str, Any], gen: dict[str, Any] | None) -> list[str]:
+def _notes(arch: str, folded: bool, hf: dict[str, Any], gen: dict[str, Any] | None,
+           decoding: DecodingConfig) -> list[str]:
     if arch != "encoder-decoder":
         return ["- Special tokens as in training: `<s>`=1, `</s>`=2, `<pad>`=0, `<unk>`=3; the tokenizer adds them "
                 "as the run's batching did."]
-    lp = gen["length_penalty"] if gen else None
+    lp, alpha = (gen["length_penalty"] if gen else None), decoding.alpha
+    text_level = [name for name, on in (("split_sentences", decoding.split_sentences),
+                                        ("repair_copies", decoding.repair_copies)) if on]
     return [
         f"- **Length penalty.** Hugging Face ranks finished beams by `logP / |Y|^length_penalty`; scratchformer by "
-        f"GNMT's `logP / ((5 + |Y|) / 6)^alpha` (alpha 0.6), |Y| counting `</s>` in both. The two are different "
-        f"functions; `length_penalty={lp}` has the same slope in log |Y| as GNMT's alpha 0.6 at |Y| = 25 "
-        f"(alpha * |Y| / (5 + |Y|)), so beam outputs mostly, not always, agree. Greedy search is the same algorithm "
-        "on both sides (the same token ids).",
+        f"GNMT's `logP / ((5 + |Y|) / 6)^alpha` (alpha {alpha}, the run's decoding.json or the default), |Y| "
+        f"counting `</s>` in both. The two are different functions; `length_penalty={lp}` has the same slope in "
+        f"log |Y| as GNMT's alpha {alpha} at |Y| = 25 (alpha * |Y| / (5 + |Y|)), so beam outputs mostly, not "
+        "always, agree. Greedy search is the same algorithm on both sides (the same token ids).",
+        *([f"- **Text-level decoding.** The run's decoding.json also turns on {' and '.join(text_level)}: "
+           "scratchformer cuts each paragraph into its sentences and translates them one by one (split_sentences) "
+           "and puts back names and numbers the model miscopied from the source (repair_copies). `generate` does "
+           "neither: split the input into sentences yourself, or translate with scratchformer, which does both on "
+           "every engine."] if text_level else []),
         "- **Maximum length.** Ours: source tokens + 50, at most the model's positions. generation_config.json can "
         f"only hold one `max_length` ({gen['max_length'] if gen else '?'}, the start symbol included): pass "
         "`max_new_tokens` (longest source of the batch + 50) to follow our rule.",
@@ -143,7 +152,7 @@ def model_card(run: Run, hf: dict[str, Any], gen: dict[str, Any] | None, tokeniz
              f"{run.path.name} --format hf` from a model trained with scratchformer, a hand-written Transformer.", "",
              f"Training data: {about}." + ("" if license_ else " License: see the training corpus's terms."), "",
              "## Use", "", *_usage(arch, "target_tokenizer" in tokenizer_dirs), "", "## Conversion and decoding",
-             "", *_notes(arch, run.model_config.positions == "sinusoidal", hf, gen), ""]
+             "", *_notes(arch, run.model_config.positions == "sinusoidal", hf, gen, run.decoding), ""]
     if figures:
         lines += ["## Measured (by scratchformer, on this model's own decoder)", "", "| metric | value |", "|---|---|",
                   *(f"| {f['name']} ({f['split']}) | {f['value']} |" for f in figures), ""]
