@@ -35,12 +35,8 @@ from scratchformer.runs import Run
 
 # Hugging Face ranks finished beams by logP / |Y|^lp, GNMT (ours) by logP / ((5 + |Y|) / 6)^alpha. Their slopes in
 # log |Y| are lp and alpha * |Y| / (5 + |Y|): with alpha = 0.6 they agree at |Y| = 25 for lp = 0.5 (README: measured).
+# The export writes the lp of the run's alpha at SLOPE_AT (length_penalty_for).
 SLOPE_AT = 25
-
-
-def length_penalty_for(alpha: float) -> float:
-    """Hugging Face's length_penalty with the slope of GNMT's `alpha` at |Y| = SLOPE_AT (0.6 -> 0.5, 1.5 -> 1.25)."""
-    return round(alpha * SLOPE_AT / (5 + SLOPE_AT), 4)
 BEAM = 4
 # What the tokenizer adds around a text, per arch and side (our batching: src + </s>, <s> + tgt + </s>; LM
 # prompts <s> + text; encoder inputs <s> + text + </s>).
@@ -83,6 +79,11 @@ def token_ids(c: ModelConfig) -> dict[str, int | None]:
         start = c.decoder_start_id if c.decoder_start_id is not None else c.extra.get("decoder_start_token_id")
         ids["decoder_start_token_id"] = start
     return ids
+
+
+def length_penalty_for(alpha: float) -> float:
+    """Hugging Face's length_penalty with the slope of GNMT's `alpha` at |Y| = SLOPE_AT (0.6 -> 0.5, 1.5 -> 1.25)."""
+    return round(alpha * SLOPE_AT / (5 + SLOPE_AT), 4)
 
 
 def generation_config(c: ModelConfig, alpha: float = 0.6) -> dict[str, Any] | None:
