@@ -82,7 +82,7 @@ def main() -> None:
 def decoding_file_figures(run, corpus: str, sentences: int, repeats: int, threads: int) -> None:
     """Time and BLEU of the run's decoding.json options against whole lines, same beam and alpha, interleaved."""
     d = run.decoding
-    if not (d.split_sentences or d.repair_copies):
+    if not d.text_level():
         log("bench_quality: the run's decoding.json neither splits nor repairs: no decoding.json figures")
         return
     pairs = load_pairs(corpus, "valid", on_error="skip")[::7][:sentences]
@@ -101,9 +101,8 @@ def decoding_file_figures(run, corpus: str, sentences: int, repeats: int, thread
         outputs["whole"] = translate(texts)
 
     times = interleave({"file": with_file, "whole": whole}, repeats)
-    options = ", ".join(n for n, on in (("split_sentences", d.split_sentences), ("repair_copies", d.repair_copies))
-                        if on)
-    note = f"{len(pairs)} valid pairs of {corpus} (every 7th), beam 4, alpha {d.alpha}; decoding.json: {options}"
+    note = (f"{len(pairs)} valid pairs of {corpus} (every 7th), beam 4, alpha {d.alpha}; decoding.json: "
+            f"{', '.join(d.text_level())}")
     emit("decoding.json: translation time, its options vs whole lines", "s", median(times["file"]),
          median(times["whole"]), "ours, whole lines", higher_is_better=False,
          note=f"{note}; median of {repeats} interleaved rounds", threads=threads)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from scratchformer.data.corpus import CORPORA_DIR, load_pairs
 from scratchformer.errors import ScratchformerError
+from scratchformer.evaluation.metrics import BOOTSTRAP_RESAMPLES
 from scratchformer.evaluation.translation import evaluate_pairs, train_targets
 from scratchformer.runs import load_run
 
@@ -70,7 +71,8 @@ def main() -> None:
     try:
         scores = score_sources(args.run_dir, args.split, args.beam, args.weights, args.only,
                                split_sentences=args.split_sentences, alpha=args.alpha,
-                               repair_copies=args.repair_copies, confidence=1000 if args.confidence else 0)
+                               repair_copies=args.repair_copies,
+                               confidence=BOOTSTRAP_RESAMPLES if args.confidence else 0)
     except ScratchformerError as e:
         ap.exit(2, f"{ap.prog}: error: {e}\n")
 

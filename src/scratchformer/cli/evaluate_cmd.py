@@ -91,6 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "brevity penalty) beside sacreBLEU's score, and why seed 001's unigram 'simple BLEU' differs")
     p.add_argument("--confidence", action="store_true", help="translation: BLEU's 95%% interval, from bootstrap "
                    "resampling of the sentences (as sacreBLEU's --confidence); printed as bleu_ci95, the half-width")
+    # metrics.BOOTSTRAP_RESAMPLES, not imported here: building the parser must not load sacreBLEU and torch
     p.add_argument("--confidence-n", type=int, default=1000, help="bootstrap resamples for --confidence")
     p.add_argument("--json", action="store_true")
     add_decoding_args(p.add_argument_group("translation: decoding options (default: the run's decoding.json)"))

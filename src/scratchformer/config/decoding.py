@@ -46,6 +46,10 @@ class DecodingConfig:
         """These options with each flag that was given (not None) in place of the run's value."""
         return replace(self, **{k: v for k, v in flags.items() if v is not None})
 
+    def text_level(self) -> list[str]:
+        """The text-level options turned on, by name: what runs around any engine's search (translate_with)."""
+        return [name for name in ("split_sentences", "repair_copies") if getattr(self, name)]
+
     def options(self) -> dict[str, Any]:
         """The decoding options as keyword arguments (without `chosen`)."""
         return {k: v for k, v in asdict(self).items() if k != "chosen"}

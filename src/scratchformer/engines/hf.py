@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from scratchformer.config import ModelConfig
+from scratchformer.config.decoding import DecodingConfig
 from scratchformer.data.tokenizers import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, SPECIALS, UNK, Tokenizer
 from scratchformer.engines.hf_card import model_card
 from scratchformer.errors import ConfigError
@@ -86,7 +87,7 @@ def length_penalty_for(alpha: float) -> float:
     return round(alpha * SLOPE_AT / (5 + SLOPE_AT), 4)
 
 
-def generation_config(c: ModelConfig, alpha: float = 0.6) -> dict[str, Any] | None:
+def generation_config(c: ModelConfig, alpha: float = DecodingConfig.alpha) -> dict[str, Any] | None:
     """generation_config.json: our search's defaults as far as Hugging Face's options reach (None: an encoder);
     alpha: the run's own (decoding.json), as a length_penalty of the same slope (length_penalty_for)."""
     if c.arch == "encoder":

@@ -111,8 +111,7 @@ def _notes(arch: str, folded: bool, hf: dict[str, Any], gen: dict[str, Any] | No
         return ["- Special tokens as in training: `<s>`=1, `</s>`=2, `<pad>`=0, `<unk>`=3; the tokenizer adds them "
                 "as the run's batching did."]
     lp, alpha = (gen["length_penalty"] if gen else None), decoding.alpha
-    text_level = [name for name, on in (("split_sentences", decoding.split_sentences),
-                                        ("repair_copies", decoding.repair_copies)) if on]
+    text_level = decoding.text_level()
     return [
         f"- **Length penalty.** Hugging Face ranks finished beams by `logP / |Y|^length_penalty`; scratchformer by "
         f"GNMT's `logP / ((5 + |Y|) / 6)^alpha` (alpha {alpha}, the run's decoding.json or the default), |Y| "

@@ -22,6 +22,8 @@ from sacrebleu.metrics import BLEU, CHRF
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+BOOTSTRAP_RESAMPLES = 1000  # sacreBLEU's --confidence-n default
+
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
 
 
