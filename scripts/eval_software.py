@@ -35,11 +35,12 @@ def sources() -> list[str]:
 def score_sources(run_dir: Path, split: str = "test", beam: int = 4, weights: Path | None = None,
                   only: list[str] | None = None, limit: int | None = None, split_sentences: bool | None = None,
                   alpha: float | None = None, repair_copies: bool | None = None,
-                  confidence: int = 0) -> dict[str, dict]:
+                  confidence: int = 0, ensemble: list[Path] | None = None) -> dict[str, dict]:
     """{source: evaluate_pairs' result} on `split`-SOURCE of `software`; the run and its training targets are
     loaded once for all sources; decoding options left None are the run's own (decoding.json); confidence N:
-    BLEU's 95% bootstrap half-width from N resamples too ("bleu_ci95")."""
-    run = load_run(run_dir, weights)
+    BLEU's 95% bootstrap half-width from N resamples too ("bleu_ci95"); ensemble: more members' weights (None: the
+    run's decoding.json's)."""
+    run = load_run(run_dir, weights, ensemble=ensemble)
     targets = train_targets(run)
     return {source: evaluate_pairs(run, load_pairs("software", f"{split}-{source}", on_error="skip")[:limit],
                                    beam, alpha, train_targets=targets, split_sentences=split_sentences,
@@ -52,7 +53,10 @@ def main() -> None:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--split", default="test", choices=("test", "valid"))
     ap.add_argument("--beam", type=int, default=4)
-    ap.add_argument("--weights", type=Path, help="a checkpoint's weights instead of the run's model.safetensors")
+    ap.add_argument("--weights", type=Path, help="a checkpoint's weights instead of the run's model.safetensors "
+                    "(decoded alone unless --ensemble is given too)")
+    ap.add_argument("--ensemble", type=Path, nargs="+", metavar="WEIGHTS",
+                    help="more members' weights, decoded with the model (default: the run's decoding.json's)")
     ap.add_argument("--only", nargs="+", help="these sources only")
     ap.add_argument("--split-sentences", action=argparse.BooleanOptionalAction, default=None,
                     help="translate each source sentence by sentence (default: the run's decoding.json)")
@@ -72,7 +76,7 @@ def main() -> None:
         scores = score_sources(args.run_dir, args.split, args.beam, args.weights, args.only,
                                split_sentences=args.split_sentences, alpha=args.alpha,
                                repair_copies=args.repair_copies,
-                               confidence=BOOTSTRAP_RESAMPLES if args.confidence else 0)
+                               confidence=BOOTSTRAP_RESAMPLES if args.confidence else 0, ensemble=args.ensemble)
     except ScratchformerError as e:
         ap.exit(2, f"{ap.prog}: error: {e}\n")
 
@@ -80,11 +84,12 @@ def main() -> None:
     print("| source | BLEU / chrF | 「」 where the reference has none | unseen char 4-grams: output / reference |")
     print("| --- | --- | ---: | --- |")
     for source, r in scores.items():
-        row = {"label": args.label, "run": str(args.run_dir), "weights": str(args.weights or ""), "source": source,
+        row = {"label": args.label, "run": str(args.run_dir), "weights": str(args.weights or ""),
+               **({"ensemble": [str(p) for p in args.ensemble]} if args.ensemble else {}), "source": source,
                "split": args.split, "beam": args.beam, "alpha": r["alpha"], "split_sentences": r["split_sentences"],
                "repair_copies": r["repair_copies"],
                "date": datetime.date.today().isoformat(),
-               **{k: r.get(k) for k in FIELDS}, **({"bleu_ci95": r["bleu_ci95"]} if "bleu_ci95" in r else {})}
+               **{k: r.get(k) for k in FIELDS}, **{k: r[k] for k in ("bleu_ci95", "ensemble_size") if k in r}}
         rows.append(row)
         unseen = (f"{row['unseen_4grams_hyp']:.0%} / {row['unseen_4grams_ref']:.0%}"
                   if row["unseen_4grams_hyp"] is not None else "")

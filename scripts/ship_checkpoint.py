@@ -52,6 +52,8 @@ def main() -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     if (out / "decoding.json").exists():  # chosen for the weights it replaces: the new ones decode with the defaults
+        for member in runs.load_decoding(out).ensemble:  # members of the old model's ensemble go with it
+            (out / member).unlink(missing_ok=True)
         (out / "decoding.json").unlink()
         print(f"removed {out / 'decoding.json'} (the old weights' decoding); choose the new model's on valid")
     run = load_run(run_dir, candidates[chosen])

@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -83,10 +85,12 @@ def test_shipping_new_weights_drops_the_old_weights_decoding_json(tiny_run, tmp_
     ship, run, out = _script("ship_checkpoint"), shutil.copytree(tiny_run, tmp_path / "run"), tmp_path / "shipped"
     (run / "metrics.jsonl").write_text('{"kind": "train", "step": 40, "elapsed_s": 1.0, "tokens_per_s": 1.0}\n')
     shutil.copytree(run, out)
-    (out / "decoding.json").write_text('{"alpha": 1.5, "split_sentences": true}')
+    (out / "decoding.json").write_text('{"alpha": 1.5, "split_sentences": true, "ensemble": ["m.safetensors"]}')
+    shutil.copy(out / "model.safetensors", out / "m.safetensors")
     monkeypatch.setattr(sys, "argv", ["ship_checkpoint.py", str(run), str(out), "--valid-limit", "4"])
     ship.main()
     assert not (out / "decoding.json").exists() and "removed" in capsys.readouterr().out
+    assert not (out / "m.safetensors").exists()  # the old model's ensemble member goes with its decoding.json
     assert load_run(out).decoding.split_sentences is False
 
 
@@ -111,3 +115,32 @@ def test_copy_twins_refuses_an_output_it_cannot_write_in_one_line(tmp_path):
                            text=True)
         assert r.returncode == 2 and "give a file path in an existing folder" in r.stderr
         assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 2  # usage + the error
+
+
+def test_add_member_writes_a_float16_member_and_names_it_in_decoding_json(tiny_run, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    from scratchformer.runs import load_run
+
+    add, run, out = _script("add_member"), shutil.copytree(tiny_run, tmp_path / "run"), tmp_path / "shipped"
+    shutil.copytree(run, out)
+    (out / "decoding.json").write_text('{"alpha": 1.5, "chosen": "valid"}')
+    monkeypatch.setattr(sys, "argv", ["add_member.py", str(run), str(out), "--name", "member-2.safetensors"])
+    add.main()
+    shipped = load_run(out)
+    assert shipped.decoding.ensemble == ["member-2.safetensors"] and shipped.decoding.alpha == 1.5
+    assert len(shipped.members) == 1 and "member-2.safetensors" in capsys.readouterr().out
+    assert {t.dtype for t in load_file(out / "member-2.safetensors").values()} == {torch.float16}
+    for name, bad in (("member-2.safetensors", "named twice"), ("../x.safetensors", "without a folder")):
+        monkeypatch.setattr(sys, "argv", ["add_member.py", str(run), str(out), "--name", name])
+        with pytest.raises(SystemExit, match="2"):
+            add.main()
+        assert bad in capsys.readouterr().err
+    (run / "tokenizer_tgt.json").write_text((run / "tokenizer_tgt.json").read_text() + " ")  # another vocabulary file
+    monkeypatch.setattr(sys, "argv", ["add_member.py", str(run), str(out), "--name", "member-3.safetensors"])
+    with pytest.raises(SystemExit, match="2"):
+        add.main()
+    assert "must share the model's vocabularies" in capsys.readouterr().err

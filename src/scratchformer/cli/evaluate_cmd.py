@@ -37,7 +37,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         raise ConfigError(f"--explain takes BLEU apart: {args.run_dir} holds a {arch} model, which has no BLEU")
     for flag, value in (("--split-sentences", args.split_sentences), ("--repair-copies", args.repair_copies),
-                        ("--confidence", args.confidence)):
+                        ("--confidence", args.confidence), ("--ensemble", args.ensemble)):
         if value and arch != "encoder-decoder":
             from scratchformer.errors import ConfigError
 
@@ -56,7 +56,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         result = evaluate_run(args.run_dir, args.split, args.beam, args.alpha, args.limit, args.show, args.corpus,
                               args.weights, engine=args.engine, explain=args.explain,
                               split_sentences=args.split_sentences, repair_copies=args.repair_copies,
-                              confidence=args.confidence_n if args.confidence else 0)
+                              confidence=args.confidence_n if args.confidence else 0, ensemble=args.ensemble)
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
         return 0
@@ -84,7 +84,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, help="only the first N sentences")
     p.add_argument("--show", type=int, default=3, help="print N sample translations")
     p.add_argument("--corpus", help="evaluate on another corpus than the one trained on")
-    p.add_argument("--weights", help="another safetensors file of the run (e.g. averaged.safetensors)")
+    p.add_argument("--weights", help="another safetensors file of the run (e.g. averaged.safetensors); it "
+                   "decodes alone unless --ensemble is given too")
+    p.add_argument("--ensemble", nargs="+", metavar="WEIGHTS", help="translation, --engine torch: more safetensors "
+                   "files of the run, decoded with it (the mean of their probabilities; default: decoding.json's)")
     p.add_argument("--engine", default="torch", choices=["torch", "ctranslate2", "onnxruntime"],
                    help="translation: decode with our PyTorch code (default) or an exported copy")
     p.add_argument("--explain", action="store_true", help="translation: BLEU taken apart (1-4-gram precisions, "

@@ -15,7 +15,7 @@ from pathlib import Path
 # The options only --engine torch has: flag, attribute, its "off" value.
 TORCH_ONLY = (("--n-best", "n_best", 1), ("--format", "format", "text"), ("--no-repeat-ngram", "no_repeat_ngram", 0),
               ("--repetition-penalty", "repetition_penalty", 1.0), ("--prefix", "prefix", None),
-              ("--align", "align", False))
+              ("--align", "align", False), ("--ensemble", "ensemble", None))
 
 
 def _inputs(args: argparse.Namespace) -> list[str]:
@@ -86,7 +86,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
     _check_flags(args)
     set_threads(args.threads)
-    run = load_run(args.run_dir, args.weights)
+    run = load_run(args.run_dir, args.weights, ensemble=args.ensemble)
     _check_arch(args, run.model_config.arch)
     decoding = run.decoding.pick(alpha=args.alpha, split_sentences=args.split_sentences,
                                  repair_copies=args.repair_copies)
@@ -96,7 +96,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if args.int8 and args.engine != "ctranslate2":  # ctranslate2 quantizes its own export (int8=True)
         from scratchformer.decoding.quantize import quantize_int8
 
-        run.model = quantize_int8(run.model)
+        run.model, run.members = quantize_int8(run.model), [quantize_int8(m) for m in run.members]
     texts, prefix = _inputs(args), args.prefix
     if args.input_format == "jsonl":
         texts, prefix = _jsonl_inputs(texts, args.prefix)
@@ -110,7 +110,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
                                   n_best=args.n_best, no_repeat_ngram=args.no_repeat_ngram,
                                   repetition_penalty=args.repetition_penalty, prefix=prefix,
                                   split_sentences=decoding.split_sentences, repair_copies=decoding.repair_copies,
-                                  align=args.align, return_hyps=structured)
+                                  align=args.align, return_hyps=structured, ensemble=run.members)
     else:
         from scratchformer.engines import make_translator
 
@@ -165,7 +165,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-len", type=int, default=None,
                    help="most output tokens per sentence (default: source length + 50, the paper's rule)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--weights", help="another safetensors file of the same run (e.g. averaged.safetensors)")
+    p.add_argument("--weights", help="another safetensors file of the same run (e.g. averaged.safetensors); it "
+                   "decodes alone unless --ensemble is given too")
+    p.add_argument("--ensemble", nargs="+", metavar="WEIGHTS", help="more safetensors files of the same run, "
+                   "decoded with it: the mean of their probabilities (default: decoding.json's ensemble)")
     p.add_argument("--engine", default="torch", choices=["torch", "ctranslate2", "onnxruntime"],
                    help="decode with our PyTorch code (default) or an exported copy (cached in the run directory)")
     p.add_argument("--int8", action="store_true", help="dynamic int8 quantisation of Linear layers (CPU)")

@@ -8,6 +8,8 @@ scripts/eval_software.py start from it; a flag given on the command line wins.
     split_sentences  translate each text sentence by sentence and join the parts (decoding/sentences.py)
     repair_copies    put back names, numbers and paths the model miscopied (decoding/copies.py)
     chosen           free text: how these values were chosen (read by people only)
+    ensemble         weights files of more members, beside model.safetensors in the run folder; our own decoder
+                     averages their next-token probabilities with the model's (decoding/ensemble.py)
 
 A run without the file decodes with these defaults. The file is JSON only; an unknown key, a value of the wrong
 type or out of range is a one-line ConfigError naming the file.
@@ -15,13 +17,15 @@ type or out of range is a one-line ConfigError naming the file.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+import re
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from scratchformer.config.fields import read_json, reject_unknown_fields
 from scratchformer.errors import ConfigError
 
+MEMBER_FILE = re.compile(r"[\w.-]+\.safetensors")  # a file name in the run folder, no path
 MAX_ALPHA = 10.0  # GNMT tuned alpha in [0.6, 1]; ((5 + 512) / 6) ** 10 is still a float
 
 
@@ -33,6 +37,17 @@ def check_alpha(alpha: float, named: str) -> None:
                           "(0 = off; the paper uses 0.6)")
 
 
+def check_members(names: list) -> None:
+    """A one-line ConfigError unless `names` are distinct safetensors file names (no folders: members live in the
+    run folder, so a decoding.json cannot point outside it) other than model.safetensors."""
+    for name in names:
+        if not isinstance(name, str) or not MEMBER_FILE.fullmatch(name) or name == "model.safetensors":
+            raise ConfigError(f"ensemble member {name!r}: give the name of a .safetensors file in the run folder, "
+                              "without a folder, other than model.safetensors (the first member)")
+    if len(set(names)) < len(names):
+        raise ConfigError(f"ensemble {names}: a member is named twice")
+
+
 @dataclass(frozen=True)
 class DecodingConfig:
     """The decoding options a run may set for itself; `pick` lays flags over them."""
@@ -41,6 +56,7 @@ class DecodingConfig:
     split_sentences: bool = False
     repair_copies: bool = False
     chosen: str = ""
+    ensemble: list[str] = field(default_factory=list)
 
     def pick(self, **flags: Any) -> DecodingConfig:
         """These options with each flag that was given (not None) in place of the run's value."""
@@ -51,8 +67,9 @@ class DecodingConfig:
         return [name for name in ("split_sentences", "repair_copies") if getattr(self, name)]
 
     def options(self) -> dict[str, Any]:
-        """The decoding options as keyword arguments (without `chosen`)."""
-        return {k: v for k, v in asdict(self).items() if k != "chosen"}
+        """The search and text-level options as keyword arguments (without `chosen`, and without `ensemble`, which
+        load_run reads: run.members)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("chosen", "ensemble")}
 
     @classmethod
     def load(cls, path: str | Path) -> DecodingConfig:
@@ -62,6 +79,7 @@ class DecodingConfig:
             reject_unknown_fields(cls, data, "decoding config field(s)")
             alpha = float(data.get("alpha", cls.alpha))
             check_alpha(alpha, f"alpha={alpha}")  # flags are checked where they are used
+            check_members(data.get("ensemble", []))
             return cls(**{**data, "alpha": alpha})
         except ConfigError as e:
             raise ConfigError(f"decoding config {path}: {e}") from None

@@ -10,6 +10,7 @@
     sentences.py  split_sentences                paragraphs translated sentence by sentence (--split-sentences)
     copies.py     repair_copies                  names and numbers the model miscopied, put back (--repair-copies)
     alignment.py  align, pharaoh                 word alignments from cross-attention (Pharaoh i-j)
+    ensemble.py   model_steps, EnsembleSteps     several models as one step function: their mean probability
 """
 
 from scratchformer.decoding.beam import Hypothesis, beam_search, beam_search_core

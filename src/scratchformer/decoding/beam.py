@@ -29,7 +29,6 @@ from torch import Tensor
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID
 from scratchformer.decoding.common import (
     NEG_INF,
-    Seq2SeqSteps,
     as_src_tensor,
     eval_mode,
     length_limits,
@@ -38,6 +37,7 @@ from scratchformer.decoding.common import (
     special_ids,
 )
 from scratchformer.decoding.constraints import Constraints, constrained_limits
+from scratchformer.decoding.ensemble import model_steps
 from scratchformer.model.transformer import EncoderDecoder
 
 # step_fn(tokens (N, t) with BOS first, index (N,) | None) -> log-probs (N, V) of the next token.
@@ -68,6 +68,7 @@ def beam_search(
     no_repeat_ngram: int = 0,
     repetition_penalty: float = 1.0,
     prefixes: Sequence[Sequence[int]] | None = None,
+    ensemble: Sequence[EncoderDecoder] = (),
 ) -> list[list[Hypothesis]]:
     """Beam search over src (B, L_src) ids (or id lists), right-padded with `pad`; n_best hypotheses each.
 
@@ -76,6 +77,8 @@ def beam_search(
     bos / eos / pad: None -> the model's own (decoder_start_id, extra["eos_token_id"], pad_id), else ours (1, 2, 0).
     no_repeat_ngram / repetition_penalty / prefixes (forced target ids per sentence, kept in the output; the budget
     grows to hold them): constraints.py. Scores are then those of the penalized distribution, bans included.
+    ensemble: more models with `model`'s vocabularies; each step's distribution is the mean of all their
+    probabilities (fairseq's EnsembleModel; ensemble.py). `model` sets the ids and the length budget.
     """
     bos, eos, pad = special_ids(model, bos, eos, pad)
     with eval_mode(model):
@@ -85,12 +88,10 @@ def beam_search(
         constraints = Constraints(no_repeat_ngram, repetition_penalty, prefixes)
         limits = constrained_limits(length_limits(src, pad, max_len, model.config.max_len), constraints,
                                     model.config.max_len)  # (B,)
-        src_mask = model.src_mask(src)  # (B, 1, 1, L_src)
-        memory = model.encode(src, src_mask)  # (B, L_src, D)
         # B*K decoding rows (sentence-major); the K beams of a sentence share its memory row
         # the row count holds until the end: one sentence (its beams run until it is done), or a fixed length
         fixed = src.size(0) == 1 or min_len >= int(limits.max())
-        with Seq2SeqSteps(model, memory, src_mask, use_cache, group=beam_size, pack=fixed) as steps:
+        with model_steps([model, *ensemble], src, use_cache, beam_size, fixed) as steps:
 
             constrained = constraints.active
 

@@ -104,6 +104,7 @@ def translate_texts(
     repair_copies: bool = False,
     align: bool = False,
     return_hyps: bool = False,
+    ensemble: Sequence[EncoderDecoder] = (),
 ) -> list[str] | list[Translation]:
     """Translate `texts`, in order. beam=1 is greedy. Batches hold at most `batch_size` sentences and, if
     given, at most `max_tokens` padded source tokens. max_len: most output tokens per sentence (None: the
@@ -118,7 +119,8 @@ def translate_texts(
     output (a str), or one per text (None or "" for none); the output includes it; a split paragraph's prefix
     starts its first sentence. Returns list[str], or with n_best > 1, align or return_hyps one Translation per
     text (results.py: hypotheses with text, score, tokens and, with align, alignments; an empty text gets
-    n_best empty hypotheses of score 0)."""
+    n_best empty hypotheses of score 0). ensemble: more models with the same vocabularies, whose probabilities
+    are averaged with `model`'s at every step (ensemble.py; beam 1 is then beam search of width 1, i.e. greedy)."""
     if isinstance(texts, str) or not isinstance(texts, Sequence) or not all(isinstance(t, str) for t in texts):
         raise InputError(f"texts must be a list of strings (one sentence each), got {type(texts).__name__}"
                          + ("" if isinstance(texts, str) or not isinstance(texts, Sequence) else " holding "
@@ -144,10 +146,12 @@ def translate_texts(
         src, pre = [srcs[i] for i in batch], [prefixes[i] for i in batch]
         options = dict(max_len=max_len, no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty,
                        prefixes=pre if any(pre) else None)
+        if ensemble:
+            options["ensemble"] = ensemble
         if structured:
             hyps = _hypotheses(model, tgt_tok, src, beam, alpha, n_best, align, options,
                                [pieces[i] for i in batch] if repair_copies and not align else None)
-        elif beam == 1:
+        elif beam == 1 and not ensemble:
             hyps = greedy_decode(model, src, **options)
         else:
             hyps = [h[0].tokens for h in beam_search(model, src, beam_size=beam, alpha=alpha, **options)]

@@ -12,6 +12,7 @@ import importlib
 import json
 import shutil
 import tempfile
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -78,6 +79,7 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool =
     """Export the run in `run_dir` to `out` in format `fmt`; returns `out`."""
     module = _module(FORMATS, fmt, "export format")
     run = load_run(run_dir)
+    warn_members(run, f"the {fmt} export holds")
     module.check_expressible(run)  # before anything is written: a one-line error naming the field
     allowed = getattr(module, "QUANTIZATIONS", (None, "float32"))
     if quantization is not None and quantization not in allowed:  # None: the format's default (float32)
@@ -91,7 +93,16 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool =
 def make_translator(run: Run, engine: str = "torch", **options: Any) -> Translator:
     """A Translator for `run` on `engine` (exported into the run directory on first use, cached)."""
     module = _module(ENGINES, engine, "engine")
+    if engine != "torch":
+        warn_members(run, f"the {engine} engine decodes")
     return module.Translator(run, **options)
+
+
+def warn_members(run: Run, who: str) -> None:
+    """One warning when a run's decoding.json names ensemble members that only our own decoder averages in."""
+    if run.members:
+        warnings.warn(f"{run.path}: decoding.json's ensemble of {len(run.members) + 1} models: {who} "
+                      "model.safetensors alone (only --engine torch decodes the ensemble)", stacklevel=3)
 
 
 

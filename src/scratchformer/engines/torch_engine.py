@@ -16,4 +16,4 @@ class Translator:
                   batch_size: int = 32) -> list[str]:
         r = self.run
         return translate_texts(r.model, r.src_tok, r.tgt_tok, list(texts), beam=beam, alpha=alpha,
-                               batch_size=batch_size, max_len=max_len)
+                               batch_size=batch_size, max_len=max_len, ensemble=r.members)

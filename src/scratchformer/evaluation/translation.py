@@ -46,6 +46,7 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha:
         "sentences": len(pairs), "beam": beam, "bleu": round(b["score"], 2),
         **({"bleu_ci95": round(b["ci95"], 2)} if "ci95" in b else {}), "chrf": round(c["score"], 2),
         "exact_match": round(exact_match(hyps, refs), 4), "seconds": round(seconds, 1), **decoding.options(),
+        **({"ensemble_size": 1 + len(run.members)} if run.members and engine == "torch" else {}),
         "bleu_signature": b["signature"], "chrf_signature": c["signature"],
     }
     if has_cjk(refs):
@@ -64,10 +65,13 @@ def evaluate_run(run_dir: str | Path, split: str = "test", beam: int = 1, alpha:
                  limit: int | None = None, show: int = 0, corpus: str | None = None,
                  weights: str | Path | None = None, engine: str = "torch", explain: bool = False,
                  split_sentences: bool | None = None, repair_copies: bool | None = None,
-                 confidence: int = 0) -> dict[str, Any]:
+                 confidence: int = 0, ensemble: list[str] | None = None) -> dict[str, Any]:
     """Translation scores of a run on `split` of its training corpus (or of `corpus`), the first `limit` pairs;
-    decoding options left None are the run's own (decoding.json); confidence: evaluate_pairs'."""
-    run = load_run(run_dir, weights)
+    decoding options left None are the run's own (decoding.json); confidence: evaluate_pairs'; ensemble: more
+    members' weights (load_run; None: decoding.json's)."""
+    if ensemble and engine != "torch":
+        raise ConfigError(f"--ensemble: only --engine torch (our own decoder) decodes an ensemble, not {engine}")
+    run = load_run(run_dir, weights, ensemble=ensemble)
     if run.model_config.arch != "encoder-decoder":
         raise ConfigError(f"{run_dir} holds a {run.model_config.arch} model: translation metrics need an "
                           "encoder-decoder (use `scratchformer evaluate --task lm` for perplexity)")

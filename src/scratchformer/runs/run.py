@@ -2,10 +2,12 @@
 
     run = load_run("runs/long")          # checks every file and says which one is missing or wrong
     run.model, run.src_tok, run.tgt_tok, run.train_config, run.decoding (decoding.json)
+    run.members                          # more models decoded with run.model (decoding.json's ensemble)
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -30,6 +32,7 @@ class Run:
     tgt_tok: Tokenizer
     train_config: TrainConfig | None
     decoding: DecodingConfig = field(default_factory=DecodingConfig)  # decoding.json: its own decoding defaults
+    members: list[TransformerBase] = field(default_factory=list)  # more ensemble members (decoding/ensemble.py)
 
 
 def load_config(run_dir: Path) -> ModelConfig:
@@ -74,9 +77,11 @@ def load_tokenizers(run_dir: Path) -> tuple[Tokenizer, Tokenizer]:
     return (load_tokenizer(src_path) if src_path.exists() else tgt), tgt
 
 
-def load_run(run_dir: str | Path, weights: str | Path | None = None, device: str = "cpu") -> Run:
+def load_run(run_dir: str | Path, weights: str | Path | None = None, device: str = "cpu",
+             ensemble: Sequence[str | Path] | None = None) -> Run:
     """Model (eval mode, inference layout) + tokenizers of a run; `weights` picks another safetensors file (e.g. an
-    average)."""
+    average). ensemble: weights files of more members, built like the model (run.members); None takes
+    decoding.json's (files in the run folder) when the run's own model.safetensors is loaded, none otherwise."""
     run_dir = Path(run_dir)
     config = load_config(run_dir)
     src_tok, tgt_tok = load_tokenizers(run_dir)
@@ -86,11 +91,20 @@ def load_run(run_dir: str | Path, weights: str | Path | None = None, device: str
         if tok.vocab_size != size:
             raise CheckpointError(f"{run_dir}: the {side} tokenizer has {tok.vocab_size} tokens but config.json "
                                   f"says {size}: tokenizer and checkpoint come from different runs")
-    model = build_model(config)
-    load_weights(model, Path(weights) if weights else weights_path(run_dir))  # refuses a FIFO, a folder, a device
     train_config = load_train_config(run_dir)
     decoding = load_decoding(run_dir)
+    if ensemble is None:
+        ensemble = [run_dir / name for name in decoding.ensemble] if weights is None else []
+    model, *members = (_load_model(config, path, device) for path in
+                       [Path(weights) if weights else weights_path(run_dir), *map(Path, ensemble)])
+    return Run(run_dir, model, config, src_tok, tgt_tok, train_config, decoding, members)
+
+
+def _load_model(config: ModelConfig, path: Path, device: str) -> TransformerBase:
+    """A model built from `config` with the weights of `path`, in eval mode and its inference layout."""
+    model = build_model(config)
+    load_weights(model, path)  # refuses a FIFO, a folder, a device; a missing file is one line
     model = model.to(torch.device(device)).eval()
     if hasattr(model, "inference_layout"):  # column-major Linear weights where measured faster: the same numbers
         model.inference_layout(measured=True)
-    return Run(run_dir, model, config, src_tok, tgt_tok, train_config, decoding)
+    return model

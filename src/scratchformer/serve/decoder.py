@@ -53,7 +53,7 @@ class RunTranslator:
         if int8 and engine != "ctranslate2":  # as `translate --int8`: ctranslate2 quantizes its own export
             from scratchformer.decoding.quantize import quantize_int8
 
-            run.model = quantize_int8(run.model)
+            run.model, run.members = quantize_int8(run.model), [quantize_int8(m) for m in run.members]
         self.decoding = run.decoding.pick(alpha=alpha, split_sentences=split_sentences, repair_copies=repair_copies)
         self.run, self.engine, self.alpha = run, engine, self.decoding.alpha
         self.batch_size, self.max_len = batch_size, max_len
@@ -80,7 +80,8 @@ class RunTranslator:
         r = self.run
         out = translate_texts(r.model, r.src_tok, r.tgt_tok, texts, beam=options.beam, alpha=self.alpha,
                               batch_size=self.batch_size, max_len=self.max_len, n_best=options.n_best,
-                              split_sentences=d.split_sentences, repair_copies=d.repair_copies)
+                              split_sentences=d.split_sentences, repair_copies=d.repair_copies,
+                              ensemble=r.members)
         if options.n_best == 1:  # the CLI's plain path (return_hyps only with --n-best > 1)
             return [[(t, None)] for t in out]
         return [[(h.text, h.score) for h in t.hyps] for t in out]
