@@ -15,7 +15,7 @@ def fake_format(monkeypatch, tmp_path):
     module = types.SimpleNamespace(QUANTIZATIONS=("float32", "int8"), check_expressible=lambda run: None,
                                    export=lambda run, out, quantization=None: written.append(quantization))
     monkeypatch.setattr(formats, "_module", lambda table, name, what: module)
-    monkeypatch.setattr(formats, "load_run", lambda run_dir: object())
+    monkeypatch.setattr(formats, "load_run", lambda run_dir: types.SimpleNamespace(members=[]))  # a Run of one model
     return module, written
 
 
