@@ -89,3 +89,15 @@ def test_a_member_with_other_vocabularies_is_one_line(make_seq2seq, tiny_seq2seq
     other = tiny_seq2seq(0, 40)  # 40 tokens, not 30
     with pytest.raises(InputError, match="ensemble member 1 is not an encoder-decoder with the model's vocab"):
         beam_search(make_seq2seq(0), random_sources(2), beam_size=2, max_len=5, ensemble=[other])
+
+
+def test_the_memory_check_counts_every_members_cache(make_seq2seq, monkeypatch):
+    from scratchformer.decoding import translate
+    from scratchformer.errors import ConfigError
+
+    model = make_seq2seq(0)
+    need = translate.search_bytes(model, 8 * 4, 10)  # 8 sentences x beam 4, 10 steps
+    monkeypatch.setattr(translate, "available_memory", lambda: int(1.5 * need))
+    translate.check_translate_options(model, 4, 0.6, 8, None, 10, sentences=8)
+    with pytest.raises(ConfigError, match="would need about"):
+        translate.check_translate_options(model, 4, 0.6, 8, None, 10, sentences=8, members=2)

@@ -46,12 +46,12 @@ def search_bytes(model: EncoderDecoder, rows: int, steps: int) -> int:
 def check_translate_options(model: EncoderDecoder, beam: int, alpha: float, batch_size: int,
                             max_tokens: int | None, max_len: int | None, sentences: int | None = None,
                             longest: int | None = None, cli: bool = False, n_best: int = 1,
-                            no_repeat_ngram: int = 0, repetition_penalty: float = 1.0) -> None:
+                            no_repeat_ngram: int = 0, repetition_penalty: float = 1.0, members: int = 1) -> None:
     """One-line errors for decoding options that cannot work, before any decoding: a model that does not
     translate, sizes < 1, a non-finite or negative alpha, a max_len beyond the model's positions, and a beam
     wider than the vocabulary or than the machine's memory; an n_best outside [1, beam], a negative n-gram size
     and a penalty that is not positive. `sentences` / `longest` (source tokens) tighten the memory estimate when
-    known; `cli` names the options as flags."""
+    known; `cli` names the options as flags; `members`: models decoded together (an ensemble), each with its cache."""
     arch = getattr(getattr(model, "config", None), "arch", None)
     if arch != "encoder-decoder":
         raise InputError(f"translation needs an encoder-decoder model, got a {arch or type(model).__name__} one")
@@ -79,7 +79,7 @@ def check_translate_options(model: EncoderDecoder, beam: int, alpha: float, batc
                           "4-12 are usual")
     steps = min(cap, max_len or ((longest or cap) + PAPER_EXTRA_LEN))
     rows = min(batch_size, sentences if sentences is not None else batch_size) * beam
-    need, have = search_bytes(model, rows, steps), available_memory()
+    need, have = members * search_bytes(model, rows, steps), available_memory()
     if have is not None and need > have:
         raise ConfigError(f"{_named('beam', beam, cli)} with {_named('batch_size', batch_size, cli)}: the search "
                           f"would need about {human_bytes(need)}; this machine has {human_bytes(have)} available: "
@@ -120,7 +120,8 @@ def translate_texts(
     starts its first sentence. Returns list[str], or with n_best > 1, align or return_hyps one Translation per
     text (results.py: hypotheses with text, score, tokens and, with align, alignments; an empty text gets
     n_best empty hypotheses of score 0). ensemble: more models with the same vocabularies, whose probabilities
-    are averaged with `model`'s at every step (ensemble.py; beam 1 is then beam search of width 1, i.e. greedy)."""
+    are averaged with `model`'s at every step (ensemble.py; beam 1 is then beam search of width 1, i.e. greedy;
+    alignments come from `model`'s cross-attention)."""
     if isinstance(texts, str) or not isinstance(texts, Sequence) or not all(isinstance(t, str) for t in texts):
         raise InputError(f"texts must be a list of strings (one sentence each), got {type(texts).__name__}"
                          + ("" if isinstance(texts, str) or not isinstance(texts, Sequence) else " holding "
@@ -139,7 +140,8 @@ def translate_texts(
     prefixes = [forced[o] if firsts[o] == i else [] for i, o in enumerate(owner)]
     todo = sorted((i for i, t in enumerate(pieces) if t.strip()), key=lambda i: -len(srcs[i]))  # longest first
     if todo and beam > 1:  # the memory of this search, now that its rows and lengths are known
-        check_translate_options(model, beam, alpha, batch_size, max_tokens, max_len, len(todo), len(srcs[todo[0]]))
+        check_translate_options(model, beam, alpha, batch_size, max_tokens, max_len, len(todo), len(srcs[todo[0]]),
+                                members=1 + len(ensemble))
     structured = n_best > 1 or align or return_hyps
     done: list[list] = [[] for _ in pieces]  # per sentence: its Hyps (structured) or its token ids
     for batch in _batches(todo, [len(s) for s in srcs], batch_size, max_tokens):
