@@ -97,3 +97,16 @@ def test_other_engines_refuse_the_flag_and_warn_of_the_file(own_run, capsys):
     (own_run / "decoding.json").write_text(json.dumps({"ensemble": ["member-2.safetensors"]}))
     with pytest.warns(UserWarning, match="ensemble of 2 models: the onnx export holds model.safetensors alone"):
         warn_members(load_run(own_run), "the onnx export holds")
+
+
+def test_the_cli_memory_check_counts_the_members(own_run, monkeypatch, capsys):
+    from scratchformer.decoding import translate
+
+    run, member = load_run(own_run), str(own_run / "member-2.safetensors")
+    need = translate.search_bytes(run.model, 32 * 4, run.model.config.max_len)  # the CLI's default batch and beam
+    monkeypatch.setattr(translate, "available_memory", lambda: int(1.5 * need))
+    assert main(["translate", str(own_run), "Hello."]) == 0
+    capsys.readouterr()
+    assert main(["translate", str(own_run), "Hello.", "--ensemble", member]) == 2
+    err = capsys.readouterr().err
+    assert "--beam 4 with --batch-size 32: the search would need about" in err and err.count("\n") == 1

@@ -92,7 +92,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
                                  repair_copies=args.repair_copies)
     check_translate_options(run.model, args.beam, decoding.alpha, args.batch_size, args.max_tokens, args.max_len,
                             cli=True, n_best=args.n_best, no_repeat_ngram=args.no_repeat_ngram,
-                            repetition_penalty=args.repetition_penalty)
+                            repetition_penalty=args.repetition_penalty,
+                            members=1 + len(run.members) if args.engine == "torch" else 1)
     if args.int8 and args.engine != "ctranslate2":  # ctranslate2 quantizes its own export (int8=True)
         from scratchformer.decoding.quantize import quantize_int8
 

@@ -5,9 +5,10 @@ EnsembleModel, OpenNMT's `-model a.pt b.pt`).
     model_steps([model, other, ...], src)   -> EnsembleSteps: log(mean_m softmax(logits_m)) as the step's logits
 
 Every member keeps its own encoder memory and KV cache and follows the same rows (`index`), so beams and
-finished sentences are reordered in all of them at once. The members must share the vocabularies (checked where
-an ensemble is loaded: runs/run.py). Averaging probabilities, not logits, is what fairseq and OpenNMT do: a member
-sure of a token it alone likes is outvoted unless the others give it some mass too.
+finished sentences are reordered in all of them at once. The members must share the vocabularies (model_steps
+checks their sizes; load_run builds a run's members from its own config.json). Averaging probabilities, not
+logits, is what fairseq and OpenNMT do: a member sure of a token it alone likes is outvoted unless the others give
+it some mass too.
 """
 
 from __future__ import annotations

@@ -57,6 +57,7 @@ class RunTranslator:
         self.decoding = run.decoding.pick(alpha=alpha, split_sentences=split_sentences, repair_copies=repair_copies)
         self.run, self.engine, self.alpha = run, engine, self.decoding.alpha
         self.batch_size, self.max_len = batch_size, max_len
+        self.models = 1 + len(run.members) if engine == "torch" else 1  # decoded together: each holds a KV cache
         options = {"int8": True} if int8 and engine == "ctranslate2" else {}
         self.translator = make_translator(run, engine, **options) if engine != "torch" else None
 
@@ -66,7 +67,7 @@ class RunTranslator:
             raise InputError(f"alternatives: only --engine torch (our own decoder) gives n-best lists; this server "
                              f"decodes with {self.engine}")
         check_translate_options(self.run.model, options.beam, self.alpha, self.batch_size, None, self.max_len,
-                                n_best=options.n_best)
+                                n_best=options.n_best, members=self.models)
 
     def translate(self, texts: list[str], options: Options) -> list[list[tuple[str, float | None]]]:
         """Per text, its hypotheses (text, score) best first: n_best of them (score None without n-best)."""

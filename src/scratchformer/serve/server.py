@@ -72,7 +72,8 @@ def serve(run_dir: str | Path, settings: Settings | None = None, host: str = "12
                       "add --api-key KEY to require a key", stacklevel=2)
     run = load_run(run_dir, weights)
     translator = RunTranslator(run, engine, alpha, batch_size, max_len, int8, split_sentences, repair_copies)
-    check_translate_options(run.model, settings.beam, translator.alpha, batch_size, None, max_len, cli=True)
+    check_translate_options(run.model, settings.beam, translator.alpha, batch_size, None, max_len, cli=True,
+                            members=translator.models)
     settings.source, settings.target = run_languages(run, source or settings.source, target or settings.target)
     sock = bind(host, port)
     where = f"[{host}]" if ":" in host else host
