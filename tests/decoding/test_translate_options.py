@@ -99,6 +99,8 @@ def test_sentence_splitting_rule():
                                                                             "How do I migrate?"]
     assert split_sentences("Figure 16.223. The Rotate Colors Dialog") == ["Figure 16.223. The Rotate Colors Dialog"]
     assert split_sentences("It costs 5. Then pay.") == ["It costs 5.", "Then pay."]  # a number ending a sentence
+    # the rule before labels were joined, which the software corpus's sentence pairs were cut with
+    assert split_sentences("3.2.3. How do I migrate?", join_labels=False) == ["3.2.3.", "How do I migrate?"]
     assert join_translations(["它失败了。", "再试。"]) == "它失败了。再试。"
     assert join_translations(["It failed.", "", "Try again."]) == "It failed. Try again."
 

@@ -31,11 +31,14 @@ _CJK_CHAR = re.compile(f"[{_CJK}]")
 _LABEL = re.compile(r"(?:(?:Figure|Table|Example|Section|Chapter|Step|Procedure)\s+)?\d+(?:\.\d+)*\.?")
 
 
-def split_sentences(text: str) -> list[str]:
-    """The sentences of `text` by the rule above, stripped, none empty; [text.strip()] when there is one."""
+def split_sentences(text: str, join_labels: bool = True) -> list[str]:
+    """The sentences of `text` by the rule above, stripped, none empty; [text.strip()] when there is one.
+
+    join_labels=False leaves a section or figure number as a sentence of its own: the rule before it was
+    measured, which the bundled `software` corpus's sentence pairs were cut with (its build pins it)."""
     sentences: list[str] = []
     for part in (p.strip() for p in _BOUNDARY.split(text)):
-        if part and sentences and _LABEL.fullmatch(sentences[-1]):
+        if part and sentences and join_labels and _LABEL.fullmatch(sentences[-1]):
             sentences[-1] += " " + part  # "3.2.3." + "How do I ...?": a number is not a sentence
         elif part:
             sentences.append(part)
