@@ -144,3 +144,38 @@ def test_add_member_writes_a_float16_member_and_names_it_in_decoding_json(tiny_r
     with pytest.raises(SystemExit, match="2"):
         add.main()
     assert "must share the model's vocabularies" in capsys.readouterr().err
+
+
+def test_forward_translate_keeps_new_english_only_never_a_held_out_sentence():
+    """scripts/forward_translate.py: the monolingual English for self-training passes the corpus's English-side
+    filters, and the bundle's keys block every valid/test paragraph and each of its sentences (exact and
+    normalised), so no held-out sentence is translated into the training data."""
+    from scratchformer.data.corpus import load_pairs
+    from scratchformer.decoding.sentences import split_sentences
+
+    ft = _script("forward_translate")
+    assert ft.english_ok("Click the Crop tool to cut the image.")
+    for bad in ("Two words", "$ make install now please", "<b>Bold</b> text here", "Hello %(name)s, you won",
+                " ".join(["word"] * 61)):
+        assert not ft.english_ok(bad), bad
+    keys = ft.bundle_keys()
+    gimp_test = load_pairs("software", "test-gimp")
+    assert all(f"en:{en}" in keys for en, _ in gimp_test)
+    long_one = next(en for en, _ in gimp_test if len(split_sentences(en)) > 1)
+    for sentence in split_sentences(long_one):
+        assert ft.sw._sentence_keys(sentence, "en") & keys  # a held-out sentence, alone, is blocked too
+        assert ft.sw._sentence_keys(sentence.upper() + " ", "en") & keys  # normalised: case, spaces
+    assert not ft.sw._sentence_keys("A sentence no manual has, surely.", "en") & keys
+
+
+def test_forward_translate_mix_is_the_shipped_upsampled_data_then_the_synthetic_pairs(tmp_path):
+    from scratchformer.config.train import upsample_factors
+    from scratchformer.data.corpus import load_pairs, read_tsv, upsample_sources
+
+    ft = _script("forward_translate")
+    synthetic = tmp_path / "synthetic.tsv"
+    synthetic.write_text("Open the file.\t打开文件。\nSave it twice.\t保存两次。\n", encoding="utf-8")
+    assert ft.main(["mix", str(synthetic), "--out", str(tmp_path / "mix.tsv"), "--times", "2"]) == 0
+    rows = read_tsv(tmp_path / "mix.tsv")
+    real = upsample_sources(load_pairs("software", "train"), "software", upsample_factors(ft.UPSAMPLE))
+    assert rows == real + [("Open the file.", "打开文件。"), ("Save it twice.", "保存两次。")] * 2

@@ -1,0 +1,136 @@
+"""Self-training data for the software corpus: the English the allowed manuals have but their Chinese editions
+leave untranslated, translated by a model (forward translation; He et al. 2020, "Revisiting Self-Training for
+Neural Sequence Generation").
+
+    python scripts/forward_translate.py extract --cache /tmp/swsrc --out runs/st/mono.en
+    python scripts/forward_translate.py translate models/en-zh runs/st/mono.en --out runs/st/synthetic.tsv
+    python scripts/forward_translate.py mix runs/st/synthetic.tsv --out runs/st/mix.tsv [--times 1]
+
+`extract` reads the same pinned Debian packages as scripts/build_software_corpus.py (GIMP, the Debian FAQ,
+maint-guide, Debian Edu; most of the Chinese GIMP manual is the English one, 15,001 blocks) and keeps every
+English block that the corpus's filters would keep on the English side and whose text, or any of its
+sentences, is in no pair of the bundle: not in train (those have a real translation), and not in any valid or
+test file (exact or normalised), so that no held-out sentence is ever seen, even untranslated. Deterministic:
+pages in sorted order, blocks in page order, first occurrence kept.
+
+`translate` decodes them with a run's own decoding (decoding.json) and keeps an output only if the pair passes
+the corpus's own filters (build_corpus.keep_pair: Chinese present, length, Han-per-letter ratio, no copied
+English sentence), which drops most hallucinations and loops. `mix` writes the fine-tuning data: the software
+corpus's train split with the shipped recipe's --upsample, then the synthetic pairs (--times repeats them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import build_corpus as bc  # noqa: E402  (sibling script)
+import build_software_corpus as sw  # noqa: E402
+
+DOCBOOK = ("gimp", "debian-faq", "maint-guide", "debian-edu")
+UPSAMPLE = "gimp=4,debian-faq=4,maint-guide=4,debian-edu=4,django=4,jupyterlab=4"  # the shipped fine-tuning's
+
+
+def bundle_keys() -> set[str]:
+    """Exact and normalised keys of every English text of the bundle and of its sentences (all splits)."""
+    from scratchformer.data.corpus import load_pairs
+
+    keys: set[str] = set()
+    for split in ("train", "valid", "test"):
+        for en, _ in load_pairs("software", split):
+            keys |= sw._sentence_keys(en, "en")
+    return keys
+
+
+def english_ok(en: str) -> bool:
+    """The corpus's filters, English side: no markup or code, no command line, letters, 3-60 words."""
+    if not en or bc.BAD.search(en) or sw.COMMAND.search(en) or sw.LEFTOVER.search(en):
+        return False
+    n = len(en.split())
+    return len(sw.LATIN_WORD.findall(en)) >= 3 and n <= bc.LIMITS["zh"].max_en_words
+
+
+def extract(cache: Path) -> list[tuple[str, str]]:
+    """(source, English) of every new English block of the DocBook sources, in order (see the module doc)."""
+    taken = bundle_keys()
+    out: list[tuple[str, str]] = []
+    for src in sw.SOURCES:
+        if src.name not in DOCBOOK:
+            continue
+        files = sw.fetch(src, cache)
+        pages = bc.deb_files(files[0], src.en_dir, src.en_suffix)
+        for rel in sorted(pages):
+            if "/" in rel:
+                continue
+            for tag, raw in sw.html_blocks(pages[rel].decode("utf-8")):
+                en = sw.FOOTNOTE.sub("", bc.clean(raw)) if tag not in sw.CODE_TAGS else ""
+                if not english_ok(en):
+                    continue
+                keys = sw._sentence_keys(en, "en")
+                if taken.intersection(keys):
+                    continue
+                taken |= keys
+                out.append((src.name, en))
+    return out
+
+
+def translate(run_dir: Path, lines: list[str], batch_size: int) -> list[tuple[str, str]]:
+    """(English, Chinese) for each line whose translation passes keep_pair, in order."""
+    from scratchformer.decoding import translate_texts
+    from scratchformer.runs import load_decoding, load_run
+
+    run = load_run(run_dir)
+    dec = load_decoding(run_dir)
+    kept: list[tuple[str, str]] = []
+    for i in range(0, len(lines), batch_size):
+        chunk = lines[i : i + batch_size]
+        outs = translate_texts(run.model, run.src_tok, run.tgt_tok, chunk, beam=4, batch_size=batch_size,
+                               **dec.options())
+        kept += [(en, zh) for en, zh in zip(chunk, outs, strict=True) if sw.filter_pair(en, zh) is None]
+        print(f"{i + len(chunk)}/{len(lines)} translated, {len(kept)} kept", file=sys.stderr, flush=True)
+    return kept
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("extract", help="the new English blocks, one a line")
+    e.add_argument("--cache", type=Path, required=True, help="folder of the packages (downloaded into it if missing)")
+    e.add_argument("--out", type=Path, required=True)
+    t = sub.add_parser("translate", help="translate them with a run; the kept pairs as TSV")
+    t.add_argument("run_dir", type=Path)
+    t.add_argument("lines", type=Path)
+    t.add_argument("--out", type=Path, required=True)
+    t.add_argument("--batch-size", type=int, default=64)
+    m = sub.add_parser("mix", help="software train with the shipped --upsample, then the synthetic pairs")
+    m.add_argument("synthetic", type=Path)
+    m.add_argument("--out", type=Path, required=True)
+    m.add_argument("--times", type=int, default=1)
+    args = ap.parse_args(argv)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    if args.cmd == "extract":
+        rows = extract(args.cache)
+        args.out.write_text("".join(en + "\n" for _, en in rows), encoding="utf-8")
+        counts = {name: sum(1 for s, _ in rows if s == name) for name in DOCBOOK}
+        print(f"{len(rows)} English blocks {counts} -> {args.out}", file=sys.stderr)
+    elif args.cmd == "translate":
+        lines = [x for x in args.lines.read_text(encoding="utf-8").split("\n") if x]
+        pairs = translate(args.run_dir, lines, args.batch_size)
+        args.out.write_text("".join(f"{en}\t{zh}\n" for en, zh in pairs), encoding="utf-8")
+        print(f"{len(pairs)} of {len(lines)} kept -> {args.out}", file=sys.stderr)
+    else:
+        from scratchformer.config.train import upsample_factors
+        from scratchformer.data.corpus import load_pairs, read_tsv, upsample_sources
+
+        real = upsample_sources(load_pairs("software", "train"), "software", upsample_factors(UPSAMPLE))
+        synthetic = read_tsv(args.synthetic)
+        rows = real + synthetic * args.times
+        args.out.write_text("".join(f"{en}\t{zh}\n" for en, zh in rows), encoding="utf-8")
+        print(f"{len(real)} real + {len(synthetic)} x {args.times} synthetic -> {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
