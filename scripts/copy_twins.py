@@ -51,6 +51,14 @@ def twins(pairs: list[tuple[str, str]], seed: int = 1) -> list[tuple[str, str]]:
     return out
 
 
+def finetune_data(base: list[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
+    """The shipped fine-tuning's data: `software` train (or `base`) with the --upsample of models/en-zh's
+    train_config.json (scripts/forward_translate.py mixes its synthetic pairs into the same)."""
+    base = load_pairs("software", "train") if base is None else base
+    factors = upsample_factors(json.loads((SHIPPED / "train_config.json").read_text(encoding="utf-8"))["upsample"])
+    return upsample_sources(base, "software", factors)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", type=Path, help="the TSV file to write")
@@ -58,8 +66,7 @@ def main() -> None:
     if args.out.is_dir() or not args.out.parent.is_dir():
         ap.error(f"{args.out}: give a file path in an existing folder")
     base = load_pairs("software", "train")
-    factors = upsample_factors(json.loads((SHIPPED / "train_config.json").read_text(encoding="utf-8"))["upsample"])
-    upsampled, extra = upsample_sources(base, "software", factors), twins(base)  # the shipped fine-tuning's data
+    upsampled, extra = finetune_data(base), twins(base)
     try:
         args.out.write_text("".join(f"{s}\t{t}\n" for s, t in upsampled + extra), encoding="utf-8")
     except OSError as e:

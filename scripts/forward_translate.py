@@ -2,6 +2,7 @@
 leave untranslated, translated by a model (forward translation; He et al. 2020, "Revisiting Self-Training for
 Neural Sequence Generation").
 
+    mkdir -p runs/st
     python scripts/forward_translate.py extract --cache /tmp/swsrc --out runs/st/mono.en
     python scripts/forward_translate.py translate models/en-zh runs/st/mono.en --out runs/st/synthetic.tsv
     python scripts/forward_translate.py mix runs/st/synthetic.tsv --out runs/st/mix.tsv [--times 1]
@@ -16,7 +17,8 @@ pages in sorted order, blocks in page order, first occurrence kept.
 `translate` decodes them with a run's own decoding (decoding.json) and keeps an output only if the pair passes
 the corpus's own filters (build_corpus.keep_pair: Chinese present, length, Han-per-letter ratio, no copied
 English sentence), which drops most hallucinations and loops. `mix` writes the fine-tuning data: the software
-corpus's train split with the shipped recipe's --upsample, then the synthetic pairs (--times repeats them).
+corpus's train split with the shipped model's --upsample (copy_twins.finetune_data), then the synthetic pairs
+(--times repeats them). A bad path, run or file is one line (exit 2).
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import build_corpus as bc  # noqa: E402  (sibling script)
 import build_software_corpus as sw  # noqa: E402
+import copy_twins  # noqa: E402
+
+from scratchformer.errors import ScratchformerError  # noqa: E402
 
 DOCBOOK = ("gimp", "debian-faq", "maint-guide", "debian-edu")
-UPSAMPLE = "gimp=4,debian-faq=4,maint-guide=4,debian-edu=4,django=4,jupyterlab=4"  # the shipped fine-tuning's
 
 
 def bundle_keys() -> set[str]:
@@ -77,7 +81,7 @@ def extract(cache: Path) -> list[tuple[str, str]]:
 
 
 def translate(run_dir: Path, lines: list[str], batch_size: int) -> list[tuple[str, str]]:
-    """(English, Chinese) for each line whose translation passes keep_pair, in order."""
+    """(English, Chinese) for each line whose translation passes the corpus's filters (filter_pair), in order."""
     from scratchformer.decoding import translate_texts
     from scratchformer.runs import load_decoding, load_run
 
@@ -93,23 +97,15 @@ def translate(run_dir: Path, lines: list[str], batch_size: int) -> list[tuple[st
     return kept
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    e = sub.add_parser("extract", help="the new English blocks, one a line")
-    e.add_argument("--cache", type=Path, required=True, help="folder of the packages (downloaded into it if missing)")
-    e.add_argument("--out", type=Path, required=True)
-    t = sub.add_parser("translate", help="translate them with a run; the kept pairs as TSV")
-    t.add_argument("run_dir", type=Path)
-    t.add_argument("lines", type=Path)
-    t.add_argument("--out", type=Path, required=True)
-    t.add_argument("--batch-size", type=int, default=64)
-    m = sub.add_parser("mix", help="software train with the shipped --upsample, then the synthetic pairs")
-    m.add_argument("synthetic", type=Path)
-    m.add_argument("--out", type=Path, required=True)
-    m.add_argument("--times", type=int, default=1)
-    args = ap.parse_args(argv)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+def positive(text: str) -> int:
+    """An argparse type: a whole number >= 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return int(text)
+
+
+def run(args: argparse.Namespace) -> None:
+    """One subcommand, its output written to args.out."""
     if args.cmd == "extract":
         rows = extract(args.cache)
         args.out.write_text("".join(en + "\n" for _, en in rows), encoding="utf-8")
@@ -121,14 +117,36 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text("".join(f"{en}\t{zh}\n" for en, zh in pairs), encoding="utf-8")
         print(f"{len(pairs)} of {len(lines)} kept -> {args.out}", file=sys.stderr)
     else:
-        from scratchformer.config.train import upsample_factors
-        from scratchformer.data.corpus import load_pairs, read_tsv, upsample_sources
+        from scratchformer.data.corpus import read_tsv
 
-        real = upsample_sources(load_pairs("software", "train"), "software", upsample_factors(UPSAMPLE))
-        synthetic = read_tsv(args.synthetic)
+        real, synthetic = copy_twins.finetune_data(), read_tsv(args.synthetic)
         rows = real + synthetic * args.times
         args.out.write_text("".join(f"{en}\t{zh}\n" for en, zh in rows), encoding="utf-8")
         print(f"{len(real)} real + {len(synthetic)} x {args.times} synthetic -> {args.out}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("extract", help="the new English blocks, one a line")
+    e.add_argument("--cache", type=Path, required=True, help="folder of the packages (downloaded into it if missing)")
+    e.add_argument("--out", type=Path, required=True)
+    t = sub.add_parser("translate", help="translate them with a run; the kept pairs as TSV")
+    t.add_argument("run_dir", type=Path)
+    t.add_argument("lines", type=Path)
+    t.add_argument("--out", type=Path, required=True)
+    t.add_argument("--batch-size", type=positive, default=64)
+    m = sub.add_parser("mix", help="software train with the shipped --upsample, then the synthetic pairs")
+    m.add_argument("synthetic", type=Path)
+    m.add_argument("--out", type=Path, required=True)
+    m.add_argument("--times", type=positive, default=1)
+    args = ap.parse_args(argv)
+    if args.out.is_dir() or not args.out.parent.is_dir():
+        ap.exit(2, f"{ap.prog}: error: {args.out}: give a file path in an existing folder\n")
+    try:
+        run(args)
+    except (ScratchformerError, OSError) as e:
+        ap.exit(2, f"{ap.prog}: error: {e}\n")
     return 0
 
 

@@ -177,5 +177,24 @@ def test_forward_translate_mix_is_the_shipped_upsampled_data_then_the_synthetic_
     synthetic.write_text("Open the file.\t打开文件。\nSave it twice.\t保存两次。\n", encoding="utf-8")
     assert ft.main(["mix", str(synthetic), "--out", str(tmp_path / "mix.tsv"), "--times", "2"]) == 0
     rows = read_tsv(tmp_path / "mix.tsv")
-    real = upsample_sources(load_pairs("software", "train"), "software", upsample_factors(ft.UPSAMPLE))
+    shipped = json.loads((ROOT / "models" / "en-zh" / "train_config.json").read_text(encoding="utf-8"))["upsample"]
+    real = upsample_sources(load_pairs("software", "train"), "software", upsample_factors(shipped))
     assert rows == real + [("Open the file.", "打开文件。"), ("Save it twice.", "保存两次。")] * 2
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["mix", "{tmp}/missing.tsv", "--out", "{tmp}/mix.tsv"], "missing.tsv"),
+    (["mix", "{tmp}/s.tsv", "--out", "{tmp}/no/such/folder/mix.tsv"], "give a file path in an existing folder"),
+    (["mix", "{tmp}/s.tsv", "--out", "{tmp}"], "give a file path in an existing folder"),
+    (["mix", "{tmp}/s.tsv", "--out", "{tmp}/mix.tsv", "--times", "0"], "not a whole number >= 1"),
+    (["translate", "{tmp}/no-run", "{tmp}/s.tsv", "--out", "{tmp}/out.tsv"], "no-run"),
+    (["translate", "{tmp}/no-run", "{tmp}/s.tsv", "--out", "{tmp}/out.tsv", "--batch-size", "-3"], ">= 1"),
+])
+def test_forward_translate_bad_input_is_one_line(tmp_path, capsys, argv, says):
+    ft = _script("forward_translate")
+    (tmp_path / "s.tsv").write_text("Open the file.\t打开文件。\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as stop:
+        ft.main([a.replace("{tmp}", str(tmp_path)) for a in argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and says in err[-1] and "Traceback" not in "".join(err)
+    assert not (tmp_path / "mix.tsv").exists() and not (tmp_path / "out.tsv").exists()
