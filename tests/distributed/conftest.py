@@ -21,7 +21,6 @@ import io
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -51,12 +50,6 @@ def write_corpus(path: Path) -> Path:
     return path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def child_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                                                             "MASTER_ADDR", "MASTER_PORT")}
@@ -64,9 +57,10 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 def torchrun_cmd(nproc: int = 2) -> list[str]:
-    """torchrun on this machine, its c10d rendezvous on a free port."""
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
-            "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}"]
+    """torchrun on this machine, `--standalone`: its c10d store binds port 0 itself. A port found free here and
+    passed as --rdzv-endpoint stays unbound for the seconds torchrun takes to import torch, while the other jobs'
+    gloo ranks bind ephemeral ports; one of them can take it first (a torchrun job then fails to start)."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
 
 
 class Launcher:
