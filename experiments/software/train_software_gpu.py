@@ -1,6 +1,7 @@
 """The `software` recipe on one CUDA GPU in under 10 minutes of device time: train (bf16 autocast, `--dtype auto`
 takes it on CUDA), average the last 5 checkpoints, score every source's test split with beam 4. Prepared for a lent
-GPU (the `device` tool); the CPU run of the same recipe is the README's long run.
+GPU (the `device` tool); the CPU run of the same recipe is the long run in
+experiments/software/README.md.
 
     .venv/bin/python experiments/software/train_software_gpu.py --out runs/software-gpu [--minutes 7]
     .venv/bin/python experiments/software/train_software_gpu.py --smoke --out /tmp/smoke   # on the CPU, seconds
