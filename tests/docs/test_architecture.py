@@ -96,3 +96,12 @@ def test_the_check_catches_an_arrow_up_a_same_floor_import_and_a_room_left_out()
     assert problems(rooms, {"model": {"errors": "e:5"}}) == ["e:5: model imports errors, which its row does not allow"]
     # the real code: evaluation/report.py imports inspect (which the old table forbade), lab imports training
     assert "inspect" in imports("evaluation") and "training" in imports("lab")
+
+
+def test_the_house_maps_of_both_readmes_give_each_room_its_floor():
+    rooms = table((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8"))
+    for readme in ("README.md", "README.zh-CN.md"):
+        text = (ROOT / readme).read_text(encoding="utf-8")
+        mapped = {name: int(floor) for floor, cell in re.findall(r"^\| (\d) \| ([^|]+) \|", text, re.M)
+                  for name in ROOM.findall(cell)}
+        assert mapped == {name: room.floor for name, room in rooms.items()}, readme
