@@ -27,7 +27,7 @@ demo: install
 	$(BIN)/python scripts/demo.py
 
 test: install
-	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff check src tests benchmarks scripts experiments
 	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 # The `kernels` subset (tests/conftest.py) again under other kernels and thread counts: AVX2 ATen and MKL with 2
@@ -41,8 +41,8 @@ test-slow: install
 	$(BIN)/python -m pytest -m slow
 
 lint: install
-	$(BIN)/ruff check src tests benchmarks scripts
-	$(BIN)/ruff format --check src tests benchmarks scripts
+	$(BIN)/ruff check src tests benchmarks scripts experiments
+	$(BIN)/ruff format --check src tests benchmarks scripts experiments
 
 bench: install
 	$(BIN)/python -m pip install -q -e '.[bench]'

@@ -6,7 +6,7 @@
 
 Each script runs in its own process (a crash or a memory peak in one does not touch the others) and prints one
 JSON line per figure (see benchlib.emit). RESULTS.md holds one table: figure, ours, peer, ratio, target, met,
-with the date, the CPU model (lscpu), the thread count and the load average before and after; the README links
+with the date, the CPU model (lscpu), the thread count and the load average before and after; docs/performance.md links
 it. A figure whose target is missed keeps its row: the reasons are in the "Why" section below the table, which
 this script carries over from the previous RESULTS.md (edit it there; `--render-only` rewrites the table from
 results.jsonl without measuring).

@@ -1,7 +1,8 @@
-"""Score a translation run on each source's test (or valid) split of the bundled `software` corpus: the README's
-per-source table (sacreBLEU / chrF, the spurious 「」 rate, unseen character 4-grams in outputs and references).
+"""Score a translation run on each source's test (or valid) split of the bundled `software` corpus: the
+per-source table of docs/translation.md (sacreBLEU / chrF, the spurious 「」 rate, unseen character 4-grams in
+outputs and references).
 
-    python scripts/eval_software.py models/en-zh --label after --out docs/software_eval.jsonl
+    python scripts/eval_software.py models/en-zh --label after --out experiments/software/software_eval.jsonl
     python scripts/eval_software.py runs/software --split valid --beam 1
 
 Each source is one `evaluate_run(RUN, split=f"{split}-{source}", corpus="software")`, the same as

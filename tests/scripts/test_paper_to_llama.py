@@ -1,4 +1,5 @@
-"""scripts/paper_to_llama.py's core on a micro budget: a record per variant, equal parameters, resumable."""
+"""experiments/paper-to-llama/paper_to_llama.py's core on a micro budget: a record per variant, equal parameters,
+resumable."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ WORDS = "the cat sat on a mat while the dog ran over hills and rivers to find it
 
 
 def _script():
-    """scripts/paper_to_llama.py as a module."""
-    spec = importlib.util.spec_from_file_location("paper_to_llama", ROOT / "scripts" / "paper_to_llama.py")
+    """experiments/paper-to-llama/paper_to_llama.py as a module."""
+    path = ROOT / "experiments" / "paper-to-llama" / "paper_to_llama.py"
+    spec = importlib.util.spec_from_file_location("paper_to_llama", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

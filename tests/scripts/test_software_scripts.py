@@ -1,4 +1,5 @@
-"""scripts/train_software_gpu.py (the GPU run of the software recipe) and scripts/eval_software.py (the README's
+"""experiments/software/train_software_gpu.py (the GPU run of the software recipe), the other software studies in
+experiments/, and scripts/eval_software.py (docs/translation.md's
 per-source table): every step runs on the CPU before a GPU is lent; the GPU plan is the recipe itself."""
 
 from __future__ import annotations
@@ -13,16 +14,27 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# the studies live in experiments/<study>/ (each with its rows and write-up); eval_software stays a tool of scripts/
+HOMES = {"train_software_gpu": "experiments/software", "copy_twins": "experiments/copy-twins",
+         "add_member": "experiments/ensemble", "forward_translate": "experiments/forward-translation",
+         "eval_software": "scripts", "ship_checkpoint": "scripts"}
+
+
+def _path(name: str) -> Path:
+    return ROOT / HOMES[name] / f"{name}.py"
+
+
 def _script(name: str):
-    """scripts/NAME.py as a module (scripts/ on sys.path for its sibling import)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
+    """The script NAME as a module (its folder on sys.path, as when it runs, for its sibling imports)."""
+    folder = str(_path(name).parent)
+    sys.path.insert(0, folder)
     try:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+        spec = importlib.util.spec_from_file_location(name, _path(name))
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
     finally:
-        sys.path.remove(str(ROOT / "scripts"))
+        sys.path.remove(folder)
 
 
 def test_the_gpu_plan_is_the_software_recipe_on_cuda_scored_on_every_source(tmp_path):
@@ -111,7 +123,7 @@ def test_copy_twins_refuses_an_output_it_cannot_write_in_one_line(tmp_path):
     import subprocess
 
     for out in (tmp_path, tmp_path / "no" / "such.tsv"):
-        r = subprocess.run([sys.executable, str(ROOT / "scripts" / "copy_twins.py"), str(out)], capture_output=True,
+        r = subprocess.run([sys.executable, str(_path("copy_twins")), str(out)], capture_output=True,
                            text=True)
         assert r.returncode == 2 and "give a file path in an existing folder" in r.stderr
         assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 2  # usage + the error
@@ -147,9 +159,9 @@ def test_add_member_writes_a_float16_member_and_names_it_in_decoding_json(tiny_r
 
 
 def test_forward_translate_keeps_new_english_only_never_a_held_out_sentence():
-    """scripts/forward_translate.py: the monolingual English for self-training passes the corpus's English-side
-    filters, and the bundle's keys block every valid/test paragraph and each of its sentences (exact and
-    normalised), so no held-out sentence is translated into the training data."""
+    """experiments/forward-translation/forward_translate.py: the monolingual English for self-training passes the
+    corpus's English-side filters, and the bundle's keys block every valid/test paragraph and each of its sentences
+    (exact and normalised), so no held-out sentence is translated into the training data."""
     from scratchformer.data.corpus import load_pairs
     from scratchformer.decoding.sentences import split_sentences
 

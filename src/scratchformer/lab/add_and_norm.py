@@ -1,5 +1,5 @@
-"""Lab `add-and-norm`: the seeds' own code for Add & Norm, set beside the paper's (seed 001: the residual placement
-is "easy to get wrong").
+"""Lab `add-and-norm`: the seeds' own code for Add & Norm, set beside the paper's (seed 001: the order "affects
+training stability"; it calls the paper's LayerNorm(x + Sublayer(x)) "not Post-Norm", but that is post-norm).
 
     post     Norm(x + Dropout(F(x)))     the paper, section 3.1: "LayerNorm(x + Sublayer(x))"
     pre      x + Dropout(F(Norm(x)))     GPT-2 and most models since

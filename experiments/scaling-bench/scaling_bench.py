@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Tokens per second of 1 process vs N gloo ranks (torchrun) on the bundled corpus, and how full a batch is.
 
-    .venv/bin/python scripts/scaling_bench.py                 # ~40 steps each, tiny preset, CPU
-    .venv/bin/python scripts/scaling_bench.py --steps 80 --max-tokens 4096 --preset demo
+    .venv/bin/python experiments/scaling-bench/scaling_bench.py                 # ~40 steps each, tiny preset, CPU
+    .venv/bin/python experiments/scaling-bench/scaling_bench.py --steps 80 --max-tokens 4096 --preset demo
 
 Prints JSON lines: one per set-up (target tokens/s of the whole job, median over log windows after the first
 10 steps), one with the ratios, one with the batch fill (real source/target tokens per batch of --max-tokens

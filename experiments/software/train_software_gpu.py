@@ -1,9 +1,10 @@
 """The `software` recipe on one CUDA GPU in under 10 minutes of device time: train (bf16 autocast, `--dtype auto`
 takes it on CUDA), average the last 5 checkpoints, score every source's test split with beam 4. Prepared for a lent
-GPU (the `device` tool); the CPU run of the same recipe is the README's long run.
+GPU (the `device` tool); the CPU run of the same recipe is the long run in
+experiments/software/README.md.
 
-    .venv/bin/python scripts/train_software_gpu.py --out runs/software-gpu [--minutes 7]
-    .venv/bin/python scripts/train_software_gpu.py --smoke --out /tmp/smoke   # every step on the CPU, in seconds
+    .venv/bin/python experiments/software/train_software_gpu.py --out runs/software-gpu [--minutes 7]
+    .venv/bin/python experiments/software/train_software_gpu.py --smoke --out /tmp/smoke   # on the CPU, seconds
 
 Prints one JSON line per phase (train, average, one per source) and writes them to OUT/gpu_run.jsonl.
 --smoke runs the same steps on the CPU with the toy recipe and 4 updates, scoring one source greedily: the test
@@ -18,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))  # eval_software beside this file
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))  # eval_software, a tool of scripts/
 
 import eval_software  # noqa: E402
 

@@ -4,12 +4,13 @@
 parameter count; each variant's validation perplexity, training speed, KV-cache bytes per token and, for the
 three position kinds, the NLL on positions [L, 2L) next to [0, L) (L = training length).
 
-    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python scripts/paper_to_llama.py            # 7 variants x 3 seeds
-    .venv/bin/python scripts/paper_to_llama.py --variants baseline,rope --seeds 1      # a subset
-    .venv/bin/python scripts/paper_to_llama.py --table                                 # the table, no training
+    P2L=experiments/paper-to-llama/paper_to_llama.py
+    OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python $P2L            # 7 variants x 3 seeds
+    .venv/bin/python $P2L --variants baseline,rope --seeds 1      # a subset
+    .venv/bin/python $P2L --table                                 # the table, no training
 
-Resumable: every finished (variant, seed, budget) is a line of docs/paper_to_llama.jsonl (committed) and is
-skipped on rerun. Runs go to runs/paper_to_llama/VARIANT-sSEED/ (an unfinished one is started over).
+Resumable: every finished (variant, seed, budget) is a line of paper_to_llama.jsonl beside this file (committed)
+and is skipped on rerun. Runs go to runs/paper_to_llama/VARIANT-sSEED/ (an unfinished one is started over).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from scratchformer.data.corpus import load_text
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID
 from scratchformer.training.launch import launch
 
-ROOT = Path(__file__).resolve().parent.parent
-RECORDS = ROOT / "docs" / "paper_to_llama.jsonl"
+ROOT = Path(__file__).resolve().parents[2]
+RECORDS = Path(__file__).resolve().parent / "paper_to_llama.jsonl"
 RUNS = ROOT / "runs" / "paper_to_llama"
 
 # the paper's decoder at toy size (the model half of a run; d_model 128, 2 layers, 4 heads)

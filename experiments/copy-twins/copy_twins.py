@@ -1,11 +1,11 @@
-"""Copy-substitution twins, an experiment that did not ship (README "Beyond one manual"): the fine-tuning data of
+"""Copy-substitution twins, an experiment that did not ship (experiments/copy-twins/README.md): the fine-tuning data of
 models/en-zh (`software` train, the six small sources x4) plus, for every train pair whose Chinese copies a name
 from its English (a span of decoding/copies.py, 3+ characters with a letter), a twin in which each copied name (at
 most 3) is swapped, on both sides, for another name the corpus copies. It teaches copying names the model has not
-seen; measured on valid (docs/software_sent4_eval.jsonl, label "copy-twins"), it changed nothing the copy repair
-does not already do.
+seen; measured on valid (experiments/software/software_sent4_eval.jsonl, label "copy-twins"), it changed
+nothing the copy repair does not already do.
 
-    python scripts/copy_twins.py runs/aug1.tsv
+    python experiments/copy-twins/copy_twins.py runs/aug1.tsv
     scratchformer train --init models/en-zh --corpus runs/aug1.tsv --out runs/aug1 --max-steps 400 --warmup 50 \
         --lr-factor 0.05 --eval-every 0 --save-every 100 --no-test
 """
@@ -22,7 +22,7 @@ from scratchformer.config.train import upsample_factors
 from scratchformer.data.corpus import load_pairs, upsample_sources
 from scratchformer.decoding.copies import COPYABLE
 
-SHIPPED = Path(__file__).resolve().parents[1] / "models" / "en-zh"
+SHIPPED = Path(__file__).resolve().parents[2] / "models" / "en-zh"
 _LETTER = re.compile(r"[A-Za-z]")
 
 
@@ -53,7 +53,7 @@ def twins(pairs: list[tuple[str, str]], seed: int = 1) -> list[tuple[str, str]]:
 
 def finetune_data(base: list[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
     """The shipped fine-tuning's data: `software` train (or `base`) with the --upsample of models/en-zh's
-    train_config.json (scripts/forward_translate.py mixes its synthetic pairs into the same)."""
+    train_config.json (experiments/forward-translation/forward_translate.py mixes its synthetic pairs into the same)."""
     base = load_pairs("software", "train") if base is None else base
     factors = upsample_factors(json.loads((SHIPPED / "train_config.json").read_text(encoding="utf-8"))["upsample"])
     return upsample_sources(base, "software", factors)

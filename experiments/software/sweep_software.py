@@ -2,13 +2,13 @@
 """The model-size sweep behind `--recipe software`: a few sizes trained the same number of updates on the
 `software` corpus, compared by validation loss and by measured time per update.
 
-    .venv/bin/python scripts/sweep_software.py                  # runs/sweep/<size>/, then a table on stdout
-    .venv/bin/python scripts/sweep_software.py --steps 500      # the budget per size (optimiser updates)
+    .venv/bin/python experiments/software/sweep_software.py              # runs/sweep/<size>/, then a table
+    .venv/bin/python experiments/software/sweep_software.py --steps 500  # the budget per size (updates)
 
-Resumable: a size already measured at this budget in docs/sweep_software.jsonl (committed, so it survives a new
-checkout) or with a finished run (runs/sweep/SIZE/summary.json) is skipped; an interrupted run is continued with
---resume. Every size uses the recipe's data, tokenizers and schedule; only the model differs. Prints one JSON
-line per size and appends each new one to docs/sweep_software.jsonl.
+Resumable: a size already measured at this budget in sweep_software.jsonl beside this file (committed, so it
+survives a new checkout) or with a finished run (runs/sweep/SIZE/summary.json) is skipped; an interrupted run is
+continued with --resume. Every size uses the recipe's data, tokenizers and schedule; only the model differs. Prints
+one JSON line per size and appends each new one to that file.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=500)
     p.add_argument("--root", type=Path, default=Path("runs/sweep"))
-    p.add_argument("--results", type=Path, default=Path("docs/sweep_software.jsonl"))
+    p.add_argument("--results", type=Path, default=Path(__file__).resolve().parent / "sweep_software.jsonl")
     p.add_argument("--sizes", nargs="*", default=list(SIZES), choices=list(SIZES))
     a = p.parse_args()
     a.root.mkdir(parents=True, exist_ok=True)

@@ -3,9 +3,10 @@ leave untranslated, translated by a model (forward translation; He et al. 2020, 
 Neural Sequence Generation").
 
     mkdir -p runs/st
-    python scripts/forward_translate.py extract --cache /tmp/swsrc --out runs/st/mono.en
-    python scripts/forward_translate.py translate models/en-zh runs/st/mono.en --out runs/st/synthetic.tsv
-    python scripts/forward_translate.py mix runs/st/synthetic.tsv --out runs/st/mix.tsv [--times 1]
+    FT=experiments/forward-translation/forward_translate.py
+    python $FT extract --cache /tmp/swsrc --out runs/st/mono.en
+    python $FT translate models/en-zh runs/st/mono.en --out runs/st/synthetic.tsv
+    python $FT mix runs/st/synthetic.tsv --out runs/st/mix.tsv [--times 1]
 
 `extract` reads the same pinned Debian packages as scripts/build_software_corpus.py (GIMP, the Debian FAQ,
 maint-guide, Debian Edu; most of the Chinese GIMP manual is the English one, 15,001 blocks) and keeps every
@@ -27,10 +28,12 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import build_corpus as bc  # noqa: E402  (sibling script)
+_HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE.parents[1] / "scripts"))  # the corpus builders
+sys.path.insert(0, str(_HERE.parent / "copy-twins"))  # the fine-tuning data
+import build_corpus as bc  # noqa: E402  (scripts/)
 import build_software_corpus as sw  # noqa: E402
-import copy_twins  # noqa: E402
+import copy_twins  # noqa: E402  (experiments/copy-twins/)
 
 from scratchformer.errors import ScratchformerError  # noqa: E402
 

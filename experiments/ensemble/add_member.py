@@ -2,7 +2,7 @@
 in float16 beside model.safetensors and named in decoding.json's `ensemble` (decoding/ensemble.py). translate,
 evaluate and serve (--engine torch) then decode both, averaging their probabilities.
 
-    python scripts/add_member.py runs/software-seed2 models/en-zh --name member-2.safetensors
+    python experiments/ensemble/add_member.py runs/software-seed2 models/en-zh --name member-2.safetensors
 
 The run must share the model's vocabularies (byte-identical tokenizer files) and shape (config.json): a member is a
 second training of the same model, such as a fine-tune with another seed. Choose it on validation first
