@@ -1,13 +1,16 @@
 """Keras 3 on TensorFlow: the export (`scratchformer export RUN --format keras --out DIR`) and the engine that
 decodes with the Keras model (`translate --engine keras`, `evaluate --engine keras`).
 
-    export(run, out)                         out/model.keras, tokenizer_src.json, tokenizer_tgt.json, README.md
+    export(run, out)                         out/model.keras, saved_model/, tokenizer_src.json, tokenizer_tgt.json,
+                                             README.md
     Translator(run).translate(["Hello."])    greedy or beam search with scratchformer.keras (decode.py)
 
 The tokenizer files are standard `tokenizers` files (`tokenizers.Tokenizer.from_file`; transformers'
 PreTrainedTokenizerFast(tokenizer_file=...)), converted as the Hugging Face export converts them (hf.py): the
 source one appends </s> as our batching does; a `word` tokenizer has no such file and is refused. Loading the
-folder needs `import scratchformer.keras` (it registers the custom layers) and never imports torch.
+folder needs `import scratchformer.keras` (it registers the custom layers) and never imports torch. The
+TensorFlow SavedModel beside it needs neither: `tf.saved_model.load(DIR/saved_model)` has two functions,
+`encode(input_ids)` -> memory and `next_logits(memory, input_ids, decoder_input_ids)` -> the logits of the next token.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from scratchformer.engines.hf import TEMPLATES, hf_tokenizer
 from scratchformer.errors import ConfigError
 from scratchformer.runs import Run
 
-MODEL_FILE = "model.keras"
+MODEL_FILE, SAVED_MODEL = "model.keras", "saved_model"
 
 
 def check_expressible(run: Run) -> None:
@@ -50,10 +53,33 @@ def export(run: Run, out: Path, quantization: str | None = None, **options: obje
         raise ConfigError(f"--quantization {quantization}: the Keras export writes float32 weights")
     template = TEMPLATES["encoder-decoder"]  # "$A </s>": encode(text).ids is the source as our batching makes it
     tokenizers = [hf_tokenizer(getattr(run, f"{side}_tok"), template) for side in ("src", "tgt")]  # word: refused
-    keras_model(run).save(str(Path(out) / MODEL_FILE))
+    model = keras_model(run)
+    model.save(str(Path(out) / MODEL_FILE))
+    saved_model(model, Path(out) / SAVED_MODEL)
     for side, tok in zip(("src", "tgt"), tokenizers):
         tok.save(str(Path(out) / f"tokenizer_{side}.json"))
     (Path(out) / "README.md").write_text(readme(run), encoding="utf-8")
+
+
+def saved_model(model: Any, folder: Path) -> None:
+    """A TensorFlow SavedModel of `model` with the two functions a decoding loop needs (ids are int32):
+    encode(input_ids (B, L_src)) -> memory (B, L_src, D); next_logits(memory, input_ids, decoder_input_ids (B, t))
+    -> (B, V), the logits after the last decoder position. Loading it needs TensorFlow only."""
+    import keras
+    import tensorflow as tf
+
+    ids = tf.TensorSpec([None, None], tf.int32)
+    memory = tf.TensorSpec([None, None, model.model_config.d_model], tf.float32)
+
+    def next_logits(memory: Any, src: Any, tgt: Any) -> Any:
+        hidden = model.decode(memory, model.src_mask(src), tgt)  # (B, t, D)
+        return model.logits(hidden[:, -1:])[:, 0]  # (B, V)
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint("encode", lambda src: model.encode(src), input_signature=[ids])
+    archive.add_endpoint("next_logits", next_logits, input_signature=[memory, ids, ids])
+    archive.write_out(str(folder), verbose=False)
 
 
 def readme(run: Run) -> str:
@@ -71,6 +97,9 @@ needed). Every weight, mask and formula is our PyTorch model's (tests/keras prov
 - `tokenizer_src.json` appends `</s>` ({eos}) to the source; `tokenizer_tgt.json` decodes the output ids.
 - Decoding starts from `<s>` ({bos}), never emits `<pad>` ({pad}), ends at `</s>` ({eos}); at most source length +
   50 tokens, and at most {run.model_config.max_len} positions.
+
+- `saved_model/`: the same model for `tf.saved_model.load` alone (no scratchformer): `encode(input_ids)` -> memory,
+  `next_logits(memory, input_ids, decoder_input_ids)` -> the next token's logits (int32 ids).
 
 Greedy translation in ten lines (beam search: `scratchformer.keras.beam_search(model, [ids], 4, 0.6)`):
 
