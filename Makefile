@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # pytest workers (pytest-xdist): one per core, at most 4 (each test runs one torch thread)
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 
-.PHONY: install demo test test-kernels test-slow lint bench clean
+.PHONY: install demo test test-kernels test-keras test-slow lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -36,6 +36,13 @@ KERNELS_PYTEST := $(BIN)/python -m pytest -m 'kernels and not slow'
 test-kernels: install
 	ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 SCRATCHFORMER_TEST_THREADS=2 $(KERNELS_PYTEST)
 	ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 SCRATCHFORMER_TEST_THREADS=1 $(KERNELS_PYTEST)
+
+# The Keras port (scratchformer/keras, seed 001's readers) on TensorFlow: the `keras` extra (keras, tensorflow-cpu:
+# about 1.4 GB installed, under a minute from a warm pip cache), then tests/keras. `make test` skips those tests,
+# saying why, where the extra is missing.
+test-keras: install
+	$(BIN)/python -m pip install -q -e '.[keras]'
+	$(BIN)/python -m pytest tests/keras
 
 test-slow: install
 	$(BIN)/python -m pytest -m slow

@@ -4,9 +4,20 @@
     model = build_model(ModelConfig.preset("paper-base"))
 """
 
+from typing import Any
+
 from scratchformer.config import ModelConfig
 from scratchformer.errors import ConfigError, InputError, ScratchformerError
-from scratchformer.model import build_model
 
 __version__ = "0.1.0"
 __all__ = ["ConfigError", "InputError", "ModelConfig", "ScratchformerError", "build_model", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # build_model is imported on first use, not here: it pulls in torch, and `import scratchformer.keras` (the
+    # Keras port, a TensorFlow user's install) must not import torch through this package's __init__.
+    if name == "build_model":
+        from scratchformer.model import build_model
+
+        return build_model
+    raise AttributeError(f"module 'scratchformer' has no attribute {name!r}")

@@ -27,11 +27,13 @@ FORMATS: dict[str, tuple[str, str | None]] = {
     "ctranslate2": ("ctranslate2", "ctranslate2"),
     "hf": ("hf", None),  # written with safetensors and tokenizers; loading it needs transformers
     "onnx": ("onnx", "onnxruntime onnx onnxscript"),
+    "keras": ("keras", "keras tensorflow"),  # Keras 3 on TensorFlow: pip install 'scratchformer[keras]'
 }
 ENGINES: dict[str, tuple[str, str | None]] = {
     "torch": ("torch_engine", None),
     "ctranslate2": ("ctranslate2", "ctranslate2"),
     "onnxruntime": ("onnx", "onnxruntime onnx onnxscript"),
+    "keras": ("keras", "keras tensorflow"),
 }
 
 
