@@ -13,7 +13,7 @@ DOCS = ROOT / "docs"
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 FENCE = re.compile(r"^(```|~~~).*?^\1", re.M | re.S)
 # written on other branches; remove once merged
-PENDING = {"keras.md", "export-clients.md", "own-data.md"}
+PENDING = {"export-clients.md", "own-data.md"}
 # English pages with no Chinese twin, and why
 NO_TWIN: dict[str, str] = {}
 
