@@ -1,6 +1,6 @@
 """`scratchformer serve`'s start-up and shutdown: load the run once, check every setting, bind the socket (a port in
 use is one line, before anything else), then uvicorn until SIGTERM / Ctrl-C, which stops accepting, answers the
-requests in flight and returns."""
+requests in flight (for at most --timeout), cancels the decoding nobody waits for, and returns."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ def check_settings(settings: Settings, port: int) -> None:
     """One-line ConfigErrors for flags that cannot work, before the (slow) model load."""
     for flag, value, low in (("--port", port, 0), ("--max-batch-tokens", settings.max_batch_tokens, 1),
                              ("--max-chars", settings.max_chars, 1), ("--max-sentences", settings.max_sentences, 1),
-                             ("--max-beam", settings.max_beam, 1), ("--beam", settings.beam, 1)):
+                             ("--max-beam", settings.max_beam, 1), ("--beam", settings.beam, 1),
+                             ("--max-cost", settings.max_cost, 1)):
         if value < low:
             raise ConfigError(f"{flag} {value}: must be >= {low}")
     if port > 65535:
@@ -33,6 +34,16 @@ def check_settings(settings: Settings, port: int) -> None:
         raise ConfigError(f"--timeout {settings.timeout}: give seconds > 0 (a request that waits longer gets 408)")
     if settings.beam > settings.max_beam:
         raise ConfigError(f"--beam {settings.beam}: more than --max-beam {settings.max_beam}")
+    if settings.api_key is not None:
+        if not settings.api_key:
+            raise ConfigError("--api-key '': give a key clients must send, or leave --api-key out")
+        try:  # compared as UTF-8 bytes (app.key_matches): an argument that was not UTF-8 could never match
+            settings.api_key.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError("--api-key: the key is not valid UTF-8 text (check the terminal's encoding)") from None
+    for name in settings.allowed_hosts:
+        if not name or any(c in name for c in "/ @"):
+            raise ConfigError(f"--allowed-host {name!r}: give a host name such as translate.example.org (or '*')")
 
 
 def is_loopback(host: str) -> bool:
@@ -66,6 +77,7 @@ def serve(run_dir: str | Path, settings: Settings | None = None, host: str = "12
     import uvicorn  # late: only this command needs the web stack
 
     settings = settings or Settings("", "")
+    settings.host = host
     check_settings(settings, port)
     if not is_loopback(host) and settings.api_key is None:
         warnings.warn(f"--host {host}: anyone who can reach this port can use the service (no authentication); "
@@ -80,8 +92,10 @@ def serve(run_dir: str | Path, settings: Settings | None = None, host: str = "12
     print(f"scratchformer serve: {run_dir} ({settings.source}->{settings.target}, engine {engine}, beam "
           f"{settings.beam}, batch wait {settings.batch_wait_ms:g} ms) on http://{where}:{sock.getsockname()[1]}",
           file=sys.stderr, flush=True)
+    # SIGTERM: requests in flight get up to --timeout (+1 s) to be answered; then uvicorn cancels them, and the
+    # lifespan's batcher.stop() cancels the decoding still running at its next step: exit in bounded time
     config = uvicorn.Config(create_app(translator, settings), log_level=log_level, access_log=False,
-                            timeout_graceful_shutdown=int(settings.timeout) + 10)
+                            timeout_graceful_shutdown=int(settings.timeout) + 1)
     stopped: list[int] = []
     previous = signal.signal(signal.SIGTERM, lambda sig, frame: stopped.append(sig))  # uvicorn re-raises it at exit
     try:
