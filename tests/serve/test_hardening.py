@@ -306,3 +306,43 @@ def test_a_beam_of_superscript_two_gets_our_message(translator):
     out = run_service(translator, settings(), lambda app: asgi(app, "POST", "/translate", json.dumps(
         {"q": "Hi", "beam": "²"}).encode(), content_type="application/json"))
     assert out.status == 400 and out.body == {"error": "beam must be a whole number from 1 to 16, got '²'"}
+
+
+# --- over real HTTP: the key from the command line, the Host check in uvicorn -------------------------------------
+
+def test_over_http_a_non_ascii_key_from_the_command_line_and_the_host_check(tiny_run):
+    import http.client
+
+    from .conftest import request, start_server
+
+    server = start_server(tiny_run, "--source", "en", "--target", "zh", "--api-key", "密钥", "--allowed-host",
+                          "translate.example.org")
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+
+    def post(body: bytes, kind: str, host_header: str | None = None) -> tuple[int, dict]:
+        conn = http.client.HTTPConnection(host, int(port), timeout=120)
+        try:
+            conn.request("POST", "/translate", body, {"Content-Type": kind, **({"Host": host_header}
+                                                                               if host_header else {})})
+            response = conn.getresponse()
+            return response.status, json.loads(response.read())
+        finally:
+            conn.close()
+
+    try:
+        assert request(server.url, "/translate", {"q": "Hello", "api_key": "密钥"})[0] == 200  # was 500
+        assert request(server.url, "/translate", {"q": "Hello", "api_key": "é"})[:2] == (
+            403, {"error": "Invalid API key"})
+        assert post(b"q=Hello&api_key=%E5%AF%86%E9%92%A5", FORM)[0] == 200
+        assert post(b"q=Hello&api_key=%C3%A9", FORM)[0] == 403
+        good = json.dumps({"q": "Hello", "api_key": "密钥"}).encode()
+        assert post(good, "application/json", f"localhost:{port}")[0] == 200
+        assert post(good, "application/json", "translate.example.org")[0] == 200
+        status, out = post(good, "application/json", f"rebind.evil.example:{port}")
+        assert status == 421 and "--allowed-host rebind.evil.example" in out["error"]
+        assert post(good, "text/plain")[0] == 415
+        status, health, _ = request(server.url, "/health")
+        assert status == 200 and health["run"] == tiny_run.name and str(tiny_run) not in json.dumps(health)
+    finally:
+        assert server.stop() == 0
+    assert "Traceback" not in "".join(server.stderr)
