@@ -69,10 +69,10 @@ class Stepper:
         return texts
 
 
-def batched(scenario, decode, max_cost=None):
+def batched(scenario, decode, slice_cost=None):
     async def main():
         metrics = Metrics()
-        batcher = Batcher(decode, lambda texts: len(texts), 0, 1000, metrics, max_cost)
+        batcher = Batcher(decode, lambda texts: len(texts), 0, 1000, metrics, slice_cost)
         await batcher.start()
         try:
             return await scenario(batcher), metrics
@@ -123,7 +123,7 @@ def test_the_decoders_stop_at_a_cancelled_token(tiny_seq2seq, source_ids):
         beam_search(model, src, beam_size=2)
 
 
-def test_max_cost_keeps_batches_apart():
+def test_slice_cost_keeps_batches_apart():
     calls = []
 
     def decode(texts, key):
@@ -131,7 +131,7 @@ def test_max_cost_keeps_batches_apart():
         return texts
 
     async def main():
-        batcher = Batcher(decode, len, 50, 1000, Metrics(), max_cost=100)  # merging on: a 50 ms window
+        batcher = Batcher(decode, len, 50, 1000, Metrics(), slice_cost=100)  # merging on: a 50 ms window
         await batcher.start()
         try:
             return await asyncio.gather(batcher.submit(["a"], 1, 60), batcher.submit(["b"], 1, 60),
@@ -141,6 +141,30 @@ def test_max_cost_keeps_batches_apart():
 
     assert asyncio.run(main()) == [["a"], ["b"], ["c"]]
     assert calls == [["a"], ["b", "c"]]  # 60 + 60 > 100: b waits for the next call, and c joins it
+
+
+def test_a_long_request_goes_in_slices_and_a_short_one_is_not_charged_for_it():
+    calls, first_slice, short_queued = [], threading.Event(), threading.Event()
+
+    def decode(texts, key):
+        calls.append(list(texts))
+        if len(calls) == 1:
+            first_slice.set()
+            assert short_queued.wait(30)
+        return [t.upper() for t in texts]
+
+    async def scenario(b):
+        long = asyncio.ensure_future(b.submit([f"l{i}" for i in range(6)], 1, [50] * 6))
+        while not first_slice.is_set():
+            await asyncio.sleep(0.001)
+        short = asyncio.ensure_future(b.submit(["save."], 1, 60))
+        await asyncio.sleep(0.01)
+        short_queued.set()
+        return await asyncio.gather(long, short)
+
+    (long, short), metrics = batched(scenario, decode, slice_cost=100)
+    assert calls == [["l0", "l1"], ["save."], ["l2", "l3"], ["l4", "l5"]]  # after one slice, not after all
+    assert long == [f"L{i}" for i in range(6)] and short == ["SAVE."] and metrics.queued_sentences == 0
 
 
 def test_the_worst_request_at_the_default_limits_is_refused_by_its_cost(tiny_run):

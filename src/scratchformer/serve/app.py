@@ -50,6 +50,7 @@ class Settings:
     timeout: float = 60.0
     api_key: str | None = None
     max_cost: int = 200_000  # decoding row-steps a request may cost at most (request_cost); see --max-cost
+    slice_cost: int = 8192  # row-steps per decoding call of a long request (batcher.py): ~32 sentences at beam 4
     host: str = "127.0.0.1"  # the address the server is bound to: a Host header naming it is this server
     allowed_hosts: tuple[str, ...] = ()  # more names clients may reach it by (--allowed-host; "*": any)
 
@@ -102,6 +103,21 @@ def _language(fields: dict, name: str, expected: str) -> str:
     return ALIASES.get(code, code)
 
 
+def text_costs(translator: RunTranslator, texts: list[str], beam: int) -> list[int]:
+    """Per text, the most decoding row-steps it can take at `beam`: request_cost's terms."""
+    cap = translator.run.model.config.max_len
+    split = translator.decoding.split_sentences
+    owners = [(i, p) for i, t in enumerate(texts) for p in (split_sentences(t) if split else [t]) if p.strip()]
+    costs = [0] * len(texts)
+    if not owners:
+        return costs
+    budget = translator.max_len
+    for (i, _), ids in zip(owners, translator.run.src_tok.encode_batch([p for _, p in owners])):
+        n = min(len(ids) + 1, cap)  # with </s>
+        costs[i] += beam * min(cap, budget if budget is not None else n + PAPER_EXTRA_LEN)
+    return costs
+
+
 def request_cost(translator: RunTranslator, texts: list[str], beam: int) -> int:
     """The most decoding row-steps `texts` can take at `beam`: beam x the sum, over the sentences the decoder will
     see (each text split into sentences as the run's decoding.json says), of each one's output budget (the
@@ -109,14 +125,7 @@ def request_cost(translator: RunTranslator, texts: list[str], beam: int) -> int:
     more: an n-best list comes out of the same beams. At the shipped defaults (128 sentences, 5,000 characters,
     beam 16) the worst text is ~1,660 three-character sentences ("A. B. C. ..." split), i.e. 16 x 1,660 x 53
     ~ 1.4 million row-steps (minutes on one core); --max-cost (200,000) refuses it up front."""
-    cap = translator.run.model.config.max_len
-    split = translator.decoding.split_sentences
-    pieces = [p for t in texts for p in (split_sentences(t) if split else [t]) if p.strip()]
-    if not pieces:
-        return 0
-    budget = translator.max_len
-    lengths = [min(len(ids) + 1, cap) for ids in translator.run.src_tok.encode_batch(pieces)]  # with </s>
-    return beam * sum(min(cap, budget if budget is not None else n + PAPER_EXTRA_LEN) for n in lengths)
+    return sum(text_costs(translator, texts, beam))
 
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -158,7 +167,7 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
     """The service for one loaded run; the batcher starts and stops with the app's lifespan."""
     metrics = Metrics()
     batcher = Batcher(translator.translate, translator.count_tokens, settings.batch_wait_ms,
-                      settings.max_batch_tokens, metrics, settings.max_cost)
+                      settings.max_batch_tokens, metrics, settings.slice_cost)
     body_limit = 4 * settings.max_chars * settings.max_sentences + 65536  # UTF-8 and JSON escapes, then refused
 
     @contextlib.asynccontextmanager
@@ -216,13 +225,13 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
         alternatives = _integer(fields, "alternatives", 0, 0, settings.max_beam - 1)
         options = Options(beam, alternatives + 1)
         translator.check(options)  # ScratchformerError -> 400 (the handler below)
-        cost = request_cost(translator, texts, beam)
-        if cost > settings.max_cost:
+        costs = text_costs(translator, texts, beam)
+        if (cost := sum(costs)) > settings.max_cost:
             raise ServeError(413, f"this request may take {cost} decoding steps x beams (sentences x beam x their "
                                   f"output budgets), over this server's --max-cost {settings.max_cost}: send fewer "
                                   "or shorter sentences, or a smaller beam")
         try:
-            hyps = await asyncio.wait_for(batcher.submit(texts, options, cost), settings.timeout)
+            hyps = await asyncio.wait_for(batcher.submit(texts, options, costs), settings.timeout)
         except asyncio.TimeoutError:
             raise ServeError(408, f"the translation took longer than this server's --timeout of "
                                   f"{settings.timeout:g} s: send fewer or shorter sentences") from None

@@ -12,10 +12,11 @@ the previous batch ended, whichever is later (so the clients that batch answered
 merging off: one request per decoding call.
 
 A request that gives up (its --timeout passed, its client left) stops its own work: each decoding call runs under
-a cancellation token (decoding/cancel.py) that is cancelled once every request of the batch gave up, and at
-shutdown; the decoders check it between steps. A batch also holds at most `max_cost` decoding row-steps (besides
-its first request), so a request waits behind at most one such batch, and /health can say how long the current
-call has been running (`busy_seconds`).
+a cancellation token (decoding/cancel.py) that is cancelled once every request of the call gave up, and at
+shutdown; the decoders check it between steps. A long request is decoded in slices of at most `slice_cost`
+decoding row-steps (and max_tokens source tokens), and after each slice the requests that arrived meanwhile go
+first: a short request waits behind at most about one slice, never behind a whole long request. /health reads
+`busy_since`, when the running call began.
 """
 
 from __future__ import annotations
@@ -38,19 +39,21 @@ MAX_WAITS = 5  # a batch that keeps getting requests leaves at most 5 x wait_ms 
 class _Job:
     texts: list[str]
     key: Hashable
-    tokens: int
+    tokens: list[int]  # source tokens of each text
     future: asyncio.Future
-    cost: int = 0  # decoding row-steps at most (app.request_cost); 0: not counted
+    costs: list[int]  # decoding row-steps of each text at most (app.text_costs); zeros: not counted
     arrived: float = field(default_factory=time.monotonic)
+    taken: int = 0  # texts handed to a decoding call so far: the next slice starts here
+    outputs: list = field(default_factory=list)  # of the texts decoded so far
 
 
 class Batcher:
     """An asyncio queue of requests and one worker that merges them into decoding calls."""
 
     def __init__(self, decode: Callable[[list[str], Any], Sequence], count_tokens: Callable[[list[str]], int],
-                 wait_ms: float, max_tokens: int, metrics: Metrics, max_cost: int | None = None) -> None:
+                 wait_ms: float, max_tokens: int, metrics: Metrics, slice_cost: int | None = None) -> None:
         self.decode, self.count_tokens, self.metrics = decode, count_tokens, metrics
-        self.wait, self.max_tokens, self.max_cost = wait_ms / 1000, max_tokens, max_cost
+        self.wait, self.max_tokens, self.slice_cost = wait_ms / 1000, max_tokens, slice_cost
         self.busy_since: float | None = None  # time.monotonic() the running call began; None: the worker is idle
         self._token: Token | None = None  # the running decoding call's
         self.queue: deque[_Job] = deque()
@@ -93,11 +96,17 @@ class Batcher:
         """`fn(*args)` on the decoding thread: never at the same time as a decoding call (it may use the model)."""
         return await asyncio.get_running_loop().run_in_executor(self.executor, self._timed, None, fn, *args)
 
-    async def submit(self, texts: list[str], key: Hashable, cost: int = 0) -> list:
+    async def submit(self, texts: list[str], key: Hashable, costs: Sequence[int] | int = 0) -> list:
         """The outputs of `texts` (in their order), decoded with whatever else arrives meanwhile under `key`;
-        `cost`: its decoding row-steps at most, which max_cost counts."""
+        `costs`: each text's decoding row-steps at most (an int: the request's, spread over its texts), which
+        slice_cost counts."""
+        texts = list(texts)
+        if not texts:
+            return []
+        if isinstance(costs, int):
+            costs = [costs // len(texts) + (i < costs % len(texts)) for i in range(len(texts))]
         future = asyncio.get_running_loop().create_future()
-        job = _Job(list(texts), key, self.count_tokens(list(texts)), future, cost)
+        job = _Job(texts, key, [self.count_tokens([t]) for t in texts], future, list(costs))
         self.queue.append(job)
         self.metrics.queued_sentences += len(job.texts)
         assert self._wake is not None, "Batcher.start() first"
@@ -105,32 +114,52 @@ class Batcher:
         try:
             return await future
         finally:
-            if job in self.queue:  # cancelled (timeout, client gone) before its batch: never decoded
+            if job in self.queue:  # cancelled (timeout, client gone): what was not handed out is never decoded
                 self.queue.remove(job)
-                self.metrics.queued_sentences -= len(job.texts)
+                self.metrics.queued_sentences -= len(job.texts) - job.taken
 
     def _tokens(self) -> int:
-        return sum(j.tokens for j in self.queue)
+        return sum(sum(j.tokens[j.taken:]) for j in self.queue)
 
-    def _take(self) -> list[_Job]:
-        """The first job and every later one with its key, while the source tokens fit in max_tokens (and the
-        costs in max_cost)."""
-        first = self.queue[0]
-        jobs, tokens, cost = [], 0, 0
-        for job in list(self.queue):
-            if job.key != first.key:
+    def _fits(self, tokens: int, cost: int) -> bool:
+        return tokens <= self.max_tokens and (self.slice_cost is None or cost <= self.slice_cost)
+
+    def _take(self) -> list[tuple[_Job, int, int]]:
+        """(job, first text, end) of the next decoding call: a slice of the first job, as many of its texts as
+        fit in max_tokens and slice_cost (one at least), then every later job with its key whole, while it fits
+        (first come, first served: the rest waits)."""
+        waiting = [j for j in self.queue if not j.future.done()]
+        if not waiting:
+            return []
+        batch: list[tuple[_Job, int, int]] = []
+        tokens = cost = 0
+        for job in waiting:
+            if job.key != waiting[0].key:
                 continue
-            if jobs and (tokens + job.tokens > self.max_tokens  # first come, first served: the rest waits
-                         or (self.max_cost is not None and cost + job.cost > self.max_cost)):
-                break
-            jobs.append(job)
-            tokens, cost = tokens + job.tokens, cost + job.cost
+            start = end = job.taken
+            if not batch:
+                while end < len(job.texts) and (end == start or self._fits(tokens + job.tokens[end],
+                                                                           cost + job.costs[end])):
+                    tokens, cost, end = tokens + job.tokens[end], cost + job.costs[end], end + 1
+                batch.append((job, start, end))
+                if end < len(job.texts):  # full: the rest of this job waits for a later call
+                    break
+            else:
+                more, extra = sum(job.tokens[start:]), sum(job.costs[start:])
+                if not self._fits(tokens + more, cost + extra):
+                    break
+                batch.append((job, start, len(job.texts)))
+                tokens, cost = tokens + more, cost + extra
             if self.wait <= 0:  # merging off: one request per decoding call
                 break
-        for job in jobs:
+        for job, start, end in batch:
+            job.taken = end
+            self.metrics.queued_sentences -= end - start
+        return batch
+
+    def _drop(self, job: _Job) -> None:
+        if job in self.queue:
             self.queue.remove(job)
-            self.metrics.queued_sentences -= len(job.texts)
-        return jobs
 
     async def _gather(self, finished: float) -> None:
         """Wait while requests keep coming: until `wait` after the oldest arrival or the last batch's end, each
@@ -159,11 +188,12 @@ class Batcher:
                 await self._gather(finished)
             if not self.queue:  # every waiting request gave up
                 continue
-            jobs = [j for j in self._take() if not j.future.done()]
-            if not jobs:
+            batch = self._take()
+            if not batch:
                 continue
-            texts = [t for j in jobs for t in j.texts]
-            start = time.monotonic()
+            jobs = [job for job, _, _ in batch]
+            texts = [t for job, start, end in batch for t in job.texts[start:end]]
+            start_time = time.monotonic()
             self._token = token = Token()
 
             def gave_up(_: asyncio.Future, jobs: list[_Job] = jobs, token: Token = token) -> None:
@@ -175,25 +205,29 @@ class Batcher:
             try:
                 outputs = await loop.run_in_executor(self.executor, self._timed, token, self.decode, texts,
                                                      jobs[0].key)
-            except Cancelled:
-                finished = time.monotonic()
-                self.metrics.cancelled_batches += 1
-                for job in jobs:  # shutdown: the requests still waiting get the error; else none is left
-                    if not job.future.done():
-                        job.future.set_exception(Cancelled("the server is shutting down"))
-                continue
             except Exception as e:  # noqa: BLE001 (each request gets the error; the worker lives on)
                 finished = time.monotonic()
+                if isinstance(e, Cancelled):
+                    self.metrics.cancelled_batches += 1  # shutdown, or every request gave up (none is left)
+                    e = Cancelled("the server is shutting down")
                 for job in jobs:
+                    self._drop(job)
                     if not job.future.done():
                         job.future.set_exception(e)
                 continue
             finally:
                 self._token = None
+                for job in jobs:
+                    job.future.remove_done_callback(gave_up)
             finished = time.monotonic()
-            self.metrics.batch_done(len(texts), len(jobs), finished - start)
+            self.metrics.batch_done(len(texts), len(jobs), finished - start_time)
             at = 0
-            for job in jobs:
+            for job, start, end in batch:
                 if not job.future.done():
-                    job.future.set_result(list(outputs[at: at + len(job.texts)]))
-                at += len(job.texts)
+                    job.outputs.extend(outputs[at: at + end - start])
+                    self._drop(job)
+                    if end == len(job.texts):
+                        job.future.set_result(job.outputs)
+                    else:  # a slice of a long request: the requests that came meanwhile go first
+                        self.queue.append(job)
+                at += end - start
