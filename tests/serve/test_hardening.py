@@ -108,6 +108,38 @@ def test_stop_cancels_the_decoding_in_flight():
     assert decode.ended == ["decoding stopped: the server is shutting down"] and task.done()
 
 
+def test_a_shutdown_past_its_grace_answers_503_and_stops_the_decoding(translator, monkeypatch):
+    started, ended = threading.Event(), []
+
+    def stepping(texts, options):  # a decoder's loop that never ends by itself
+        started.set()
+        try:
+            for _ in range(100_000):
+                cancel.check()
+                time.sleep(0.001)
+        except cancel.Cancelled as e:
+            ended.append(str(e))
+            raise
+        return [[("x", None)] for _ in texts]
+
+    monkeypatch.setattr(translator, "translate", stepping)
+    post = lambda app, body: asgi(app, "POST", "/translate", json.dumps(body).encode(),  # noqa: E731
+                                  content_type="application/json")
+
+    async def scenario(app):
+        running = asyncio.ensure_future(post(app, {"q": ["Hello", "Bye"]}))
+        while not started.is_set():
+            await asyncio.sleep(0.001)
+        queued = asyncio.ensure_future(post(app, {"q": "Hi", "beam": 1}))  # other options: waits in the queue
+        await asyncio.sleep(0.01)
+        app.state.batcher.abort_later(0)  # what SIGTERM schedules, SHUTDOWN_GRACE seconds on
+        return await running, await queued, await post(app, {"q": "Late"})
+
+    out = run_service(translator, settings(), scenario)
+    assert [(a.status, a.body) for a in out] == [(503, {"error": "the server is shutting down: try again"})] * 3
+    assert ended == ["decoding stopped: the server is shutting down"]
+
+
 def test_the_decoders_stop_at_a_cancelled_token(tiny_seq2seq, source_ids):
     model = tiny_seq2seq(0, 40)
     src = source_ids(1, 40, lengths=(5, 7))

@@ -60,16 +60,35 @@ class Batcher:
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scratchformer-decode")
         self._wake: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
+        self._event_loop: asyncio.AbstractEventLoop | None = None
+        self.closed = ""  # why no request is taken any more (abort); "" while open
 
     async def start(self) -> None:
+        self._event_loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         self._worker = asyncio.create_task(self._loop(), name="scratchformer-batcher")
+
+    def abort(self, reason: str = "the server is shutting down") -> None:
+        """Fail every request now with Cancelled(reason) (the app answers 503), stop the running call at its next
+        step, and take no more: what a shutdown does once its grace period is over. On the event loop."""
+        self.closed = reason
+        if self._token is not None:
+            self._token.cancel(reason)
+        for job in list(self.queue):
+            self.queue.remove(job)
+            self.metrics.queued_sentences -= len(job.texts) - job.taken
+            if not job.future.done():
+                job.future.set_exception(Cancelled(reason))
+
+    def abort_later(self, seconds: float, reason: str = "the server is shutting down") -> None:
+        """abort(reason) `seconds` from now; callable from any thread or a signal handler."""
+        if self._event_loop is not None:
+            self._event_loop.call_soon_threadsafe(self._event_loop.call_later, seconds, self.abort, reason)
 
     async def stop(self) -> None:
         """Cancel the worker (after the server answered its requests), stop the decoding call still running (at
         its next step) and end the decoding thread: shutdown never waits for work nobody will read."""
-        if self._token is not None:
-            self._token.cancel("the server is shutting down")
+        self.abort()
         if self._worker is not None:
             self._worker.cancel()
             try:
@@ -101,6 +120,8 @@ class Batcher:
         `costs`: each text's decoding row-steps at most (an int: the request's, spread over its texts), which
         slice_cost counts."""
         texts = list(texts)
+        if self.closed:
+            raise Cancelled(self.closed)
         if not texts:
             return []
         if isinstance(costs, int):
@@ -209,7 +230,7 @@ class Batcher:
                 finished = time.monotonic()
                 if isinstance(e, Cancelled):
                     self.metrics.cancelled_batches += 1  # shutdown, or every request gave up (none is left)
-                    e = Cancelled("the server is shutting down")
+                    e = Cancelled(self.closed or "the server is shutting down")
                 for job in jobs:
                     self._drop(job)
                     if not job.future.done():
