@@ -1,6 +1,7 @@
 """Bodies without Content-Length (issue 35), measured on `scratchformer serve models/en-zh` (a subprocess on 127.0.0.1,
-default limits): two clients each post a chunked form body of --mib MiB ("q=xxxx...", 1 MiB chunks) at the same
-time, and one client a chunked multipart upload with a file part; the server's resident memory (VmRSS) is sampled
+default limits): two clients each post a chunked form body of --mib MiB at the same time ("q=xxx...&q=xxx...":
+fields just under 1 MiB each, which is what Starlette's form parser allows per field, up to its 1,000 fields),
+and one client a chunked multipart upload with a file part; the server's resident memory (VmRSS) is sampled
 every 50 ms, and the size of the unlinked temporary files it holds open (spooled uploads). A client stops sending as
 soon as the server answered or closed the connection, so a server that refuses at its limit ends the run in a
 second; one that reads everything takes as long as the upload. Linux only (/proc).
@@ -56,8 +57,9 @@ def start(src: Path, run: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit(f"the server did not start (exit {proc.wait()})")
 
 
-def chunked_post(url: str, kind: str, head: bytes, mib: int, out: dict) -> None:
-    """POST head + filler, chunked, until `mib` MiB were sent or the server answered / closed; then its status."""
+def chunked_post(url: str, kind: str, head: bytes, filler: bytes, mib: int, out: dict) -> None:
+    """POST head + filler..., chunked, until `mib` MiB were sent or the server answered / closed; then its
+    status."""
     host, port = url.removeprefix("http://").rsplit(":", 1)
     conn = http.client.HTTPConnection(host, int(port), timeout=300)
     conn.putrequest("POST", "/translate")
@@ -65,7 +67,7 @@ def chunked_post(url: str, kind: str, head: bytes, mib: int, out: dict) -> None:
     conn.putheader("Transfer-Encoding", "chunked")
     conn.endheaders()
     sock: socket.socket = conn.sock
-    sent, filler, start = 0, b"x" * CHUNK, time.monotonic()
+    sent, start = 0, time.monotonic()
     try:
         for i in range(mib):
             piece = head + filler[len(head):] if i == 0 else filler
@@ -97,13 +99,13 @@ def main() -> None:
     proc, url = start(args.src, args.run)
     try:
         idle = rss(proc.pid)
-        clients = [("form", "application/x-www-form-urlencoded", b"q="),
-                   ("form", "application/x-www-form-urlencoded", b"q="),
-                   ("multipart upload", "multipart/form-data; boundary=bNd",
-                    b'--bNd\r\nContent-Disposition: form-data; name="q"; filename="big.txt"\r\n\r\n')]
-        outs: list[dict] = [{"client": name} for name, _, _ in clients]
-        threads = [threading.Thread(target=chunked_post, args=(url, kind, head, args.mib, out), daemon=True)
-                   for (_, kind, head), out in zip(clients, outs)]
+        form = ("form", "application/x-www-form-urlencoded", b"q=", b"x" * (CHUNK - 3) + b"&q=")
+        clients = [form, form, ("multipart upload", "multipart/form-data; boundary=bNd",
+                                b'--bNd\r\nContent-Disposition: form-data; name="q"; filename="big.txt"\r\n\r\n',
+                                b"x" * CHUNK)]
+        outs: list[dict] = [{"client": name} for name, *_ in clients]
+        threads = [threading.Thread(target=chunked_post, args=(url, kind, head, filler, args.mib, out), daemon=True)
+                   for (_, kind, head, filler), out in zip(clients, outs)]
         for t in threads:
             t.start()
         peak_rss = peak_tmp = 0
