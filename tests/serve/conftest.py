@@ -106,3 +106,84 @@ def cli_lines(*args: str) -> list[str]:
     with contextlib.redirect_stdout(out):
         assert main(["translate", *args]) == 0
     return out.getvalue().split("\n")[:-1]
+
+
+@dataclass
+class Answer:
+    status: int
+    body: object  # the JSON answer, else the text
+    pulled: int  # body chunks the app read (of those offered)
+
+
+async def asgi(app, method: str, path: str, body: bytes = b"", *, content_type: str | None = None,
+               headers: dict[str, str] | None = None, chunks=None) -> Answer:
+    """One request to an ASGI app in-process, as uvicorn hands it over: `body` with its Content-Length, or `chunks`
+    (any iterable of bytes) as a chunked body, pulled only as the app reads it. An exception the app lets out
+    (a 500 on a real server) comes back as status 500 with its text."""
+    import asyncio
+
+    path, _, query = path.partition("?")
+    head = {"host": "127.0.0.1:5000", **({"content-type": content_type} if content_type else {}),
+            **{k.lower(): v for k, v in (headers or {}).items()}}
+    if chunks is None:
+        head["content-length"], pieces, sized = str(len(body)), iter([body]), True
+    else:
+        head["transfer-encoding"], pieces, sized = "chunked", iter(chunks), False
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": query.encode("latin-1"), "root_path": "",
+             "headers": [(k.encode("latin-1"), v.encode("utf-8")) for k, v in head.items()],
+             "client": ("127.0.0.1", 40000), "server": ("127.0.0.1", 5000)}
+    pulled, finished, status, out = 0, False, 0, bytearray()
+    complete = asyncio.Event()
+
+    async def receive() -> dict:
+        nonlocal pulled, finished
+        if finished:  # the body was read: a real client stays until its answer came
+            await complete.wait()
+            return {"type": "http.disconnect"}
+        if sized:
+            finished = True
+            return {"type": "http.request", "body": next(pieces), "more_body": False}
+        chunk = next(pieces, None)
+        if chunk is None:
+            finished = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        pulled += 1
+        return {"type": "http.request", "body": chunk, "more_body": True}
+
+    async def send(message: dict) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        elif message["type"] == "http.response.body":
+            out.extend(message.get("body", b""))
+            if not message.get("more_body"):
+                complete.set()
+
+    try:
+        await app(scope, receive, send)
+    except Exception as e:  # noqa: BLE001 (what uvicorn turns into a 500)
+        return Answer(500, f"{type(e).__name__}: {e}", pulled)
+    text = out.decode("utf-8", "replace")
+    try:
+        return Answer(status, json.loads(text), pulled)
+    except ValueError:
+        return Answer(status, text, pulled)
+
+
+def run_service(translator, settings, scenario):
+    """`scenario(app)` (a coroutine function) against the app of `translator` and `settings`, its batcher
+    started and stopped around it (the lifespan uvicorn runs)."""
+    import asyncio
+
+    from scratchformer.serve import create_app
+
+    async def main():
+        app = create_app(translator, settings)
+        await app.state.batcher.start()
+        try:
+            return await scenario(app)
+        finally:
+            await app.state.batcher.stop()
+
+    return asyncio.run(main())

@@ -14,7 +14,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = Settings(args.source or "", args.target or "", beam=args.beam, batch_wait_ms=args.batch_wait_ms,
                         max_batch_tokens=args.max_batch_tokens, max_chars=args.max_chars,
                         max_sentences=args.max_sentences, max_beam=args.max_beam, timeout=args.timeout,
-                        api_key=args.api_key)
+                        api_key=args.api_key, max_cost=args.max_cost, allowed_hosts=tuple(args.allowed_host))
     return serve(args.run_dir, settings, host=args.host, port=args.port, engine=args.engine, weights=args.weights,
                  int8=args.int8, alpha=args.alpha, batch_size=args.batch_size, max_len=args.max_len,
                  log_level=args.log_level, split_sentences=args.split_sentences, repair_copies=args.repair_copies)
@@ -27,7 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=5000, help="TCP port (default 5000, LibreTranslate's; 0: a free one)")
-    p.add_argument("--api-key", help="require this key as the requests' api_key field (as LibreTranslate does)")
+    p.add_argument("--api-key", help="require this key as the requests' api_key field (as LibreTranslate does) or an "
+                   "'Authorization: Bearer KEY' header, on every path but /, /languages and /health (/metrics too)")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="a host name clients reach the server by, besides its address, localhost and IP addresses "
+                        "(repeatable; '*': any). Other Host headers get 421, against DNS rebinding")
     p.add_argument("--engine", default="torch", choices=["torch", "ctranslate2", "onnxruntime"],
                    help="decode with our PyTorch code (default) or an exported copy (cached in the run directory)")
     p.add_argument("--weights", help="another safetensors file of the same run (e.g. averaged.safetensors)")
@@ -49,7 +53,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="most source tokens merged into one decoding call (default 4096)")
     b.add_argument("--max-chars", type=int, default=5000, help="most characters per request (more: 413)")
     b.add_argument("--max-sentences", type=int, default=128, help="most sentences per request (more: 413)")
-    b.add_argument("--timeout", type=float, default=60.0, help="seconds a request may take (more: 408)")
+    b.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds a request may take (more: 408, and its decoding stops at the next step)")
+    b.add_argument("--max-cost", type=int, default=200_000,
+                   help="most decoding steps x beams a request may cost: beam x the sum of its sentences' output "
+                        "budgets (source tokens + 50); more: 413 before any decoding (default 200000; the worst "
+                        "request within the other defaults would cost 1.4 million)")
     b.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
                    help="uvicorn's log level (default warning)")
     p.set_defaults(func=cmd_serve)

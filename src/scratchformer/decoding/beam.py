@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID
+from scratchformer.decoding import cancel
 from scratchformer.decoding.common import (
     NEG_INF,
     as_src_tensor,
@@ -137,6 +138,7 @@ def beam_search_core(
     index: Tensor | None = None
     eos_index = torch.tensor([eos], device=device)
     for t in range(t_max):
+        cancel.check()  # a caller that gave up stops the work here (cancel.py)
         logprobs = step_fn(tokens, index)  # (A*K, V)
         vocab = logprobs.size(-1)
         if scores is None:

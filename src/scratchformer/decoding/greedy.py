@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from scratchformer.decoding import cancel
 from scratchformer.decoding.common import (
     NEG_INF,
     Seq2SeqSteps,
@@ -100,6 +101,7 @@ def _greedy_loop(steps: Seq2SeqSteps, limits: Tensor, bos: int, eos: int, pad: i
     saved: list[tuple[Tensor, Tensor]] = []
     index: Tensor | None = None
     for t in range(t_max):
+        cancel.check()  # a caller that gave up stops the work here (cancel.py)
         logits = steps(prefix[:, : t + 1], index)  # (A, V)
         index = None
         if want_logits:

@@ -3,6 +3,7 @@
     batcher.py   requests merged into decoding batches, decoded off the event loop
     decoder.py   the run and its engine, through the CLI's own functions (same text as `translate`)
     app.py       the FastAPI app: /translate /languages /detect /health /metrics /attention and the page at /
+    bodies.py    a request's fields: JSON or form bodies, bounded while they stream, strict UTF-8, 415 otherwise
     metrics.py   counters and latency quantiles, as Prometheus text
     server.py    start-up (load once, bind), uvicorn, graceful SIGTERM
     page.html    the page at /: type English, get Chinese, n-best and the cross-attention heatmap (no CDN)

@@ -12,7 +12,8 @@ import contextlib
 import hmac
 import importlib.resources
 import importlib.util
-import json
+import ipaddress
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
 
+from scratchformer.decoding.cancel import Cancelled
+from scratchformer.decoding.common import PAPER_EXTRA_LEN
+from scratchformer.decoding.sentences import split_sentences
 from scratchformer.serve.batcher import Batcher
+from scratchformer.serve.bodies import ServeError, request_fields
 from scratchformer.serve.decoder import ALIASES, LANGUAGE_NAMES, Options, RunTranslator
 from scratchformer.serve.metrics import Metrics
 
@@ -44,58 +49,20 @@ class Settings:
     max_beam: int = 16
     timeout: float = 60.0
     api_key: str | None = None
-
-
-class ServeError(Exception):
-    """A request we refuse: its HTTP status and the one line the client gets as {"error": ...}."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.message = status, message
+    max_cost: int = 200_000  # decoding row-steps a request may cost at most (request_cost); see --max-cost
+    slice_cost: int = 8192  # row-steps per decoding call of a long request (batcher.py): ~32 sentences at beam 4
+    host: str = "127.0.0.1"  # the address the server is bound to: a Host header naming it is this server
+    allowed_hosts: tuple[str, ...] = ()  # more names clients may reach it by (--allowed-host; "*": any)
 
 
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-async def request_fields(request: Request, body_limit: int) -> dict[str, Any]:
-    """The request's fields: a JSON object, or form data (urlencoded or multipart) as LibreTranslate takes, with
-    the query string's fields under them. A repeated form field (q=a&q=b) is a list."""
-    length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > body_limit:
-        raise ServeError(413, f"the request body is over {body_limit} bytes")
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    fields: dict[str, Any] = {}
-    if kind in ("application/x-www-form-urlencoded", "multipart/form-data"):
-        try:
-            form = await request.form()
-        except Exception as e:  # noqa: BLE001 (python-multipart's parse errors have no common base)
-            raise ServeError(400, f"malformed form data: {e}") from None
-        for name in form:
-            values = form.getlist(name)
-            if not all(isinstance(v, str) for v in values):
-                raise ServeError(400, f"{name!r} must be text, not a file upload")
-            fields[name] = values if len(values) > 1 else values[0]
-    else:
-        body = b""
-        async for chunk in request.stream():  # a chunked body has no content-length: stop reading at the limit
-            body += chunk
-            if len(body) > body_limit:
-                raise ServeError(413, f"the request body is over {body_limit} bytes")
-        if body.strip():
-            try:
-                fields = json.loads(body)
-            except (ValueError, UnicodeDecodeError) as e:
-                raise ServeError(400, f"malformed JSON: {str(e).splitlines()[0]}") from None
-            if not isinstance(fields, dict):
-                raise ServeError(400, f"the JSON body must be an object such as {{\"q\": \"Hello\", \"source\": "
-                                      f"\"en\", \"target\": \"zh\"}}, got a {type(fields).__name__}")
-    return {**dict(request.query_params), **fields}
-
-
 def _integer(fields: dict, name: str, default: int, low: int, high: int) -> int:
     value = fields.get(name, default)
-    number = int(value) if isinstance(value, str) and value.strip().lstrip("-").isdigit() else value
+    # ASCII digits only: str.isdigit() takes "²", which int() refuses with its own message
+    number = int(value) if isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]{1,9}\s*", value) else value
     if isinstance(number, bool) or not isinstance(number, int) or not low <= number <= high:
         raise ServeError(400, f"{name} must be a whole number from {low} to {high}, got {value!r}")
     return number
@@ -136,6 +103,59 @@ def _language(fields: dict, name: str, expected: str) -> str:
     return ALIASES.get(code, code)
 
 
+def text_costs(translator: RunTranslator, texts: list[str], beam: int) -> list[int]:
+    """Per text, the most decoding row-steps it can take at `beam`: request_cost's terms."""
+    cap = translator.run.model.config.max_len
+    split = translator.decoding.split_sentences
+    owners = [(i, p) for i, t in enumerate(texts) for p in (split_sentences(t) if split else [t]) if p.strip()]
+    costs = [0] * len(texts)
+    if not owners:
+        return costs
+    budget = translator.max_len
+    for (i, _), ids in zip(owners, translator.run.src_tok.encode_batch([p for _, p in owners])):
+        n = min(len(ids) + 1, cap)  # with </s>
+        costs[i] += beam * min(cap, budget if budget is not None else n + PAPER_EXTRA_LEN)
+    return costs
+
+
+def request_cost(translator: RunTranslator, texts: list[str], beam: int) -> int:
+    """The most decoding row-steps `texts` can take at `beam`: beam x the sum, over the sentences the decoder will
+    see (each text split into sentences as the run's decoding.json says), of each one's output budget (the
+    server's --max-len, else its source tokens + 50, never above the model's max_len). Alternatives cost nothing
+    more: an n-best list comes out of the same beams. At the shipped defaults (128 sentences, 5,000 characters,
+    beam 16) the worst text is ~1,660 three-character sentences ("A. B. C. ..." split), i.e. 16 x 1,660 x 53
+    ~ 1.4 million row-steps (minutes on one core); --max-cost (200,000) refuses it up front."""
+    return sum(text_costs(translator, texts, beam))
+
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def host_allowed(header: str | None, settings: Settings) -> bool:
+    """Whether a Host header names this server, as local dev servers check it against DNS rebinding: an IP
+    address (a rebinding page always comes by a name), localhost, the bound host, or an --allowed-host."""
+    if header is None or "*" in settings.allowed_hosts:  # HTTP/1.0 without Host: no browser sends that
+        return True
+    name = header.strip().lower()
+    name = name[1:name.find("]")] if name.startswith("[") and "]" in name else name.rsplit(":", 1)[0] \
+        if name.count(":") == 1 else name
+    name = name.rstrip(".")
+    with contextlib.suppress(ValueError):
+        ipaddress.ip_address(name)
+        return True
+    known = {*LOOPBACK_NAMES, settings.host.lower().strip("[]"), *(h.lower().strip("[]") for h in
+                                                                   settings.allowed_hosts)}
+    return name in known
+
+
+def key_matches(given: object, key: str) -> bool:
+    """The request's api_key against --api-key, compared as UTF-8 bytes in constant time (hmac.compare_digest
+    raises on non-ASCII str); a key that is not a string never matches."""
+    if not isinstance(given, str):
+        return False
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), key.encode("utf-8", "surrogatepass"))
+
+
 def _font_file() -> Path | None:
     """A font with Chinese glyphs for the page (the Noto Sans SC that `pylopdf-fonts-zh-cn` ships), if installed."""
     spec = importlib.util.find_spec("pylopdf_fonts_zh_cn")
@@ -147,7 +167,7 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
     """The service for one loaded run; the batcher starts and stops with the app's lifespan."""
     metrics = Metrics()
     batcher = Batcher(translator.translate, translator.count_tokens, settings.batch_wait_ms,
-                      settings.max_batch_tokens, metrics)
+                      settings.max_batch_tokens, metrics, settings.slice_cost)
     body_limit = 4 * settings.max_chars * settings.max_sentences + 65536  # UTF-8 and JSON escapes, then refused
 
     @contextlib.asynccontextmanager
@@ -165,22 +185,33 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
         metrics.in_flight += 1
         start, status = time.monotonic(), 500
         try:
-            response = await call_next(request)
+            host = request.headers.get("host")
+            if not host_allowed(host, settings):  # DNS rebinding: a page of another site, by a name of its own
+                response = _error(421, f"Host {host!r} is not a name of this server: reach it as localhost or by "
+                                       f"its address, or start it with --allowed-host {host.rsplit(':', 1)[0]}")
+            else:
+                response = await call_next(request)
             status = response.status_code
             return response
         finally:
             metrics.in_flight -= 1
             metrics.request_done(path, status, time.monotonic() - start)
 
-    def check_key(fields: dict) -> None:
-        if settings.api_key is not None and not hmac.compare_digest(str(fields.get("api_key", "")),
-                                                                     settings.api_key):
+    def check_key(fields: dict, request: Request) -> None:
+        """--api-key: the api_key field (LibreTranslate's), or an `Authorization: Bearer KEY` header."""
+        if settings.api_key is None:
+            return
+        given = fields.get("api_key")
+        auth = request.headers.get("authorization", "")
+        if given is None and auth[:7].lower() == "bearer ":  # headers arrive as latin-1: back to their bytes
+            given = auth[7:].strip().encode("latin-1").decode("utf-8", "replace")
+        if not key_matches(given, settings.api_key):
             raise ServeError(403, "Invalid API key")
 
     @app.post("/translate")
     async def translate(request: Request) -> JSONResponse:
         fields = await request_fields(request, body_limit)
-        check_key(fields)
+        check_key(fields, request)
         texts, single = _texts(fields, settings)
         source, target = _language(fields, "source", settings.source), _language(fields, "target", settings.target)
         auto = source == "auto"
@@ -194,8 +225,13 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
         alternatives = _integer(fields, "alternatives", 0, 0, settings.max_beam - 1)
         options = Options(beam, alternatives + 1)
         translator.check(options)  # ScratchformerError -> 400 (the handler below)
+        costs = text_costs(translator, texts, beam)
+        if (cost := sum(costs)) > settings.max_cost:
+            raise ServeError(413, f"this request may take {cost} decoding steps x beams (sentences x beam x their "
+                                  f"output budgets), over this server's --max-cost {settings.max_cost}: send fewer "
+                                  "or shorter sentences, or a smaller beam")
         try:
-            hyps = await asyncio.wait_for(batcher.submit(texts, options), settings.timeout)
+            hyps = await asyncio.wait_for(batcher.submit(texts, options, costs), settings.timeout)
         except asyncio.TimeoutError:
             raise ServeError(408, f"the translation took longer than this server's --timeout of "
                                   f"{settings.timeout:g} s: send fewer or shorter sentences") from None
@@ -214,7 +250,7 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
     async def detect(request: Request) -> JSONResponse:
         """LibreTranslate's language detection: a one-pair server knows its source language."""
         fields = await request_fields(request, body_limit)
-        check_key(fields)
+        check_key(fields, request)
         _texts(fields, settings)
         return JSONResponse([{"confidence": 100.0, "language": settings.source}])
 
@@ -227,18 +263,27 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
 
     @app.get("/health")
     async def health() -> JSONResponse:
-        return JSONResponse({"status": "ok", "run": str(translator.run.path), "engine": translator.engine,
-                             "queued_sentences": metrics.queued_sentences})
+        """200 "ok" while a request can be served; 503 "busy" once the decoding call running now is older than
+        --timeout (a new request would time out behind it). The run's name only, never its path. No key."""
+        since = batcher.busy_since
+        busy = 0.0 if since is None else max(0.0, time.monotonic() - since)
+        stuck = busy > settings.timeout
+        return JSONResponse({"status": "busy" if stuck else "ok", "run": translator.run.path.name,
+                             "engine": translator.engine, "queued_sentences": metrics.queued_sentences,
+                             "busy_seconds": round(busy, 1)}, status_code=503 if stuck else 200)
 
     @app.get("/metrics")
-    async def prometheus() -> PlainTextResponse:
+    async def prometheus(request: Request) -> PlainTextResponse:
+        """Prometheus text; with --api-key it needs the key too (?api_key=KEY or Authorization: Bearer KEY):
+        its counts tell who uses the service how much."""
+        check_key(await request_fields(request, body_limit), request)
         return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.post("/attention")
     async def attention(request: Request) -> JSONResponse:
         """{"q": source, "translation": its translation} -> the cross-attention heatmap's numbers."""
         fields = await request_fields(request, body_limit)
-        check_key(fields)
+        check_key(fields, request)
         source, translation = fields.get("q"), fields.get("translation")
         if not isinstance(source, str) or not isinstance(translation, str):
             raise ServeError(400, 'give {"q": the source sentence, "translation": its translation}, both strings')
@@ -270,6 +315,7 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
 def _install_error_handlers(app: FastAPI) -> None:
     """Every failure as {"error": one line}: ours, FastAPI's validation, Starlette's 404 / 405, our checks'."""
     app.add_exception_handler(ServeError, lambda r, e: _error(e.status, e.message))
+    app.add_exception_handler(Cancelled, lambda r, e: _error(503, "the server is shutting down: try again"))
     app.add_exception_handler(RequestValidationError, lambda r, e: _error(400, f"invalid request: {e.errors()}"))
     app.add_exception_handler(HTTPException, lambda r, e: _error(e.status_code, str(e.detail)))
     app.add_exception_handler(ValueError, lambda r, e: _error(400, str(e).splitlines()[0] if str(e) else repr(e)))

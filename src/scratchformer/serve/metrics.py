@@ -52,6 +52,7 @@ class Metrics:
         self.decode_seconds = 0.0
         self.latencies: deque[float] = deque(maxlen=WINDOW)
         self.queued_sentences = 0  # waiting for a decoding batch, now
+        self.cancelled_batches = 0  # decoding calls stopped because every request of theirs gave up, or shutdown
 
     def request_done(self, path: str, status: int, seconds: float) -> None:
         self.requests[(path, status)] += 1
@@ -79,6 +80,8 @@ class Metrics:
                 f"{p}_sentences_total {self.sentences}",
                 f"# HELP {p}_decode_seconds_total Seconds spent decoding.", f"# TYPE {p}_decode_seconds_total counter",
                 f"{p}_decode_seconds_total {self.decode_seconds:g}",
+                f"# HELP {p}_cancelled_batches_total Decoding calls stopped because their requests gave up.",
+                f"# TYPE {p}_cancelled_batches_total counter", f"{p}_cancelled_batches_total {self.cancelled_batches}",
                 f"# HELP {p}_batch_sentences Sentences per decoding batch.", f"# TYPE {p}_batch_sentences histogram",
                 *self.batch_sentences.lines(f"{p}_batch_sentences"),
                 f"# HELP {p}_batch_requests Requests merged into one decoding batch.",

@@ -1,10 +1,12 @@
 """`scratchformer serve`'s start-up and shutdown: load the run once, check every setting, bind the socket (a port in
 use is one line, before anything else), then uvicorn until SIGTERM / Ctrl-C, which stops accepting, answers the
-requests in flight and returns."""
+requests in flight (for at most SHUTDOWN_GRACE seconds), cancels the decoding nobody waits for any more, and
+returns."""
 
 from __future__ import annotations
 
 import ipaddress
+import math
 import signal
 import socket
 import sys
@@ -17,12 +19,15 @@ from scratchformer.runs import load_run
 from scratchformer.serve.app import Settings, create_app
 from scratchformer.serve.decoder import RunTranslator, run_languages
 
+SHUTDOWN_GRACE = 10.0  # seconds SIGTERM leaves the requests in flight (as a process manager's stop timeout does)
+
 
 def check_settings(settings: Settings, port: int) -> None:
     """One-line ConfigErrors for flags that cannot work, before the (slow) model load."""
     for flag, value, low in (("--port", port, 0), ("--max-batch-tokens", settings.max_batch_tokens, 1),
                              ("--max-chars", settings.max_chars, 1), ("--max-sentences", settings.max_sentences, 1),
-                             ("--max-beam", settings.max_beam, 1), ("--beam", settings.beam, 1)):
+                             ("--max-beam", settings.max_beam, 1), ("--beam", settings.beam, 1),
+                             ("--max-cost", settings.max_cost, 1)):
         if value < low:
             raise ConfigError(f"{flag} {value}: must be >= {low}")
     if port > 65535:
@@ -33,6 +38,16 @@ def check_settings(settings: Settings, port: int) -> None:
         raise ConfigError(f"--timeout {settings.timeout}: give seconds > 0 (a request that waits longer gets 408)")
     if settings.beam > settings.max_beam:
         raise ConfigError(f"--beam {settings.beam}: more than --max-beam {settings.max_beam}")
+    if settings.api_key is not None:
+        if not settings.api_key:
+            raise ConfigError("--api-key '': give a key clients must send, or leave --api-key out")
+        try:  # compared as UTF-8 bytes (app.key_matches): an argument that was not UTF-8 could never match
+            settings.api_key.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError("--api-key: the key is not valid UTF-8 text (check the terminal's encoding)") from None
+    for name in settings.allowed_hosts:
+        if not name or any(c in name for c in "/ @"):
+            raise ConfigError(f"--allowed-host {name!r}: give a host name such as translate.example.org (or '*')")
 
 
 def is_loopback(host: str) -> bool:
@@ -56,6 +71,18 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _uvicorn_server(config, on_exit):
+    """uvicorn's Server, calling `on_exit()` when a signal asks it to stop (its own handler runs first)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            super().handle_exit(sig, frame)
+            on_exit()
+
+    return Server(config)
+
+
 def serve(run_dir: str | Path, settings: Settings | None = None, host: str = "127.0.0.1", port: int = 5000,
           engine: str = "torch", weights: str | None = None, int8: bool = False, alpha: float | None = None,
           batch_size: int = 32, max_len: int | None = None, source: str | None = None,
@@ -66,6 +93,7 @@ def serve(run_dir: str | Path, settings: Settings | None = None, host: str = "12
     import uvicorn  # late: only this command needs the web stack
 
     settings = settings or Settings("", "")
+    settings.host = host
     check_settings(settings, port)
     if not is_loopback(host) and settings.api_key is None:
         warnings.warn(f"--host {host}: anyone who can reach this port can use the service (no authentication); "
@@ -80,17 +108,20 @@ def serve(run_dir: str | Path, settings: Settings | None = None, host: str = "12
     print(f"scratchformer serve: {run_dir} ({settings.source}->{settings.target}, engine {engine}, beam "
           f"{settings.beam}, batch wait {settings.batch_wait_ms:g} ms) on http://{where}:{sock.getsockname()[1]}",
           file=sys.stderr, flush=True)
-    config = uvicorn.Config(create_app(translator, settings), log_level=log_level, access_log=False,
-                            timeout_graceful_shutdown=int(settings.timeout) + 10)
+    # SIGTERM: requests in flight get up to SHUTDOWN_GRACE s to be answered; then the batcher answers the rest 503
+    # and stops its decoding at the next step (batcher.abort), before uvicorn's own limit would cancel them (500)
+    app = create_app(translator, settings)
+    config = uvicorn.Config(app, log_level=log_level, access_log=False,
+                            timeout_graceful_shutdown=math.ceil(SHUTDOWN_GRACE) + 5)
     stopped: list[int] = []
     previous = signal.signal(signal.SIGTERM, lambda sig, frame: stopped.append(sig))  # uvicorn re-raises it at exit
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        _uvicorn_server(config, lambda: app.state.batcher.abort_later(SHUTDOWN_GRACE)).run(sockets=[sock])
     finally:
         signal.signal(signal.SIGTERM, previous)
         sock.close()
     if stopped:
-        print("scratchformer serve: stopped by SIGTERM, after answering the requests in flight", file=sys.stderr,
-              flush=True)
+        print(f"scratchformer serve: stopped by SIGTERM, after answering the requests in flight (those still "
+              f"decoding after {SHUTDOWN_GRACE:g} s got 503)", file=sys.stderr, flush=True)
     return 0
 
