@@ -27,7 +27,7 @@ from typing import Any
 
 from scratchformer.errors import CheckpointError, ConfigError
 from scratchformer.runs.files import write_json
-from scratchformer.runs.names import CONFIG, LOCK, MARKER, TRAIN_ENTRIES
+from scratchformer.runs.names import CHECKPOINTS, CONFIG, LOCK, MARKER, TRAIN_ENTRIES, WEIGHTS
 
 MAX_MARKER_BYTES = 1 << 20  # a marker is a few hundred bytes; a bigger file is not one of ours
 
@@ -85,12 +85,27 @@ def own_entries(marker: dict[str, Any]) -> set[str]:
 
 
 def enclosing_output(path: Path) -> tuple[Path, dict[str, Any]] | None:
-    """The nearest folder above `path` that one of our commands made, with its marker; None if there is none."""
+    """The nearest folder above `path` that one of our commands made, with its marker, or a run without one (as
+    models/en-zh: config.json beside weights or checkpoints, counted as a train run); None if there is none."""
     for folder in Path(os.path.abspath(path)).parents:
         marker = read_marker(folder)
         if marker is not None:
             return folder, marker
+        if (folder / CONFIG).is_file() and ((folder / WEIGHTS).is_file() or (folder / CHECKPOINTS).is_dir()):
+            return folder, {"command": "train", "entries": []}
     return None
+
+
+def refuse_inside_output(path: Path, flag: str = "--out") -> None:
+    """A one-line ConfigError when `path` is, or lies inside, an entry a command of ours wrote in the folder above
+    it (a run's config.json, model.safetensors, checkpoints/, export/ ...): those are that command's alone."""
+    found = enclosing_output(path)
+    if found is not None:
+        folder, marker = found
+        top = Path(os.path.abspath(path)).relative_to(folder).parts[0]
+        if top in own_entries(marker):
+            raise ConfigError(f"{flag} {path} is one of the files of {folder} (written by scratchformer "
+                              f"{marker['command']}): choose a place outside them")
 
 
 # -- what --overwrite may clear -----------------------------------------------------------------------------------
@@ -109,6 +124,19 @@ def refuse_protected(folder: Path, flag: str = "--overwrite") -> None:
 def clear_folder(folder: Path, command: str, flag: str = "--overwrite") -> list[str]:
     """Delete what `scratchformer COMMAND` wrote in `folder`, and nothing else; refuse anything we did not make.
     Returns the names of the entries kept (the user's)."""
+    marker = check_clearable(folder, command, flag)
+    ours, kept = own_entries(marker), []
+    for entry in sorted(Path(folder).iterdir()):
+        if entry.name in ours:
+            remove(entry)
+        elif entry.name != LOCK:  # held by this process
+            kept.append(entry.name)
+    return kept
+
+
+def check_clearable(folder: Path, command: str, flag: str = "--overwrite") -> dict[str, Any]:
+    """The marker of `folder` if `scratchformer COMMAND --overwrite` may clear it, else a one-line CheckpointError
+    (not ours, another command's, or a protected place); nothing is touched."""
     folder = Path(folder)
     refuse_protected(folder, flag)
     marker = read_marker(folder)
@@ -118,13 +146,7 @@ def clear_folder(folder: Path, command: str, flag: str = "--overwrite") -> list[
     if marker["command"] != command:
         raise CheckpointError(f"{flag} {folder}: made by scratchformer {marker['command']}, not by scratchformer "
                               f"{command}: choose another --out")
-    ours, kept = own_entries(marker), []
-    for entry in sorted(folder.iterdir()):
-        if entry.name in ours:
-            remove(entry)
-        elif entry.name != LOCK:  # held by this process
-            kept.append(entry.name)
-    return kept
+    return marker
 
 
 def clear_run(run_dir: Path, flag: str = "--overwrite") -> list[str]:
@@ -202,6 +224,7 @@ def check_folder(out: Path, command: str, overwrite: bool = False, append: bool 
         raise ConfigError(f"{flag} {out} is a file: give a folder")
     if overwrite:
         refuse_protected(out)
+    refuse_inside_output(out, flag)
     if not out.is_dir() or not any(e.name != LOCK for e in out.iterdir()):
         return
     marker = read_marker(out)
@@ -294,13 +317,7 @@ def check_file(path: Path, command: str, overwrite: bool = False, default_name: 
             raise ConfigError(f"{flag} {path} is a folder: give the file to write")
     if own is not None and os.path.abspath(path) == os.path.abspath(own):
         return path
-    found = enclosing_output(path)
-    if found is not None:
-        folder, marker = found
-        top = Path(os.path.abspath(path)).relative_to(folder).parts[0]
-        if top in own_entries(marker):
-            raise ConfigError(f"{flag} {path} is one of the files of {folder} (written by scratchformer "
-                              f"{marker['command']}): choose a file outside it")
+    refuse_inside_output(path, flag)
     if (path.exists() or path.is_symlink()) and not overwrite:
         raise ConfigError(f"{flag} {path} already exists: add --overwrite to replace it, or choose another {flag}")
     return path

@@ -1,4 +1,5 @@
-"""The names inside a run directory, and who may touch them.
+"""The run directory drawn (its names are spelled in runs/names.py), the checkpoints in it, and the one way a
+checkpoint is written: `new_checkpoint_folder`, then `publish_checkpoint` (single-file and FSDP saves alike).
 
     RUN_DIR/
       config.json            ModelConfig (what the model is)
@@ -7,9 +8,10 @@
       model.safetensors      the weights translate/evaluate use (best on validation, or averaged)
       metrics.jsonl          one JSON record per log / validation event
       decoding.json          the model's own decoding defaults, chosen on validation (config/decoding.py)
-      .scratchformer-run     marker: this folder was made by `scratchformer train` (--overwrite checks it)
+      .scratchformer-run     marker: this folder was made by `scratchformer train` (runs/folders.py: --overwrite)
       .lock                  held (flock) by the training that writes the folder; names its pid and host
       export/<format>/       a copy for another engine (--engine ctranslate2 | onnxruntime), stamped with the weights
+                             and the sha256 of its files (runs/cache.py)
       checkpoints/
         step-00001000/       model.safetensors + trainer_state.safetensors (every tensor: optimiser moments, RNG
                              states) + trainer_state.json (the rest); FSDP: dcp/ instead of model.safetensors.

@@ -128,8 +128,10 @@ def launch(given: dict[str, Any], out: Path, resume: bool = False, overwrite: bo
         if cfg.upsample:
             check_upsample(cfg.corpus, upsample_factors(cfg.upsample))
     refuse_init_into_itself(cfg.init, out)
-    if overwrite and is_main_rank():
-        runs.folders.refuse_protected(out)  # before the folder is made or locked: nothing of it is touched
+    if overwrite and not resume and is_main_rank():  # before the folder is made or locked: nothing is touched
+        runs.folders.refuse_protected(out)
+        if runs.holds_run(out):
+            runs.folders.check_clearable(out, "train")
     is_main = is_main_rank()  # under torchrun only rank 0 locks, deletes and reports
     prepare_out(out)
     with runs.run_lock(out) if is_main else contextlib.nullcontext():
