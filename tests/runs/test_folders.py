@@ -198,10 +198,11 @@ def test_plot_into_a_folder_writes_its_default_name_once(tmp_path, capsys):
     assert main(args[:-1] + [str(tmp_path / "positions.png"), "--overwrite"]) == 0
 
 
-def test_train_init_into_itself_is_refused_and_the_run_kept(run_dir, tmp_path, capsys):
+@pytest.mark.parametrize("init", [".", "checkpoints/step-00000002"])
+def test_train_init_into_itself_is_refused_and_the_run_kept(init, run_dir, tmp_path, capsys):
     before = tree(tmp_path)
-    code = main(["train", "--recipe", "toy", "--max-steps", "1", "--quiet", "--no-test", "--init", str(run_dir),
-                 "--out", str(run_dir), "--overwrite"])
+    code = main(["train", "--recipe", "toy", "--max-steps", "1", "--quiet", "--no-test", "--init",
+                 str(run_dir / init), "--out", str(run_dir), "--overwrite"])
     assert code == 2
     assert "fine-tuned into itself" in one_line_error(capsys)
     assert tree(tmp_path) == before

@@ -31,6 +31,7 @@ from scratchformer.runs.layout import (
                                        run_lock,
                                        weights_path,
                                        write_marker,
+                                       writing_checkpoint,
 )
 from scratchformer.runs.run import Run, load_config, load_decoding, load_run, load_tokenizers, save_decoding
 from scratchformer.runs.weights import check_tensor, load_weights, save_weights, state_dict_for_saving
@@ -41,4 +42,4 @@ __all__ = ["LOCK", "MARKER", "RUN_ENTRIES", "CheckpointError", "CheckpointWriteE
            "latest_checkpoint", "list_checkpoints", "load_config", "load_decoding", "load_run", "load_tokenizers",
            "load_weights", "new_checkpoint_folder", "publish_checkpoint", "read_marker", "run_lock", "save_decoding",
            "save_tensors", "save_weights", "state_dict_for_saving", "weights_path", "write_json", "write_marker",
-           "writing_folder"]
+           "writing_checkpoint", "writing_folder"]

@@ -24,7 +24,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from scratchformer.errors import CheckpointError
@@ -130,6 +131,19 @@ def publish_checkpoint(run_dir: Path, tmp: Path, step: int, keep_last: int,
     for old in complete(run_dir)[:-keep_last] if keep_last > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+@contextmanager
+def writing_checkpoint(run_dir: Path, step: int, keep_last: int) -> Iterator[Path]:
+    """A single-process save: yield a new checkpoint folder to write into, published as checkpoints/step-N when
+    the block ends; a failure (a full disk) leaves nothing behind and the previous checkpoints intact."""
+    tmp = new_checkpoint_folder(run_dir, step)
+    try:
+        yield tmp
+        publish_checkpoint(run_dir, tmp, step, keep_last)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def weights_path(run_dir: Path) -> Path:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +29,7 @@ from scratchformer.runs.layout import (
     checkpoint_dir,
     latest_checkpoint,
     list_checkpoints,
-    new_checkpoint_folder,
-    publish_checkpoint,
+    writing_checkpoint,
 )
 from scratchformer.runs.names import AVERAGED, WEIGHTS, step_name
 from scratchformer.runs.weights import read_tensors, save_state, state_dict_for_saving
@@ -165,20 +163,17 @@ def save_checkpoint(run_dir: Path, step: int, model: torch.nn.Module, trainer_st
     """Write checkpoints/step-N/ as a whole (temp dir + rename), point `latest` at it, prune old ones.
 
     A failed write (a full disk) raises a one-line CheckpointError; the previous checkpoints stay intact."""
-    tmp = new_checkpoint_folder(run_dir, step)
     try:
-        files.save_tensors(state_dict_for_saving(model), tmp / WEIGHTS)
-        write_trainer_state(tmp, trainer_state)
-        return publish_checkpoint(run_dir, tmp, step, keep_last)
+        with writing_checkpoint(run_dir, step, keep_last) as tmp:  # runs/layout.py: the one checkpoint writer
+            files.save_tensors(state_dict_for_saving(model), tmp / WEIGHTS)
+            write_trainer_state(tmp, trainer_state)
+        return checkpoint_dir(run_dir) / step_name(step)
     except OSError as e:
         previous = latest_checkpoint(run_dir)
         kept = f"the previous checkpoint {previous.name} is intact" if previous else "no earlier checkpoint"
         raise CheckpointWriteError(f"cannot write checkpoint {checkpoint_dir(run_dir) / step_name(step)}: "
                                    f"{e.strerror or e} ({kept}); free space or fix the folder's permissions, then "
                                    "--resume") from None
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def average_checkpoints(paths: list[Path]) -> dict[str, torch.Tensor]:

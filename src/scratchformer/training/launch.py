@@ -104,9 +104,13 @@ def is_main_rank() -> bool:
     return os.environ.get("RANK", "0") == "0"
 
 
-def refuse_init_into_itself(init: str | None, out: Path) -> None:
-    """`train --init X --out X`: fine-tuning a run into itself would replace the weights it starts from."""
-    if init is not None and Path(init).resolve() == Path(out).resolve():
+def refuse_init_into_itself(init: str | None, out: Path, overwrite: bool = False) -> None:
+    """`train --init X --out X`: fine-tuning a run into itself would replace the weights it starts from (and with
+    --overwrite, an --init inside --out, such as one of its checkpoints, would be deleted before it is read)."""
+    if init is None:
+        return
+    start, target = Path(init).resolve(), Path(out).resolve()
+    if start == target or (overwrite and target in start.parents):
         raise ConfigError(f"--init {init} --out {out}: a run cannot be fine-tuned into itself (its weights and "
                           "config would be replaced while they are read); give another --out")
 
@@ -127,7 +131,7 @@ def launch(given: dict[str, Any], out: Path, resume: bool = False, overwrite: bo
         check_corpus(cfg.corpus)  # an unknown corpus too: a retry then needs no --overwrite
         if cfg.upsample:
             check_upsample(cfg.corpus, upsample_factors(cfg.upsample))
-    refuse_init_into_itself(cfg.init, out)
+    refuse_init_into_itself(cfg.init, out, overwrite)
     if overwrite and not resume and is_main_rank():  # before the folder is made or locked: nothing is touched
         runs.folders.refuse_protected(out)
         if runs.holds_run(out):
