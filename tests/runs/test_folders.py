@@ -98,6 +98,15 @@ def test_export_overwrite_of_its_own_output_keeps_and_names_the_users_files(run_
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".hf.")]  # no temporary folder left beside
 
 
+def test_export_into_an_empty_current_directory(run_dir, tmp_path, monkeypatch, capsys):
+    here = tmp_path / "empty"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert main(["export", str(run_dir), "--format", "hf", "--out", "."]) == 0
+    assert (here / "model.safetensors").is_file() and folders.read_marker(here)["command"] == "export"
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+
+
 def test_export_refuses_another_commands_folder_and_a_train_run(run_dir, tmp_path, capsys):
     lab = tmp_path / "lab"
     lab.mkdir()

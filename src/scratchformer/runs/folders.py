@@ -230,7 +230,7 @@ def check_folder(out: Path, command: str, overwrite: bool = False, append: bool 
     marker = read_marker(out)
     if marker is None:
         if overwrite:
-            clear_folder(out, command)  # raises: not made by scratchformer COMMAND
+            check_clearable(out, command)  # raises: not made by scratchformer COMMAND
         raise ConfigError(f"{flag} {out} already holds files not written by scratchformer {command} (--overwrite "
                           f"replaces only a folder it made): choose a new or empty {flag}")
     if marker["command"] != command:
@@ -250,8 +250,8 @@ def writing_folder(out: Path, command: str, overwrite: bool = False, append: boo
     earlier entries are deleted (--overwrite) or replaced by the new ones of the same name (append), the user's
     files are kept and named on stderr, and the marker lists what the command wrote. A failure leaves `out` as it
     was."""
-    out = Path(out)
-    check_folder(out, command, overwrite, append, flag)
+    check_folder(Path(out), command, overwrite, append, flag)
+    out = Path(os.path.abspath(out))  # `--out .` too has a parent to write beside
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     try:
