@@ -227,7 +227,8 @@ def test_cli_export_needs_overwrite_for_a_full_out(tmp_path, run_dir, capsys):
     assert err.count("\n") == 0 and "--overwrite" in err
     assert main(["export", str(run_dir), "--format", "ctranslate2", "--out", str(out), "--overwrite",
                  "--quantization", "int8"]) == 0
-    assert not (out / "keep.txt").exists() and (out / "model.bin").exists()
+    assert (out / "keep.txt").read_text() == "x" and (out / "model.bin").exists()  # the user's file: kept, named
+    assert "kept keep.txt" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -192,6 +192,23 @@ def test_overwrite_of_a_real_run_keeps_the_users_files(toy_run, tmp_path):
     assert json.loads((run / runs.MARKER).read_text())["created_by"] == "scratchformer"
 
 
+def test_export_overwrite_of_the_projects_folder_from_below_deletes_nothing(toy_run, tmp_path):
+    """Issue 30: `cd proj/sub && scratchformer export RUN --format hf --out proj --overwrite` removed proj/notes.txt
+    and proj/sub and exited 0; `--out ~` started deleting the home directory."""
+    proj = tmp_path / "proj"
+    (proj / "sub").mkdir(parents=True)
+    (proj / "notes.txt").write_text("mine\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "keep.txt").write_text("mine\n")
+    for out in (proj, home):
+        result = cli("export", str(toy_run), "--format", "ctranslate2", "--out", str(out), "--overwrite",
+                     cwd=proj / "sub", env={"HOME": str(home)})
+        assert_one_line_error(result, code=2)
+        assert (proj / "notes.txt").read_text() == "mine\n" and (proj / "sub").is_dir()
+        assert (tmp_path / "home" / "keep.txt").read_text() == "mine\n"
+
+
 # -- 3. one training per run directory ------------------------------------------------------------------------
 
 def test_a_second_training_into_a_run_in_use_names_the_first_pid(tmp_path):

@@ -10,7 +10,7 @@ def cmd_average(args: argparse.Namespace) -> int:
     """Average the last --last checkpoints into --out (default RUN_DIR/averaged.safetensors) and say which."""
     from scratchformer.training.checkpoint import average_last
 
-    paths, out = average_last(args.run_dir, args.last, args.out)
+    paths, out = average_last(args.run_dir, args.last, args.out, overwrite=args.overwrite)
     print(f"averaged {', '.join(p.name for p in paths)} -> {out}")
     return 0
 
@@ -20,5 +20,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("average", help="average the weights of the last N checkpoints (the paper uses 5)")
     p.add_argument("run_dir")
     p.add_argument("--last", type=int, default=5)
-    p.add_argument("--out", help="output file (default RUN_DIR/averaged.safetensors)")
+    p.add_argument("--out", help="output file (default RUN_DIR/averaged.safetensors; never one of the run's own files)")
+    p.add_argument("--overwrite", action="store_true", help="replace the file --out names if it exists")
     p.set_defaults(func=cmd_average)

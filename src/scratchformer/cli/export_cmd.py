@@ -21,8 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="export a trained run to CTranslate2, Hugging Face or ONNX")
     p.add_argument("run_dir")
     p.add_argument("--format", required=True, choices=list(FORMATS))
-    p.add_argument("--out", required=True, help="output folder (must be empty, or give --overwrite)")
-    p.add_argument("--overwrite", action="store_true", help="replace what --out holds")
+    p.add_argument("--out", required=True, help="output folder (new or empty, or an earlier export with --overwrite)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier export in --out (only the files export wrote; yours are kept and named)")
     p.add_argument("--quantization", choices=["float32", "int8"], default=None,
                    help="weights of the exported model (ctranslate2: float32 or int8; default float32)")
     p.set_defaults(func=cmd_export)

@@ -20,7 +20,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
     if args.name is None:
         raise InputError("give an experiment name, or --list to see them")
     set_threads(args.threads)
-    result = run_experiment(args.name, args.out, args.quick, args.run)
+    result = run_experiment(args.name, args.out, args.quick, args.run, overwrite=args.overwrite)
     print(result.conclusion)
     print(f"wrote {result.figure} and {result.extra['json']} in {result.extra['seconds']} s")
     return 0
@@ -30,7 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the `lab` subcommand."""
     p = sub.add_parser("lab", help="run one of the experiments that answer the seeds' questions (--list)")
     p.add_argument("name", nargs="?", help="the experiment (see --list)")
-    p.add_argument("--out", default="lab", help="folder for NAME.png and NAME.json (default: lab)")
+    p.add_argument("--out", default="lab", help="folder for NAME.png and NAME.json (default: lab): new, empty, or "
+                   "one lab made (each experiment adds its files)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start --out afresh: delete what lab wrote there (your files are kept and named)")
     p.add_argument("--quick", action="store_true", help="a smaller run, under a minute (the tests use it)")
     p.add_argument("--run", default=None, help="heads: the trained encoder-decoder run (default: models/en-zh)")
     p.add_argument("--threads", type=int, default=None,

@@ -25,6 +25,20 @@ def _one_or_all(text: str | None, flag: str) -> int | None:
     return int(text)
 
 
+def _target(args: argparse.Namespace, default_name: str):
+    """The PNG file to write, checked before any work (runs/folders.py): a NAME without a suffix is NAME.png, an
+    existing folder DIR/default_name (not with --overwrite, which names a file); never a run's own file, and an
+    existing file only with --overwrite."""
+    from pathlib import Path
+
+    from scratchformer.runs.folders import check_file
+
+    out = Path(args.out)
+    if not out.is_dir() and not out.suffix:
+        out = out.with_name(out.name + ".png")
+    return check_file(out, "plot", args.overwrite, default_name=default_name)
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     """Write the requested picture and say where."""
     if args.what == "positions":
@@ -34,7 +48,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
             raise InputError("plot positions takes no run or sentence (give --d-model / --max-len / --dims)")
         check_position_sizes(args.d_model, args.max_len, flags={"d_model": "--d-model", "max_len": "--max-len"})
         dims = check_dims(_ints(args.dims, "--dims"), args.d_model) if args.dims is not None else None
-        path = plot_positions(args.out, args.d_model, args.max_len, dims)  # an existing directory: DIR/positions.png
+        path = plot_positions(_target(args, "positions.png"), args.d_model, args.max_len, dims)
         print(f"wrote {path}")
         return 0
     if not args.run_dir or not args.sentence:
@@ -43,7 +57,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from scratchformer.runs import load_run
 
     layer, head = _one_or_all(args.layer, "--layer"), _one_or_all(args.head, "--head")
-    path, translation = plot_sentence_attention(load_run(args.run_dir), args.sentence, args.out, args.kind, layer,
+    out = _target(args, f"attention-{args.kind}.png")
+    path, translation = plot_sentence_attention(load_run(args.run_dir), args.sentence, out, args.kind, layer,
                                                 head, args.translation)
     print(f"{args.sentence} -> {translation}\nwrote {path}")
     return 0
@@ -65,5 +80,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--head", help="attention: head number (1 = first) or all (default: all)")
     p.add_argument("--translation", help="attention: draw this target text instead of the model's translation")
     p.add_argument("--out", required=True, help="output PNG file (an existing directory: DIR/positions.png or "
-                   "DIR/attention-KIND.png)")
+                   "DIR/attention-KIND.png); never one of a run's own files")
+    p.add_argument("--overwrite", action="store_true", help="replace the file --out names if it exists")
     p.set_defaults(func=cmd_plot)

@@ -9,8 +9,12 @@ import argparse
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the report and say where."""
     from scratchformer.evaluation.report import write_run_report
+    from scratchformer.runs.folders import check_file
 
-    path = write_run_report(args.run_dir, args.out, args.samples, args.limit, args.corpus)
+    out = check_file(args.out, "report", args.overwrite)  # before any work: never a run's file, nor one of yours
+    if args.screenshot:
+        check_file(args.screenshot, "report", args.overwrite, flag="--screenshot")
+    path = write_run_report(args.run_dir, out, args.samples, args.limit, args.corpus)
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, self-contained: open it in any browser)")
     if args.screenshot:
         from scratchformer.inspect.browser import screenshot
@@ -26,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="a self-contained HTML report of a translation run (config, curves, "
                        "attention of every kind, samples, test scores)")
     p.add_argument("run_dir")
-    p.add_argument("--out", required=True, help="the HTML file to write")
+    p.add_argument("--out", required=True, help="the HTML file to write (never one of a run's own files)")
+    p.add_argument("--overwrite", action="store_true", help="replace the files --out / --screenshot name if they exist")
     p.add_argument("--samples", type=int, default=3, help="sample sentences (each gets attention heatmaps)")
     p.add_argument("--limit", type=int, default=100,
                    help="test sentences to score when the run has no stored test scores")

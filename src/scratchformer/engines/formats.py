@@ -1,5 +1,6 @@
-"""The registries of export formats and decoding engines, and the checks every export shares: an existing
-output folder needs --overwrite, a missing optional package is one line naming `pip install ...`.
+"""The registries of export formats and decoding engines, and the checks every export shares: the output folder
+is runs/folders.py's (--overwrite only on its own earlier export), a missing optional package is one line naming
+`pip install ...`.
 
 A format module registers itself here by name (FORMATS: export functions; ENGINES: Translator classes); the
 CLI (`scratchformer export`, `translate --engine`, `evaluate --engine`) knows only these two tables.
@@ -9,9 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import json
-import shutil
-import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,6 +19,8 @@ import torch
 
 from scratchformer.errors import ConfigError
 from scratchformer.runs import Run, load_run
+from scratchformer.runs import cache as runs_cache
+from scratchformer.runs.folders import check_folder, writing_folder
 
 # name -> (module under scratchformer.engines, the pip package it needs, or None)
 FORMATS: dict[str, tuple[str, str | None]] = {
@@ -63,23 +63,18 @@ def _module(table: dict[str, tuple[str, str | None]], name: str, what: str) -> A
 
 
 def prepare_out(out: Path, overwrite: bool) -> Path:
-    """An empty folder at `out`: one that holds files needs --overwrite (then its contents are replaced)."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file: give a folder for the exported model")
-    if out.is_dir() and any(out.iterdir()):
-        if not overwrite:
-            raise ConfigError(f"--out {out} already holds files: add --overwrite to replace them, or choose another "
-                              "--out")
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+    """Check that `export` may write the folder `out` (runs/folders.py: new or empty, or with --overwrite its own
+    earlier export; never a folder we did not make, the current directory, its parents or home), before any work."""
+    check_folder(Path(out), "export", overwrite)
+    return Path(out)
 
 
 def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool = False,
                quantization: str | None = None, **options: Any) -> Path:
-    """Export the run in `run_dir` to `out` in format `fmt`; returns `out`."""
+    """Export the run in `run_dir` to `out` in format `fmt`; returns `out`. The export is written beside `out` and
+    moved in when complete: a failure leaves `out` as it was; --overwrite keeps (and names) the user's files."""
     module = _module(FORMATS, fmt, "export format")
+    out = prepare_out(Path(out), overwrite)
     run = load_run(run_dir)
     warn_members(run, f"the {fmt} export holds")
     module.check_expressible(run)  # before anything is written: a one-line error naming the field
@@ -87,8 +82,8 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool =
     if quantization is not None and quantization not in allowed:  # None: the format's default (float32)
         raise ConfigError(f"--quantization {quantization}: format {fmt} writes "
                           f"{' or '.join(q for q in allowed if q)} weights")
-    out = prepare_out(Path(out), overwrite)
-    module.export(run, out, quantization=quantization, **options)
+    with writing_folder(out, "export", overwrite, format=fmt) as tmp:
+        module.export(run, tmp, quantization=quantization, **options)
     return out
 
 
@@ -120,38 +115,9 @@ def weights_digest(model: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
-def read_stamp(path: Path) -> Any:
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 def cached_export(run: Run, name: str, stamp: dict[str, Any], write: Callable[[Path], None], stamp_file: str,
                   complete: Callable[[Path], bool] = lambda folder: True) -> Path:
-    """RUN_DIR/export/<name>/, made by `write(folder)` (which also writes `stamp` into `stamp_file`) unless the
-    stamp there already equals `stamp`. Written beside it and renamed: never half a cache; another process that
-    got there first is fine. A run directory whose export/ cannot be made gets the export in the temporary folder,
-    named by the stamp; one that refuses the files is one ConfigError line."""
-    folder = Path(run.path) / "export" / name
-    try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        digest = hashlib.sha256(json.dumps(stamp, sort_keys=True).encode()).hexdigest()[:16]
-        folder = Path(tempfile.gettempdir()) / f"scratchformer-{name}-{digest}"
-    if read_stamp(folder / stamp_file) == stamp and complete(folder):
-        return folder
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=folder.parent))  # beside it: the rename is atomic
-    try:
-        write(tmp)
-        shutil.rmtree(folder, ignore_errors=True)
-        tmp.rename(folder)
-    except PermissionError as e:
-        raise ConfigError(f"the {name} engine exports into {folder} on first use and cannot write there "
-                          f"({e.strerror}): copy the run directory somewhere writable") from None
-    except OSError:
-        if read_stamp(folder / stamp_file) != stamp:  # not another process that got there first
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return folder
+    """RUN_DIR/export/<name>/ (or this user's cache folder when the run folder cannot be written), made by
+    `write(folder)` unless the one there was made from `stamp` and its files' sha256 still match (runs/cache.py).
+    `stamp_file`: the file `write` stamps, part of what is hashed."""
+    return runs_cache.cached_export(Path(run.path), name, stamp, write, complete)

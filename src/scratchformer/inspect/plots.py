@@ -20,6 +20,7 @@ from torch import Tensor  # noqa: E402
 from scratchformer.errors import InputError  # noqa: E402
 from scratchformer.inspect.fonts import chinese_text  # noqa: E402
 from scratchformer.model.embedding import sinusoid_table  # noqa: E402
+from scratchformer.runs.files import atomic_path  # noqa: E402
 
 
 def output_path(path: str | Path, default_name: str) -> Path:
@@ -34,7 +35,8 @@ def output_path(path: str | Path, default_name: str) -> Path:
 def _save(fig, path: str | Path, default_name: str) -> Path:
     out = output_path(path, default_name)
     try:
-        fig.savefig(out, dpi=110)
+        with atomic_path(out) as tmp:  # whole or not at all; the format is the real name's, not the temporary's
+            fig.savefig(tmp, dpi=110, format=out.suffix[1:] or "png")
     finally:
         plt.close(fig)
     return out

@@ -20,6 +20,7 @@ from scratchformer.inspect.attention import KINDS, attention_maps, plot_kind
 from scratchformer.inspect.params import closed_form, parameter_rows, seeds_estimate
 from scratchformer.inspect.plots import plot_curves, plot_positions
 from scratchformer.inspect.shapes import shape_report
+from scratchformer.runs.files import atomic_path
 
 STYLE = """
 body { font-family: sans-serif; margin: 2em auto; max-width: 1200px; color: #222; line-height: 1.4; }
@@ -151,5 +152,6 @@ def render_report(run, records: Sequence[dict], samples: Sequence[dict], scores:
     nav = "".join(f'<a href="#{key}">{html.escape(title)}</a>' for key, title in SECTIONS)
     title = f"scratchformer report: {run.path.name}"
     out = Path(out)
-    out.write_text(PAGE.format(title=html.escape(title), style=STYLE, nav=nav, body=body), encoding="utf-8")
+    with atomic_path(out) as tmp:  # whole or not at all; where it may go is runs/folders.py's check (the CLI's)
+        tmp.write_text(PAGE.format(title=html.escape(title), style=STYLE, nav=nav, body=body), encoding="utf-8")
     return out

@@ -28,6 +28,7 @@ from scratchformer.lab import (
     scaling,
 )
 from scratchformer.lab.common import Result, write_numbers
+from scratchformer.runs.folders import writing_folder
 
 EXPERIMENTS: dict[str, tuple[Callable[..., Result], str]] = {
     "scaling": (scaling.run, "Why divide the scores by sqrt(d_k)? Without it, does softmax tend to one-hot?"),
@@ -48,24 +49,26 @@ EXPERIMENTS: dict[str, tuple[Callable[..., Result], str]] = {
 
 
 def run_experiment(name: str, out: str | Path = "lab", quick: bool = False,
-                   run_dir: str | Path | None = None) -> Result:
+                   run_dir: str | Path | None = None, overwrite: bool = False) -> Result:
     """Run experiment `name`, writing out/NAME.png and out/NAME.json; returns its Result. run_dir: the trained run
-    that `heads` inspects (default: the repository's models/en-zh)."""
+    that `heads` inspects (default: the repository's models/en-zh). `out` is runs/folders.py's: new, empty, or a
+    folder lab made (the experiment adds its files; `overwrite` first deletes what lab wrote there)."""
     if name not in EXPERIMENTS:
         raise InputError(f"unknown experiment {name!r}; experiments: {', '.join(EXPERIMENTS)} (see `lab --list`)")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file: give a folder for {name}.png and {name}.json")
-    out.mkdir(parents=True, exist_ok=True)
     function, question = EXPERIMENTS[name]
     options = {"run_dir": run_dir} if run_dir is not None else {}
     if options and "run_dir" not in inspect.signature(function).parameters:
         raise InputError(f"--run is for the experiments that inspect a trained model (heads), not {name}")
-    start = time.perf_counter()
-    result = function(out, quick, **options)
-    seconds = round(time.perf_counter() - start, 1)
-    numbers = {"experiment": name, "question": question, "quick": quick, "seconds": seconds,
-               "conclusion": result.conclusion, "numbers": result.numbers}
-    result.extra["json"] = write_numbers(out, name, numbers)
-    result.extra["seconds"] = seconds
+    with writing_folder(out, "lab", overwrite, append=True) as tmp:  # written beside, moved in when complete
+        start = time.perf_counter()
+        result = function(tmp, quick, **options)
+        seconds = round(time.perf_counter() - start, 1)
+        numbers = {"experiment": name, "question": question, "quick": quick, "seconds": seconds,
+                   "conclusion": result.conclusion, "numbers": result.numbers}
+        result.extra["json"] = write_numbers(tmp, name, numbers)
+    result.figure = out / result.figure.name if result.figure is not None else None
+    result.extra.update(json=out / result.extra["json"].name, seconds=seconds)
     return result

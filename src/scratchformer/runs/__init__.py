@@ -2,7 +2,9 @@
 
     runs/files.py    atomic writes (temporary name + rename), JSON, safetensors with the umask's permissions
     runs/weights.py  model weights <-> one safetensors file, every mismatch explained in one line
-    runs/layout.py   the folder's names: marker, lock, checkpoints/step-N, `latest`, partial saves, --overwrite
+    runs/names.py    the names of a run's files, spelled once
+    runs/layout.py   the run folder drawn: checkpoints/step-N, `latest`, the one checkpoint writer, partial saves
+    runs/folders.py  every folder and file a command writes: the marker, --overwrite, the lock, atomic writes
     runs/run.py      a finished run as one object: load_run -> Run(model, tokenizers, configs, decoding.json)
 
 Nothing here imports scratchformer.training: loading a run never climbs into the trainer.
@@ -10,6 +12,7 @@ Nothing here imports scratchformer.training: loading a run never climbs into the
 
 from scratchformer.errors import CheckpointError, CheckpointWriteError, UnsafeCheckpointError
 from scratchformer.runs.files import atomic_path, save_tensors, write_json
+from scratchformer.runs.folders import check_file, check_folder, clear_folder, read_marker, writing_folder
 from scratchformer.runs.layout import (
                                        LOCK,
                                        MARKER,
@@ -23,15 +26,20 @@ from scratchformer.runs.layout import (
                                        is_marked_run,
                                        latest_checkpoint,
                                        list_checkpoints,
+                                       new_checkpoint_folder,
+                                       publish_checkpoint,
                                        run_lock,
                                        weights_path,
                                        write_marker,
+                                       writing_checkpoint,
 )
 from scratchformer.runs.run import Run, load_config, load_decoding, load_run, load_tokenizers, save_decoding
 from scratchformer.runs.weights import check_tensor, load_weights, save_weights, state_dict_for_saving
 
 __all__ = ["LOCK", "MARKER", "RUN_ENTRIES", "CheckpointError", "CheckpointWriteError", "Run", "UnsafeCheckpointError",
-           "atomic_path", "check_tensor", "checkpoint_candidates", "checkpoint_dir", "clean_partial_saves",
-           "clear_run", "has_trainer_state", "holds_run", "is_marked_run", "latest_checkpoint", "list_checkpoints",
-           "load_config", "load_decoding", "load_run", "load_tokenizers", "load_weights", "run_lock", "save_decoding",
-           "save_tensors", "save_weights", "state_dict_for_saving", "weights_path", "write_json", "write_marker"]
+           "atomic_path", "check_file", "check_folder", "check_tensor", "checkpoint_candidates", "checkpoint_dir",
+           "clean_partial_saves", "clear_folder", "clear_run", "has_trainer_state", "holds_run", "is_marked_run",
+           "latest_checkpoint", "list_checkpoints", "load_config", "load_decoding", "load_run", "load_tokenizers",
+           "load_weights", "new_checkpoint_folder", "publish_checkpoint", "read_marker", "run_lock", "save_decoding",
+           "save_tensors", "save_weights", "state_dict_for_saving", "weights_path", "write_json", "write_marker",
+           "writing_checkpoint", "writing_folder"]

@@ -10,8 +10,7 @@ from typing import Any
 
 from scratchformer.errors import CheckpointError
 from scratchformer.runs.files import atomic_path
-
-METRICS = "metrics.jsonl"
+from scratchformer.runs.names import METRICS
 
 
 def append_record(run_dir: Path, record: dict[str, Any]) -> None:

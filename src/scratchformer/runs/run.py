@@ -20,6 +20,7 @@ from scratchformer.model import build_model
 from scratchformer.model.transformer import TransformerBase
 from scratchformer.runs.files import write_json
 from scratchformer.runs.layout import DECODING_FILE, weights_path
+from scratchformer.runs.names import CONFIG, TOKENIZER_SRC, TOKENIZER_TGT, TRAIN_CONFIG
 from scratchformer.runs.weights import load_weights
 
 
@@ -42,7 +43,7 @@ def load_config(run_dir: Path) -> ModelConfig:
         raise CheckpointError(f"{run_dir} is not a run directory (it is a file): give the folder of a run")
     if not run_dir.is_dir():
         raise CheckpointError(f"run directory {run_dir} does not exist")
-    path = run_dir / "config.json"
+    path = run_dir / CONFIG
     if not path.exists():
         raise CheckpointError(f"{path} is missing: not a scratchformer run directory")
     return ModelConfig.load(path)
@@ -50,7 +51,7 @@ def load_config(run_dir: Path) -> ModelConfig:
 
 def load_train_config(run_dir: Path) -> TrainConfig | None:
     """RUN_DIR/train_config.json if there is one (a converted model has none); errors name the file."""
-    path = Path(run_dir) / "train_config.json"
+    path = Path(run_dir) / TRAIN_CONFIG
     return TrainConfig.load(path) if path.exists() else None
 
 
@@ -70,7 +71,7 @@ def save_decoding(run_dir: Path, decoding: DecodingConfig) -> Path:
 def load_tokenizers(run_dir: Path) -> tuple[Tokenizer, Tokenizer]:
     """(source, target) tokenizers of a run; a shared or single-stack tokenizer is returned twice."""
     run_dir = Path(run_dir)
-    tgt_path, src_path = run_dir / "tokenizer_tgt.json", run_dir / "tokenizer_src.json"
+    tgt_path, src_path = run_dir / TOKENIZER_TGT, run_dir / TOKENIZER_SRC
     if not tgt_path.exists():
         raise CheckpointError(f"{tgt_path} is missing: the run directory has no tokenizer")
     tgt = load_tokenizer(tgt_path)

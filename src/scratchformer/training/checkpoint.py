@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +21,7 @@ from safetensors.torch import load_file
 
 from scratchformer.errors import CheckpointError, CheckpointWriteError, UnsafeCheckpointError
 from scratchformer.runs import files
+from scratchformer.runs.folders import check_file
 from scratchformer.runs.layout import (
     LEGACY_STATE,
     TRAINER_JSON,
@@ -31,7 +29,9 @@ from scratchformer.runs.layout import (
     checkpoint_dir,
     latest_checkpoint,
     list_checkpoints,
+    writing_checkpoint,
 )
+from scratchformer.runs.names import AVERAGED, WEIGHTS, step_name
 from scratchformer.runs.weights import read_tensors, save_state, state_dict_for_saving
 
 
@@ -163,31 +163,17 @@ def save_checkpoint(run_dir: Path, step: int, model: torch.nn.Module, trainer_st
     """Write checkpoints/step-N/ as a whole (temp dir + rename), point `latest` at it, prune old ones.
 
     A failed write (a full disk) raises a one-line CheckpointError; the previous checkpoints stay intact."""
-    root = checkpoint_dir(run_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / f"step-{step:08d}"
-    tmp = Path(tempfile.mkdtemp(prefix=f".step-{step:08d}.", dir=root))
-    os.chmod(tmp, 0o777 & ~files.current_umask())  # mkdtemp makes 0700; a finished folder gets the usual permissions
     try:
-        files.save_tensors(state_dict_for_saving(model), tmp / "model.safetensors")
-        write_trainer_state(tmp, trainer_state)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        with files.atomic_path(root / "latest") as t:
-            t.write_text(final.name + "\n")
+        with writing_checkpoint(run_dir, step, keep_last) as tmp:  # runs/layout.py: the one checkpoint writer
+            files.save_tensors(state_dict_for_saving(model), tmp / WEIGHTS)
+            write_trainer_state(tmp, trainer_state)
+        return checkpoint_dir(run_dir) / step_name(step)
     except OSError as e:
         previous = latest_checkpoint(run_dir)
         kept = f"the previous checkpoint {previous.name} is intact" if previous else "no earlier checkpoint"
-        raise CheckpointWriteError(f"cannot write checkpoint {final}: {e.strerror or e} ({kept}); free space or "
-                              "fix the folder's permissions, then --resume") from None
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    steps = list_checkpoints(run_dir)
-    for old in steps[:-keep_last] if keep_last > 0 else []:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
+        raise CheckpointWriteError(f"cannot write checkpoint {checkpoint_dir(run_dir) / step_name(step)}: "
+                                   f"{e.strerror or e} ({kept}); free space or fix the folder's permissions, then "
+                                   "--resume") from None
 
 
 def average_checkpoints(paths: list[Path]) -> dict[str, torch.Tensor]:
@@ -195,10 +181,10 @@ def average_checkpoints(paths: list[Path]) -> dict[str, torch.Tensor]:
     if not paths:
         raise CheckpointError("no checkpoints to average")
     total: dict[str, torch.Tensor] = {}
-    first = Path(paths[0]) / "model.safetensors"
+    first = Path(paths[0]) / WEIGHTS
     shapes: dict[str, tuple[int, ...]] = {}
     for p in paths:
-        path = Path(p) / "model.safetensors"
+        path = Path(p) / WEIGHTS
         tensors = read_tensors(path)
         here = {name: tuple(t.shape) for name, t in tensors.items()}
         if not shapes:
@@ -212,14 +198,17 @@ def average_checkpoints(paths: list[Path]) -> dict[str, torch.Tensor]:
     return {name: (t / len(paths)).float() for name, t in total.items()}
 
 
-def average_last(run_dir: Path, last: int = 5, out: Path | None = None) -> tuple[list[Path], Path]:
+def average_last(run_dir: Path, last: int = 5, out: Path | None = None,
+                 overwrite: bool = False) -> tuple[list[Path], Path]:
     """Average the weights of the last `last` checkpoints of a run into `out` (default RUN_DIR/averaged.safetensors);
-    returns the checkpoints averaged and the file written."""
+    returns the checkpoints averaged and the file written. `out` is checked first (runs/folders.py): never one of
+    a run's own files, and an existing file only with `overwrite`."""
     if last < 1:
         raise CheckpointError(f"--last {last}: give the number of checkpoints to average (2 or more)")
+    default = Path(run_dir) / AVERAGED
+    out = check_file(out if out is not None else default, "average", overwrite, own=default)
     paths = list_checkpoints(Path(run_dir))[-last:]
     if len(paths) < 2:
-        raise CheckpointError(f"{run_dir}/checkpoints holds {len(paths)} checkpoint(s); averaging needs 2+")
-    out = Path(out or Path(run_dir) / "averaged.safetensors")
+        raise CheckpointError(f"{checkpoint_dir(run_dir)} holds {len(paths)} checkpoint(s); averaging needs 2+")
     save_state(average_checkpoints(paths), out)
     return paths, out

@@ -30,10 +30,8 @@ from __future__ import annotations
 
 import importlib
 import io
-import os
 import pickle
 import re
-import shutil
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,12 +43,13 @@ from torch import nn
 
 from scratchformer import runs
 from scratchformer.errors import CheckpointError, ConfigError, UnsafeCheckpointError
+from scratchformer.runs.folders import check_file
+from scratchformer.runs.layout import new_checkpoint_folder, publish_checkpoint
+from scratchformer.runs.names import SHARDS, STEP_PREFIX, WEIGHTS, step_name
 from scratchformer.runs.weights import save_state
 from scratchformer.training import checkpoint as ckpt
 from scratchformer.training import distributed as dist_utils
 from scratchformer.training.distributed import DistInfo
-
-SHARDS = "dcp"  # sub-folder of checkpoints/step-N/ holding the DCP shards and their .metadata
 
 
 def fully_shard_fn():
@@ -165,7 +164,7 @@ def list_sharded_checkpoints(run_dir: Path) -> list[Path]:
     root = runs.checkpoint_dir(run_dir)
     if not root.exists():
         return []
-    return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("step-")
+    return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith(STEP_PREFIX)
                   and runs.has_trainer_state(p) and is_sharded_checkpoint(p))
 
 
@@ -177,27 +176,18 @@ def save_fsdp_checkpoint(run_dir: Path, step: int, model: nn.Module, optimizer: 
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
-    root = runs.checkpoint_dir(run_dir)
-    final = root / f"step-{step:08d}"
-    tmp = root / f".{final.name}.partial"  # one name for all ranks: they all write into it
+    tmp = runs.checkpoint_dir(run_dir) / f".{step_name(step)}.partial"  # one name for all ranks: all write into it
     if info.is_main:
-        root.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(tmp, ignore_errors=True)  # left by a save that was killed
-        tmp.mkdir()
+        tmp = new_checkpoint_folder(run_dir, step, shared=True)
     dist_utils.barrier(info)
     model_state, optim_state = get_state_dict(model, optimizer)
     dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=str(tmp / SHARDS))
     if info.is_main:
         ckpt.write_trainer_state(tmp, {**state, "sharded": True})
     dist_utils.barrier(info)  # every rank's shard file is complete
-    if info.is_main:
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        with runs.atomic_path(root / "latest") as t:
-            t.write_text(final.name + "\n")
-        for old in list_sharded_checkpoints(run_dir)[:-keep_last] if keep_last > 0 else []:
-            shutil.rmtree(old, ignore_errors=True)
+    final = runs.checkpoint_dir(run_dir) / step_name(step)
+    if info.is_main:  # the one checkpoint writer's publishing step (runs/layout.py), pruning sharded checkpoints
+        final = publish_checkpoint(run_dir, tmp, step, keep_last, complete=list_sharded_checkpoints)
     dist_utils.barrier(info)  # nobody reads `latest` or exits before it points at the new checkpoint
     return final
 
@@ -340,13 +330,16 @@ def safe_planner_class() -> type:
     return SafeLoadPlanner
 
 
-def consolidate(run_dir: str | Path, step: int | None = None, out: str | Path | None = None) -> Path:
+def consolidate(run_dir: str | Path, step: int | None = None, out: str | Path | None = None,
+                overwrite: bool = False) -> Path:
     """Merge the shards of a checkpoint (the latest, or `step`) into one model.safetensors that `load_run`,
     `translate` and `evaluate` read. Runs in one process without GPUs. Default output: beside the shards, which
-    makes checkpoints/step-N/ a complete single-file checkpoint too."""
+    makes checkpoints/step-N/ a complete single-file checkpoint too; another `out` is checked by runs/folders.py."""
     from scratchformer.model import build_model
 
     run_dir = Path(run_dir)
+    if out is not None:  # before any work: never a run's own file, an existing file only with --overwrite
+        check_file(Path(out), "consolidate", overwrite)
     config = runs.load_config(run_dir)
     if step is None:
         found = runs.latest_checkpoint(run_dir)
@@ -354,12 +347,12 @@ def consolidate(run_dir: str | Path, step: int | None = None, out: str | Path | 
             sharded = list_sharded_checkpoints(run_dir)
             found = sharded[-1] if sharded else None
     else:
-        found = runs.checkpoint_dir(run_dir) / f"step-{step:08d}"
+        found = runs.checkpoint_dir(run_dir) / step_name(step)
     if found is None or not is_sharded_checkpoint(found):
         raise CheckpointError(f"no sharded (FSDP) checkpoint {found or 'in ' + str(run_dir / 'checkpoints')}: "
                                    "consolidate reads checkpoints written by `train --fsdp` under torchrun")
     model = build_model(config)
     load_sharded_state(model, None, found)
-    target = Path(out) if out is not None else found / "model.safetensors"
+    target = Path(out) if out is not None else found / WEIGHTS  # beside the shards: the command's own file
     runs.save_weights(model, target)
     return target

@@ -20,6 +20,7 @@ from scratchformer.config import RECIPES, TrainConfig, read_json
 from scratchformer.config.train import upsample_factors
 from scratchformer.data.corpus import check_corpus, check_upsample
 from scratchformer.errors import ConfigError
+from scratchformer.runs.names import TRAIN_CONFIG
 
 DEFAULT_PRESETS = {"lm": "gpt-tiny", "mlm": "bert-tiny", "classify": "bert-tiny"}  # when no preset is given
 DEFAULT_RECIPES = {"lm": "lm-demo", "mlm": "mlm-demo", "classify": "classify-demo"}  # else "demo"
@@ -74,7 +75,7 @@ def prepare_out(out: Path) -> None:
 def resumed_config(out: Path, given: dict, is_main: bool) -> TrainConfig:
     """train_config.json of the run, with the flags that are safe to change applied (and said), or a one-line
     ConfigError for a flag that would make a different run."""
-    saved = TrainConfig.load(out / "train_config.json").to_dict()
+    saved = TrainConfig.load(out / TRAIN_CONFIG).to_dict()
     changed = []
     for key, value in given.items():
         old = saved.get(key)
@@ -99,6 +100,21 @@ def resumed_config(out: Path, given: dict, is_main: bool) -> TrainConfig:
     return TrainConfig.from_dict(saved)
 
 
+def is_main_rank() -> bool:
+    return os.environ.get("RANK", "0") == "0"
+
+
+def refuse_init_into_itself(init: str | None, out: Path, overwrite: bool = False) -> None:
+    """`train --init X --out X`: fine-tuning a run into itself would replace the weights it starts from (and with
+    --overwrite, an --init inside --out, such as one of its checkpoints, would be deleted before it is read)."""
+    if init is None:
+        return
+    start, target = Path(init).resolve(), Path(out).resolve()
+    if start == target or (overwrite and target in start.parents):
+        raise ConfigError(f"--init {init} --out {out}: a run cannot be fine-tuned into itself (its weights and "
+                          "config would be replaced while they are read); give another --out")
+
+
 def launch(given: dict[str, Any], out: Path, resume: bool = False, overwrite: bool = False,
            quiet: bool = False) -> tuple[TrainConfig, dict[str, Any]]:
     """Train what `given` asks for into `out`: (the TrainConfig used, the trainer's summary).
@@ -115,7 +131,12 @@ def launch(given: dict[str, Any], out: Path, resume: bool = False, overwrite: bo
         check_corpus(cfg.corpus)  # an unknown corpus too: a retry then needs no --overwrite
         if cfg.upsample:
             check_upsample(cfg.corpus, upsample_factors(cfg.upsample))
-    is_main = os.environ.get("RANK", "0") == "0"  # under torchrun only rank 0 locks, deletes and reports
+    refuse_init_into_itself(cfg.init, out, overwrite)
+    if overwrite and not resume and is_main_rank():  # before the folder is made or locked: nothing is touched
+        runs.folders.refuse_protected(out)
+        if runs.holds_run(out):
+            runs.folders.check_clearable(out, "train")
+    is_main = is_main_rank()  # under torchrun only rank 0 locks, deletes and reports
     prepare_out(out)
     with runs.run_lock(out) if is_main else contextlib.nullcontext():
         if runs.holds_run(out) and not resume:
@@ -123,10 +144,7 @@ def launch(given: dict[str, Any], out: Path, resume: bool = False, overwrite: bo
                 raise ConfigError(f"{out} already holds a run: add --resume to continue it, --overwrite to start "
                                   "over, or choose another --out")
             if is_main:
-                kept = runs.clear_run(out)
-                if kept:
-                    print(f"--overwrite {out}: kept {', '.join(kept)} (not written by scratchformer train)",
-                          file=sys.stderr)
-        if resume and (out / "train_config.json").exists():
+                runs.folders.say_kept(out, runs.clear_run(out), "train")
+        if resume and (out / TRAIN_CONFIG).exists():
             cfg = resumed_config(out, given, is_main)
         return cfg, train(cfg, out, resume=resume, quiet=quiet)

@@ -22,6 +22,7 @@ from torch import nn
 
 from scratchformer.errors import ConfigError
 from scratchformer.runs import load_weights, save_weights
+from scratchformer.runs.names import WEIGHTS
 from scratchformer.training import checkpoint as ckpt
 from scratchformer.training import distributed as dist_utils
 from scratchformer.training.distributed import DistInfo
@@ -60,7 +61,7 @@ class Plain:
 
             load_sharded_state(wrapped, optimizer, found)
         else:
-            load_weights(model, found / "model.safetensors")
+            load_weights(model, found / WEIGHTS)
             optimizer.load_state_dict(state["optimizer"])
 
     def save_weights(self, model: nn.Module, path: Path) -> None:

@@ -24,12 +24,14 @@ from tqdm import tqdm
 from scratchformer import autotune, runs
 from scratchformer.data.batching import token_batches
 from scratchformer.errors import CheckpointError, ConfigError, UnsafeCheckpointError
-from scratchformer.inspect.flops import forward_flops, matmul_rate
+from scratchformer.inspect.flops import forward_flops
 from scratchformer.model import build_model
-from scratchformer.runs.metrics import append_record, read_records, reset_records, trim_records
+from scratchformer.runs.metrics import append_record, reset_records, trim_records
+from scratchformer.runs.names import CONFIG, TRAIN_CONFIG, WEIGHTS
 from scratchformer.training import checkpoint as ckpt
 from scratchformer.training import distributed as dist_utils
 from scratchformer.training.loss import LossOutput
+from scratchformer.training.meters import Throughput, plot_run_curve
 from scratchformer.training.parallel import make_parallel
 from scratchformer.training.schedule import noam_scheduler, paper_optimizer
 from scratchformer.training.tasks import TASKS
@@ -95,8 +97,8 @@ class Trainer:
         self.step, self.epoch, self.cursor, self.best_valid, self.elapsed = 0, 0, 0, math.inf, 0.0
         self.best_step = 0  # the update whose validation loss is best_valid (for --patience)
         if self.dist.is_main:
-            self.model_config.save(run / "config.json")
-            runs.write_json(run / "train_config.json", cfg.to_dict())
+            self.model_config.save(run / CONFIG)
+            runs.write_json(run / TRAIN_CONFIG, cfg.to_dict())
         if self.resume:
             self._restore()
         if self.step == 0:
@@ -272,7 +274,7 @@ class Trainer:
         self._record(result)
         if result["valid_nll"] < self.best_valid:
             self.best_valid, self.best_step = result["valid_nll"], self.step
-            self.parallel.save_weights(self.model, self.run_dir / "model.safetensors")  # FSDP: every rank joins
+            self.parallel.save_weights(self.model, self.run_dir / WEIGHTS)  # FSDP: every rank joins
         bleu = f", BLEU {result['bleu']}" if "bleu" in result else ""
         self.log(f"step {self.step}: valid loss {result['valid_loss']:.3f}, ppl {result['valid_ppl']:.1f}{bleu}")
         for src, hyp in result.get("samples", []):
@@ -321,9 +323,8 @@ class Trainer:
         bar = tqdm(total=cfg.max_steps, initial=self.step, disable=not self.dist.is_main or self.quiet,
                    dynamic_ncols=True, desc="train")
         mm_dtype = DTYPES[self.dtype] or torch.float32
-        peak = matmul_rate(self.device, mm_dtype)  # what MFU is measured against: the best rate seen (a busy
-        # machine measures low at the start, so it is measured again, small, at every log step)
-        start, window_tokens, window_flops, window_start = time.time() - self.elapsed, 0.0, 0.0, time.time()
+        meter = Throughput(self.device, mm_dtype)
+        start = time.time() - self.elapsed
         last_valid: dict[str, Any] = {}
         try:
             while self.step < cfg.max_steps and not self.stop_requested:
@@ -333,14 +334,11 @@ class Trainer:
                     stats = self.train_step()
                 except TrainingDiverged as e:
                     raise self._diverged(e) from None
-                window_tokens, window_flops = window_tokens + stats["tokens"], window_flops + stats["flops"]
+                meter.add(stats["tokens"], stats["flops"])
                 self.elapsed = time.time() - start
                 bar.update(1)
                 if self.step % cfg.log_every == 0 or self.step == 1:
-                    seconds = max(time.time() - window_start, 1e-9)
-                    peak = max(peak, matmul_rate(self.device, mm_dtype, n=512, repeats=2))
-                    tok_s, mfu = window_tokens / seconds, window_flops / seconds / peak
-                    window_tokens, window_flops, window_start = 0.0, 0.0, time.time()
+                    tok_s, mfu = meter.report()
                     bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}", tok_s=f"{tok_s:.0f}",
                                     mfu=f"{mfu:.1%}")
                     self._record({"kind": "train", "step": self.step, "epoch": self.epoch, "loss": stats["loss"],
@@ -364,8 +362,6 @@ class Trainer:
         elif not last_valid or last_valid.get("step") != self.step:
             last_valid = self._evaluate_and_keep_best()
         self.save()
-        if self.dist.is_main:
-            self._plot()
         return {"step": self.step, "epoch": self.epoch, "elapsed_s": round(self.elapsed, 1),
                 "interrupted": self.stop_requested, "signal": self.stop_signal, "is_main": self.dist.is_main,
                 **{k: v for k, v in last_valid.items() if k != "samples"}}
@@ -375,18 +371,11 @@ class Trainer:
         metrics.jsonl as kind "final"; None for a task without one (translation: `evaluate` reports BLEU)."""
         if not self.task.reports:
             return None
-        runs.load_weights(self.model, self.run_dir / "model.safetensors")
+        runs.load_weights(self.model, self.run_dir / WEIGHTS)
         report = self.task.final_report(self.model)
         if report is not None:
             self._record({"kind": "final", "step": self.step, **report})
         return report
-
-    def _plot(self) -> None:
-        from scratchformer.inspect.plots import plot_curves
-
-        title = f"{self.cfg.task} on {self.cfg.corpus}"
-        plot_curves(self.run_dir / "curve.png", read_records(self.run_dir), title=title)
-
 
 def train(cfg: Any, run_dir: str | Path, resume: bool = False, quiet: bool = False) -> dict[str, Any]:
     """Train `cfg` into `run_dir` (any task); the summary, with the task's final report where it has one."""
@@ -394,6 +383,7 @@ def train(cfg: Any, run_dir: str | Path, resume: bool = False, quiet: bool = Fal
     try:
         summary = trainer.train()
         if trainer.dist.is_main:
+            plot_run_curve(trainer.run_dir, f"{cfg.task} on {cfg.corpus}")
             summary.update(trainer.final_report() or {})
         return summary
     finally:

@@ -29,6 +29,7 @@ from scratchformer.data.corpus import load_text
 from scratchformer.data.tokenizers import Tokenizer, train_tokenizer
 from scratchformer.errors import ConfigError
 from scratchformer.runs import load_config, load_tokenizers, load_weights, weights_path
+from scratchformer.runs.names import CONFIG, TOKENIZER_SRC, TOKENIZER_TGT
 from scratchformer.training import distributed as dist_utils
 from scratchformer.training.distributed import DistInfo
 from scratchformer.training.loss import LossOutput
@@ -101,19 +102,19 @@ class Task:
         """The run's tokenizers: reused on --resume, else trained on rank 0 (source and target apart when
         `separate`, else one on both sides) while the other ranks wait."""
         cfg, run = self.cfg, self.run_dir
-        reuse = (run / "tokenizer_tgt.json").exists() and resume
+        reuse = (run / TOKENIZER_TGT).exists() and resume
         dist_utils.barrier(self.dist)  # every rank decides before rank 0 may write: all skip the barrier below or none
         if reuse:
             return load_tokenizers(run)
         if self.dist.is_main:
             if separate:
                 train_tokenizer(cfg.src_tokenizer, src_texts, cfg.src_vocab_size, cfg.min_freq).save(
-                    run / "tokenizer_src.json")
+                    run / TOKENIZER_SRC)
                 train_tokenizer(cfg.tgt_tokenizer, tgt_texts, cfg.tgt_vocab_size, cfg.min_freq).save(
-                    run / "tokenizer_tgt.json")
+                    run / TOKENIZER_TGT)
             else:
                 tok = train_tokenizer(cfg.tgt_tokenizer, src_texts + tgt_texts, cfg.tgt_vocab_size, cfg.min_freq)
-                tok.save(run / "tokenizer_tgt.json")
+                tok.save(run / TOKENIZER_TGT)
         dist_utils.barrier(self.dist)
         return load_tokenizers(run)
 
@@ -135,7 +136,7 @@ class Task:
     def copy_tokenizers(self, init: Path) -> None:
         """The tokenizer files of run `init` into this run, byte for byte (rank 0 writes, the others wait)."""
         if self.dist.is_main:
-            for name in ("tokenizer_src.json", "tokenizer_tgt.json"):
+            for name in (TOKENIZER_SRC, TOKENIZER_TGT):
                 if (init / name).exists():
                     shutil.copyfile(init / name, self.run_dir / name)
         dist_utils.barrier(self.dist)
@@ -149,8 +150,8 @@ class Task:
     def preset_config(self, resume: bool, **sizes: int) -> ModelConfig:
         """config.json of the run on --resume, else the preset with the model overrides and the vocabulary sizes."""
         cfg, run = self.cfg, self.run_dir
-        if (run / "config.json").exists() and resume:
-            return ModelConfig.load(run / "config.json")
+        if (run / CONFIG).exists() and resume:
+            return ModelConfig.load(run / CONFIG)
         overrides = dict(cfg.model)
         overrides.setdefault("max_len", max(cfg.max_len, ModelConfig.preset(cfg.preset).max_len))
         overrides.update(sizes)

@@ -20,6 +20,7 @@ from scratchformer.data.tokenizers import train_tokenizer
 from scratchformer.errors import CheckpointError, ConfigError
 from scratchformer.model.heads import with_head
 from scratchformer.runs import check_tensor, load_config, load_tokenizers, weights_path
+from scratchformer.runs.names import CONFIG, TOKENIZER_TGT
 from scratchformer.runs.weights import read_tensors
 from scratchformer.training import distributed as dist_utils
 from scratchformer.training.loss import LossOutput
@@ -39,7 +40,7 @@ class EncoderTask(Task):
         """Tokenizer and ModelConfig (with its head) of the run: reused on --resume, else made."""
         run = self.run_dir
         if self.resume_ready(resume):
-            config = ModelConfig.load(run / "config.json")
+            config = ModelConfig.load(run / CONFIG)
         else:
             config = self.new_config(texts, labels)
         self.src_tok, self.tgt_tok = load_tokenizers(run)
@@ -47,7 +48,7 @@ class EncoderTask(Task):
 
     def resume_ready(self, resume: bool) -> bool:
         run = self.run_dir
-        return resume and (run / "config.json").exists() and (run / "tokenizer_tgt.json").exists()
+        return resume and (run / CONFIG).exists() and (run / TOKENIZER_TGT).exists()
 
     def new_config(self, texts: list[str], labels: list[str]) -> ModelConfig:
         """Train (or copy from --init) the tokenizer into the run; the ModelConfig with its head."""
@@ -64,7 +65,7 @@ class EncoderTask(Task):
             if self.dist.is_main:
                 tok = train_tokenizer(cfg.tgt_tokenizer, texts, cfg.tgt_vocab_size, cfg.min_freq)
                 add_mask_token(tok)  # the encoder tasks' vocabulary: the tokenizer's, then <mask>
-                tok.save(run / "tokenizer_tgt.json")
+                tok.save(run / TOKENIZER_TGT)
             dist_utils.barrier(self.dist)
             tok = load_tokenizers(run)[1]
             base = self.preset_config(False, tgt_vocab_size=tok.vocab_size).replace(mask_id=tok.token_to_id("<mask>"))

@@ -9,6 +9,7 @@ from scratchformer.config import ModelConfig
 from scratchformer.data.batching import collate_lm
 from scratchformer.data.corpus import load_text
 from scratchformer.data.tokenizers import PAD_ID
+from scratchformer.runs.names import CONFIG
 from scratchformer.training.loss import LossOutput, label_smoothed_loss
 from scratchformer.training.tasks.base import Task
 
@@ -19,7 +20,7 @@ class LanguageModelTask(Task):
     def setup(self, resume: bool) -> ModelConfig:
         cfg = self.cfg
         train = load_text(cfg.corpus, "train", side=cfg.text_side, on_error=cfg.on_error)
-        if cfg.init and not (resume and (self.run_dir / "config.json").exists()):
+        if cfg.init and not (resume and (self.run_dir / CONFIG).exists()):
             config = self.init_config()  # fine-tuning: the init run's tokenizer and model
         else:
             self.src_tok, self.tgt_tok = self.train_tokenizers(resume, [], train, separate=False)

@@ -15,6 +15,7 @@ from scratchformer.data.corpus import load_pairs, upsample_sources
 from scratchformer.data.tokenizers import PAD_ID
 from scratchformer.decoding import translate_texts
 from scratchformer.evaluation.metrics import bleu
+from scratchformer.runs.names import CONFIG
 from scratchformer.training.loss import LossOutput, label_smoothed_loss
 from scratchformer.training.tasks.base import Task
 
@@ -27,7 +28,7 @@ class TranslationTask(Task):
         train = load_pairs(cfg.corpus, "train", on_error=cfg.on_error)  # read once: tokenizers and examples
         if cfg.upsample:
             train = upsample_sources(train, cfg.corpus, upsample_factors(cfg.upsample))
-        if cfg.init and not (resume and (self.run_dir / "config.json").exists()):
+        if cfg.init and not (resume and (self.run_dir / CONFIG).exists()):
             config = self.init_config()  # fine-tuning: the init run's tokenizers and model
         else:
             self.src_tok, self.tgt_tok = self.train_tokenizers(resume, [s for s, _ in train], [t for _, t in train],

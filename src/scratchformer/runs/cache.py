@@ -1,0 +1,138 @@
+"""The exports an engine keeps (CTranslate2, ONNX): RUN_DIR/export/<name>/, or, when the run folder cannot be
+written, a folder of this user's cache (never a shared, predictable temporary path someone else could plant).
+
+    <folder>/             what the format wrote, with its stamp (what it was made from)
+      .content.json       the stamp again and the sha256 of every file written: checked before each use, so a
+                          file swapped or damaged afterwards is noticed and the export made again
+
+Written beside its final name and renamed (atomic): never half a cache. A half-written `.NAME.XXXX` folder left by
+a killed export is ignored (and removed once it is a day old); another process that got there first is fine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from scratchformer.errors import ConfigError
+from scratchformer.runs.names import EXPORT
+
+CONTENT = ".content.json"
+STALE_SECONDS = 24 * 3600  # a partial export this old belongs to no running process
+
+
+def user_cache_dir() -> Path:
+    """$XDG_CACHE_HOME/scratchformer (or ~/.cache/scratchformer), 0700: made if missing, refused (one line) unless
+    it is a real folder owned by this user that nobody else may write."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    root = (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / "scratchformer"
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        root.mkdir(mode=0o700, exist_ok=True)
+        info = root.lstat()
+    except OSError as e:
+        raise ConfigError(f"cannot make the cache folder {root} ({e.strerror or e}): set XDG_CACHE_HOME to a folder "
+                          "of yours") from None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise ConfigError(f"the cache folder {root} is not a folder of yours that only you can write (a link, "
+                          "another owner, or group/world-writable): remove it, or set XDG_CACHE_HOME elsewhere")
+    return root
+
+
+def _writable(folder: Path) -> bool:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
+
+
+def cache_folder(run_path: Path, name: str, stamp: dict[str, Any]) -> Path:
+    """RUN_DIR/export/<name>, or <user cache>/<name>-<hash of the stamp> when the run folder cannot be written."""
+    home = Path(run_path) / EXPORT
+    if _writable(home):
+        return home / name
+    digest = hashlib.sha256(json.dumps(stamp, sort_keys=True).encode()).hexdigest()[:24]
+    return user_cache_dir() / f"{name}-{digest}"
+
+
+def content_digests(folder: Path) -> dict[str, str]:
+    """sha256 of every regular file below `folder` (but the content record itself), by relative path."""
+    digests = {}
+    for path in sorted(Path(folder).rglob("*")):
+        if path.is_symlink() or not path.is_file() or path.name == CONTENT:
+            continue
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        digests[str(path.relative_to(folder))] = h.hexdigest()
+    return digests
+
+
+def intact(folder: Path, stamp: dict[str, Any]) -> bool:
+    """The cached export at `folder` was made from `stamp`, and its files are the ones written then."""
+    folder = Path(folder)
+    if folder.is_symlink() or not folder.is_dir():
+        return False
+    try:
+        record = json.loads((folder / CONTENT).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(record, dict) and record.get("stamp") == stamp and record.get("files") == content_digests(folder)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists() or path.is_symlink():
+        path.unlink(missing_ok=True)
+
+
+def _clean_stale(parent: Path, name: str) -> None:
+    """Partial exports of `name` (.NAME.XXXX) left by killed processes a day ago or more."""
+    now = time.time()
+    for leftover in parent.glob(f".{name}.*"):
+        try:
+            if now - leftover.lstat().st_mtime > STALE_SECONDS:
+                _remove(leftover)
+        except OSError:
+            pass
+
+
+def cached_export(run_path: Path, name: str, stamp: dict[str, Any], write: Callable[[Path], None],
+                  complete: Callable[[Path], bool] = lambda folder: True) -> Path:
+    """The folder holding the export `name` of the run at `run_path` made from `stamp`: the cached one if it is
+    intact (stamp and content hashes match, `complete(folder)`), else made now by `write(folder)`."""
+    folder = cache_folder(Path(run_path), name, stamp)
+    if intact(folder, stamp) and complete(folder):
+        return folder
+    _clean_stale(folder.parent, name)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=folder.parent))  # beside it: the rename is atomic
+    except OSError as e:
+        raise ConfigError(f"the {name} engine exports into {folder.parent} on first use and cannot write there "
+                          f"({e.strerror or e}): copy the run directory somewhere writable") from None
+    try:
+        write(tmp)
+        record = {"stamp": stamp, "files": content_digests(tmp)}
+        (tmp / CONTENT).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        _remove(folder)  # a stale export, or anything else under that name (a file left where the folder goes)
+        os.rename(tmp, folder)
+    except PermissionError as e:
+        raise ConfigError(f"the {name} engine exports into {folder} on first use and cannot write there "
+                          f"({e.strerror}): copy the run directory somewhere writable") from None
+    except OSError:
+        if not intact(folder, stamp):  # not another process that got there first
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder

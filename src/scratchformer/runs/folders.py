@@ -1,0 +1,323 @@
+"""The one owner of every folder and file the commands write: `train --out`, `export --out`, `lab --out`,
+`report --out`, `plot --out`, `average --out`, `consolidate --out` and the engines' export caches.
+
+The rule, once:
+  - a folder we make holds a marker, FOLDER/.scratchformer-run: {"created_by": "scratchformer", "command": ...,
+    "entries": [what that command wrote]} (a train run's older marker has no "command": it is a train run);
+  - --overwrite refuses a folder without our marker, the current directory and its parents, the home directory
+    and the file system root (one line, nothing deleted);
+  - on its own earlier output a command deletes only the entries it wrote, and names the user files it kept;
+  - a single output file is never one of a run's own files, and a file that already exists is replaced only when
+    --overwrite names it;
+  - writes are atomic (a temporary name, then a rename: runs/files.py), and the folder's lock (RUN_DIR/.lock,
+    flock) is held where two writers could meet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from scratchformer.errors import CheckpointError, ConfigError
+from scratchformer.runs.files import write_json
+from scratchformer.runs.names import CHECKPOINTS, CONFIG, LOCK, MARKER, TRAIN_ENTRIES, WEIGHTS
+
+MAX_MARKER_BYTES = 1 << 20  # a marker is a few hundred bytes; a bigger file is not one of ours
+
+
+# -- the marker -------------------------------------------------------------------------------------------------
+
+def read_marker(folder: Path) -> dict[str, Any] | None:
+    """FOLDER's marker as {"command": ..., "entries": [...], ...}, or None when FOLDER has no valid one of ours."""
+    path = Path(folder) / MARKER
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_MARKER_BYTES:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("created_by") != "scratchformer":
+        return None
+    command = data.get("command", "train")  # the markers of older train runs name no command
+    entries = data.get("entries", [])
+    if not isinstance(command, str) or not isinstance(entries, list):
+        return None
+    return {**data, "command": command, "entries": [e for e in entries if isinstance(e, str)]}
+
+
+def write_marker(folder: Path, command: str = "train", entries: Iterable[str] = (), **info: Any) -> None:
+    """FOLDER/.scratchformer-run: `command` made this folder and wrote `entries` (added to those it names already).
+    A train run's marker is written once (its entries are TRAIN_ENTRIES)."""
+    from scratchformer import __version__
+
+    old = read_marker(folder)
+    if command == "train" and old is not None and old["command"] == "train":
+        return
+    kept = old["entries"] if old is not None and old["command"] == command else []
+    names = sorted({*kept, *entries} - {MARKER, LOCK})
+    data: dict[str, Any] = {"created_by": "scratchformer", "command": command, "version": __version__, **info}
+    if command != "train":
+        data["entries"] = names
+    write_json(Path(folder) / MARKER, data)
+
+
+def is_marked_run(run_dir: Path) -> bool:
+    """A folder `scratchformer train` made."""
+    marker = read_marker(run_dir)
+    return marker is not None and marker["command"] == "train"
+
+
+def holds_run(run_dir: Path) -> bool:
+    return (Path(run_dir) / CONFIG).exists() or (Path(run_dir) / MARKER).exists()
+
+
+def own_entries(marker: dict[str, Any]) -> set[str]:
+    """The names at the top of a marked folder that its command wrote (the marker itself included)."""
+    names = TRAIN_ENTRIES if marker["command"] == "train" else marker["entries"]
+    return {*names, MARKER}
+
+
+def enclosing_output(path: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The nearest folder above `path` that one of our commands made, with its marker, or a run without one (as
+    models/en-zh: config.json beside weights or checkpoints, counted as a train run); None if there is none."""
+    for folder in Path(os.path.abspath(path)).parents:
+        marker = read_marker(folder)
+        if marker is not None:
+            return folder, marker
+        if (folder / CONFIG).is_file() and ((folder / WEIGHTS).is_file() or (folder / CHECKPOINTS).is_dir()):
+            return folder, {"command": "train", "entries": []}
+    return None
+
+
+def refuse_inside_output(path: Path, flag: str = "--out") -> None:
+    """A one-line ConfigError when `path` is, or lies inside, an entry a command of ours wrote in the folder above
+    it (a run's config.json, model.safetensors, checkpoints/, export/ ...): those are that command's alone."""
+    found = enclosing_output(path)
+    if found is not None:
+        folder, marker = found
+        top = Path(os.path.abspath(path)).relative_to(folder).parts[0]
+        if top in own_entries(marker):
+            raise ConfigError(f"{flag} {path} is one of the files of {folder} (written by scratchformer "
+                              f"{marker['command']}): choose a place outside them")
+
+
+# -- what --overwrite may clear -----------------------------------------------------------------------------------
+
+def refuse_protected(folder: Path, flag: str = "--overwrite") -> None:
+    """A one-line CheckpointError for the current directory, one of its parents, the home directory or the root."""
+    target, here = Path(folder).resolve(), Path.cwd().resolve()
+    if target == here or target in here.parents:
+        raise CheckpointError(f"{flag} {folder}: that is the current directory or one of its parents; choose a folder "
+                          "below it")
+    if target == Path.home().resolve() or target in Path.home().resolve().parents or target == Path(target.anchor):
+        raise CheckpointError(f"{flag} {folder}: refusing to clear the home directory, its parents or the file system "
+                          "root; choose an output folder")
+
+
+def clear_folder(folder: Path, command: str, flag: str = "--overwrite") -> list[str]:
+    """Delete what `scratchformer COMMAND` wrote in `folder`, and nothing else; refuse anything we did not make.
+    Returns the names of the entries kept (the user's)."""
+    marker = check_clearable(folder, command, flag)
+    ours, kept = own_entries(marker), []
+    for entry in sorted(Path(folder).iterdir()):
+        if entry.name in ours:
+            remove(entry)
+        elif entry.name != LOCK:  # held by this process
+            kept.append(entry.name)
+    return kept
+
+
+def check_clearable(folder: Path, command: str, flag: str = "--overwrite") -> dict[str, Any]:
+    """The marker of `folder` if `scratchformer COMMAND --overwrite` may clear it, else a one-line CheckpointError
+    (not ours, another command's, or a protected place); nothing is touched."""
+    folder = Path(folder)
+    refuse_protected(folder, flag)
+    marker = read_marker(folder)
+    if marker is None:
+        raise CheckpointError(f"{flag} {folder}: not made by scratchformer {command} (no {MARKER} file): delete it "
+                              "yourself or choose another --out")
+    if marker["command"] != command:
+        raise CheckpointError(f"{flag} {folder}: made by scratchformer {marker['command']}, not by scratchformer "
+                              f"{command}: choose another --out")
+    return marker
+
+
+def clear_run(run_dir: Path, flag: str = "--overwrite") -> list[str]:
+    """What `train --overwrite` deletes: the entries training wrote (TRAIN_ENTRIES), in a folder train marked."""
+    return clear_folder(run_dir, "train", flag)
+
+
+def remove(entry: Path) -> None:
+    """One entry of an output folder: a folder (not followed if a symlink) or a file."""
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry)
+    else:
+        entry.unlink(missing_ok=True)
+
+
+def say_kept(folder: Path, kept: list[str], command: str) -> None:
+    if kept:
+        print(f"--overwrite {folder}: kept {', '.join(kept)} (not written by scratchformer {command})",
+              file=sys.stderr)
+
+
+_HELD: dict[str, list] = {}  # resolved run dir -> [open lock file, depth]: the lock is re-entrant in a process
+
+
+@contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold RUN_DIR/.lock (flock, exclusive) for the block; a second holder fails at once, naming the first.
+
+    The file holds "PID HOST" while locked. The kernel drops a flock when its process dies, so a file left by
+    a killed run is not a lock. Re-entrant within one process (the CLI takes it, then the trainer)."""
+    import fcntl
+    import socket
+
+    key = str(Path(run_dir).resolve())
+    if key in _HELD:
+        _HELD[key][1] += 1
+        try:
+            yield
+        finally:
+            _HELD[key][1] -= 1
+        return
+    path = Path(run_dir) / LOCK
+    f = open(path, "a+", encoding="utf-8")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().split()
+        f.close()
+        who = f"pid {holder[0]} ({' '.join(holder[1:]) or 'unknown host'})" if holder else "another process"
+        raise CheckpointError(f"{run_dir} is in use by {who}: wait for it or choose another --out") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()} {socket.gethostname()}\n")
+    f.flush()
+    _HELD[key] = [f, 0]
+    try:
+        yield
+    finally:
+        del _HELD[key]
+        f.truncate(0)  # before unlocking: a new holder writes its own pid after taking the lock
+        f.close()  # closing drops the flock
+
+
+# -- an output folder, written whole ----------------------------------------------------------------------------
+
+def check_folder(out: Path, command: str, overwrite: bool = False, append: bool = False,
+                 flag: str = "--out") -> None:
+    """May `scratchformer COMMAND` write the folder `out`? A one-line error before any work if not.
+
+    A new or empty folder: yes. Its own earlier output: with --overwrite (or always, for a command such as `lab`
+    that adds to its folder: append=True). A folder we did not make, or another command's: never."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{flag} {out} is a file: give a folder")
+    if overwrite:
+        refuse_protected(out)
+    refuse_inside_output(out, flag)
+    if not out.is_dir() or not any(e.name != LOCK for e in out.iterdir()):
+        return
+    marker = read_marker(out)
+    if marker is None:
+        if overwrite:
+            check_clearable(out, command)  # raises: not made by scratchformer COMMAND
+        raise ConfigError(f"{flag} {out} already holds files not written by scratchformer {command} (--overwrite "
+                          f"replaces only a folder it made): choose a new or empty {flag}")
+    if marker["command"] != command:
+        raise ConfigError(f"{flag} {out} holds the output of scratchformer {marker['command']}, not of scratchformer "
+                          f"{command}: choose another {flag}")
+    if not (overwrite or append):
+        raise ConfigError(f"{flag} {out} already holds an earlier scratchformer {command} output: add --overwrite to "
+                          f"replace it, or choose another {flag}")
+
+
+@contextmanager
+def writing_folder(out: Path, command: str, overwrite: bool = False, append: bool = False, flag: str = "--out",
+                   **info: Any) -> Iterator[Path]:
+    """Yield an empty temporary folder beside `out` to write into; on success its entries become `out`'s.
+
+    A new `out` is the temporary folder renamed (atomic). An existing one of ours: under its lock, the command's
+    earlier entries are deleted (--overwrite) or replaced by the new ones of the same name (append), the user's
+    files are kept and named on stderr, and the marker lists what the command wrote. A failure leaves `out` as it
+    was."""
+    check_folder(Path(out), command, overwrite, append, flag)
+    out = Path(os.path.abspath(out))  # `--out .` too has a parent to write beside
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; a finished folder gets the usual permissions
+        names = sorted(p.name for p in tmp.iterdir())
+        write_marker(tmp, command, names, **info)
+        if not out.exists():
+            try:
+                os.rename(tmp, out)
+                return
+            except OSError:  # another writer made `out` meanwhile: merge under its lock below
+                pass
+        _merge(tmp, out, command, names, overwrite, append, flag, info)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _merge(tmp: Path, out: Path, command: str, names: list[str], overwrite: bool, append: bool, flag: str,
+           info: dict[str, Any]) -> None:
+    with run_lock(out):
+        check_folder(out, command, overwrite, append, flag)  # again: another writer may have come first
+        marker = read_marker(out)
+        ours = own_entries(marker) if marker is not None else {MARKER}
+        clash = sorted(n for n in names if (out / n).exists() and n not in ours)
+        if clash:
+            raise ConfigError(f"{flag} {out / clash[0]} exists and was not written by scratchformer {command}: move "
+                              f"it away or choose another {flag}")
+        kept = []
+        if overwrite:
+            kept = clear_folder(out, command)
+        for name in names:
+            if (out / name).exists() or (out / name).is_symlink():
+                remove(out / name)
+            os.replace(tmp / name, out / name)
+        write_marker(out, command, [n for n in names if n != MARKER], **info)
+        say_kept(out, kept, command)
+
+
+def _umask() -> int:
+    from scratchformer.runs.files import current_umask
+
+    return current_umask()
+
+
+# -- one output file ----------------------------------------------------------------------------------------------
+
+def check_file(path: Path, command: str, overwrite: bool = False, default_name: str | None = None,
+               own: Path | None = None, flag: str = "--out") -> Path:
+    """The file `scratchformer COMMAND` may write for `path`, or a one-line error before any work.
+
+    A folder is refused, unless the command has a default file name for it (`plot --out DIR`: DIR/NAME) and no
+    --overwrite is given (--overwrite names a file, never a folder). A run's own files (any entry of a folder one
+    of our commands made) are never written, except `own`: the command's own output there (`average`'s
+    RUN_DIR/averaged.safetensors). Any other file that exists is replaced only with --overwrite."""
+    path = Path(path)
+    if path.is_dir():
+        if overwrite or default_name is None:
+            raise ConfigError(f"{flag} {path} is a folder: give the file to write"
+                              + (" (--overwrite replaces a file, never a folder)" if overwrite else ""))
+        path = path / default_name
+        if path.is_dir():
+            raise ConfigError(f"{flag} {path} is a folder: give the file to write")
+    if own is not None and os.path.abspath(path) == os.path.abspath(own):
+        return path
+    refuse_inside_output(path, flag)
+    if (path.exists() or path.is_symlink()) and not overwrite:
+        raise ConfigError(f"{flag} {path} already exists: add --overwrite to replace it, or choose another {flag}")
+    return path

@@ -1,0 +1,66 @@
+"""One checkpoint writer (runs/layout.py): a single-process save and an FSDP save both become checkpoints/step-N
+through `publish_checkpoint` (rename, `latest`, pruning of their own kind); run-file names are spelled in runs/."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from scratchformer import ModelConfig, build_model, runs
+from scratchformer.runs import names
+from scratchformer.training import checkpoint as ckpt
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "scratchformer"
+
+
+def test_saves_prune_to_keep_last_and_point_latest_at_the_newest(tmp_path):
+    model = build_model(ModelConfig.preset("tiny", d_model=16, d_ff=32, src_vocab_size=12, tgt_vocab_size=12))
+    for step in (1, 2, 3):
+        ckpt.save_checkpoint(tmp_path, step, model, {"step": step}, keep_last=2)
+    root = tmp_path / names.CHECKPOINTS
+    assert sorted(p.name for p in root.iterdir()) == [names.LATEST, names.step_name(2), names.step_name(3)]
+    assert (root / names.LATEST).read_text().strip() == names.step_name(3)
+
+
+def test_a_failed_write_leaves_no_partial_folder_and_the_previous_latest(tmp_path):
+    with runs.writing_checkpoint(tmp_path, 1, keep_last=5) as tmp:
+        (tmp / names.WEIGHTS).write_bytes(b"w")
+    with pytest.raises(OSError), runs.writing_checkpoint(tmp_path, 2, keep_last=5) as tmp:
+        (tmp / names.WEIGHTS).write_bytes(b"half")
+        raise OSError(28, "No space left on device")
+    root = tmp_path / names.CHECKPOINTS
+    assert sorted(p.name for p in root.iterdir()) == [names.LATEST, names.step_name(1)]
+    assert (root / names.LATEST).read_text().strip() == names.step_name(1)
+
+
+def test_a_sharded_save_uses_one_shared_folder_and_prunes_only_its_own_kind(tmp_path):
+    """FSDP: every rank writes into checkpoints/.step-N.partial (a killed save's leftover is emptied first); the
+    publishing step prunes the sharded checkpoints it is given, never a single-file one."""
+    with runs.writing_checkpoint(tmp_path, 1, keep_last=5) as tmp:
+        (tmp / names.WEIGHTS).write_bytes(b"single")
+    left = runs.checkpoint_dir(tmp_path) / f".{names.step_name(2)}.partial"
+    left.mkdir()
+    (left / "stale").write_text("x")
+    def sharded(run: Path) -> list[Path]:
+        return sorted(p for p in runs.checkpoint_dir(run).glob(f"{names.STEP_PREFIX}*") if (p / names.SHARDS).is_dir())
+
+    for step in (2, 3, 4):
+        tmp = runs.new_checkpoint_folder(tmp_path, step, shared=True)
+        assert tmp.name == f".{names.step_name(step)}.partial" and not (tmp / "stale").exists()
+        (tmp / names.SHARDS).mkdir()
+        runs.publish_checkpoint(tmp_path, tmp, step, keep_last=2, complete=sharded)
+    root = runs.checkpoint_dir(tmp_path)
+    assert sorted(p.name for p in root.iterdir()) == [names.LATEST] + [names.step_name(s) for s in (1, 3, 4)]
+
+
+def test_run_file_names_are_spelled_only_in_runs():
+    quoted = {getattr(names, n) for n in ("CONFIG", "TRAIN_CONFIG", "TOKENIZER_SRC", "TOKENIZER_TGT", "WEIGHTS",
+                                          "METRICS", "CURVE", "AVERAGED", "README_JSON", "DECODING_FILE", "LATEST")}
+    pattern = re.compile("|".join(re.escape(f'"{name}"') for name in sorted(quoted)) + r'|"step-')
+    found = [f"{path.relative_to(SRC)}:{i}" for folder in ("training", "cli")
+             for path in sorted((SRC / folder).rglob("*.py"))
+             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if pattern.search(line.split("#")[0])]
+    assert found == []
