@@ -148,9 +148,21 @@ def hf_tokenizer(tok: Tokenizer, template: str) -> Any:
     return hf
 
 
-def _save_tokenizer(tok: Tokenizer, arch: str, folder: Path, max_len: int) -> None:
+def write_tokenizers(run: Run, out: Path, template: str | None = None) -> list[str]:
+    """tokenizer.json + tokenizer_config.json (PreTrainedTokenizerFast) of the input side in `out`, and of the
+    target side in out/target_tokenizer/ where it differs: standard files `tokenizers.Tokenizer.from_file` and
+    AutoTokenizer read. template: the specials added around a text (default: the run's batching, TEMPLATES).
+    Returns the sub-folders written ("" = out)."""
+    tokenizers = _tokenizers(run)
+    arch = run.model_config.arch
+    for sub, tok in tokenizers.items():
+        _save_tokenizer(tok, arch, out / sub, run.model_config.max_len, template or TEMPLATES[arch])
+    return sorted(tokenizers)
+
+
+def _save_tokenizer(tok: Tokenizer, arch: str, folder: Path, max_len: int, template: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    hf_tokenizer(tok, TEMPLATES[arch]).save(str(folder / "tokenizer.json"))
+    hf_tokenizer(tok, template).save(str(folder / "tokenizer.json"))
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": BOS, "eos_token": EOS, "pad_token": PAD,
               "unk_token": UNK, "model_max_length": max_len, "clean_up_tokenization_spaces": False,
               "split_special_tokens": True,  # a literal "<s>" in the text is text, as in ours
@@ -207,7 +219,4 @@ def export(run: Run, out: Path, quantization: str | None = None, **options: Any)
     gen = generation_config(c, run.decoding.alpha)
     if gen is not None:
         _write_json(out / "generation_config.json", gen)
-    tokenizers = _tokenizers(run)
-    for sub, tok in tokenizers.items():
-        _save_tokenizer(tok, c.arch, out / sub, c.max_len)
-    (out / "README.md").write_text(model_card(run, hf, gen, sorted(tokenizers)), encoding="utf-8")
+    (out / "README.md").write_text(model_card(run, hf, gen, write_tokenizers(run, out)), encoding="utf-8")
