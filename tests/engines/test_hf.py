@@ -161,6 +161,7 @@ def test_unequal_vocabularies_are_padded_to_one_size_for_transformers_4(tmp_path
     table = run.model.tgt_embed.token.weight.detach()[:, concat_permutation(c.d_model)]  # (V_tgt, D), folded
     assert torch.equal(dec[: c.tgt_vocab_size], table)
     assert not dec[c.tgt_vocab_size:].any() and (bias[0, c.tgt_vocab_size:] == PAD_LOGIT).all()
+    assert "transformers 4.4x-4.57 and 5.x" in (out / "README.md").read_text()
 
 
 def test_marian_beam_without_length_penalty_gives_our_beam(tmp_path):

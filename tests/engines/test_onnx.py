@@ -120,7 +120,7 @@ def test_export_folder_is_optimums_contract_with_the_runs_settings(engine):
     tgt = Tokenizer.from_file(str(folder / "target_tokenizer" / "tokenizer.json"))
     assert src.encode(SOURCES[1]).ids == [*run.src_tok.encode(SOURCES[1]), 2]  # as the run batches: + </s>
     assert tgt.decode(run.tgt_tok.encode(TARGETS[1])) == TARGETS[1]
-    assert "`generate`" in (folder / "README.md").read_text()
+    assert "ORTModelForSeq2SeqLM.from_pretrained(DIR)" in (folder / "README.md").read_text()
 
 
 def test_encoder_output_is_ours_with_padding(engine):

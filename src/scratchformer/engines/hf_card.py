@@ -106,7 +106,7 @@ def _usage(arch: str, targets: bool) -> list[str]:
 
 
 def _notes(arch: str, folded: bool, hf: dict[str, Any], gen: dict[str, Any] | None,
-           decoding: DecodingConfig) -> list[str]:
+           decoding: DecodingConfig, padded: bool = False) -> list[str]:
     if arch != "encoder-decoder":
         return ["- Special tokens as in training: `<s>`=1, `</s>`=2, `<pad>`=0, `<unk>`=3; the tokenizer adds them "
                 "as the run's batching did."]
@@ -130,6 +130,11 @@ def _notes(arch: str, folded: bool, hf: dict[str, Any], gen: dict[str, Any] | No
         f"- **Start symbol.** The decoder starts from decoder_start_token_id={hf.get('decoder_start_token_id')} "
         "(`<s>` in scratchformer's vocabularies, where OPUS-MT models start from `<pad>`); `<pad>` is never "
         "generated (bad_words_ids), as in ours.",
+        *([f"- **Vocabularies.** The run's source and target vocabularies differ in size; transformers 4.x sizes "
+           "Marian's decoder embedding by vocab_size whatever decoder_vocab_size says, so both tables are padded to "
+           f"{hf.get('vocab_size')} rows (zeros) and the extra output ids get a bias of -1e4: never generated, and the "
+           "logits of the real ids are unchanged. The folder loads in transformers 4.4x-4.57 and 5.x alike."]
+          if padded else []),
         f"- scale_embedding={hf.get('scale_embedding')} (x sqrt(d_model)), final_logits_bias = our generator's bias, "
         f"activation_function={hf.get('activation_function')!r}, post-norm (Marian has no normalize_before), "
         f"share_encoder_decoder_embeddings={hf.get('share_encoder_decoder_embeddings')}, "
@@ -146,7 +151,8 @@ def model_card(run: Run, hf: dict[str, Any], gen: dict[str, Any] | None, tokeniz
              f"{run.path.name} --format hf` from a model trained with scratchformer, a hand-written Transformer.", "",
              f"Training data: {about}." + ("" if license_ else " License: see the training corpus's terms."), "",
              "## Use", "", *_usage(arch, "target_tokenizer" in tokenizer_dirs), "", "## Conversion and decoding",
-             "", *_notes(arch, run.model_config.positions == "sinusoidal", hf, gen, run.decoding), ""]
+             "", *_notes(arch, run.model_config.positions == "sinusoidal", hf, gen, run.decoding,
+                        run.model_config.src_vocab_size != run.model_config.tgt_vocab_size), ""]
     if figures:
         lines += ["## Measured (by scratchformer, on this model's own decoder)", "", "| metric | value |", "|---|---|",
                   *(f"| {f['name']} ({f['split']}) | {f['value']} |" for f in figures), ""]
