@@ -33,13 +33,13 @@ def test_transformers_5_generate_gives_our_outputs(small, this_python, client):
     assert _same(ours, theirs) == {1: len(texts), 4: len(texts)}, (transformers.__version__, theirs, ours)
 
 
-def test_transformers_4_generate_gives_our_outputs(small, client_python, client):
+def test_transformers_4_generate_gives_our_outputs(client_python, small, client):
     folders, ours, tmp, texts = small.folders, small.ours, small.tmp, small.texts
     theirs = client(client_python, "hf", folders["hf"], texts, tmp)
     assert _same(ours, theirs) == {1: len(texts), 4: len(texts)}, (theirs, ours)
 
 
-def test_optimum_generate_gives_our_outputs(small, small_onnx, client_python, client):
+def test_optimum_generate_gives_our_outputs(client_python, small, small_onnx, client):
     ours, tmp, texts = small.ours, small.tmp, small.texts
     assert {"config.json", "generation_config.json", "tokenizer.json"} <= {p.name for p in small_onnx.iterdir()}
     theirs = client(client_python, "optimum", small_onnx, texts, tmp)
@@ -96,7 +96,7 @@ def test_shipped_model_through_transformers(shipped, major, this_python, request
 
 
 @pytest.mark.slow
-def test_shipped_model_through_optimum_and_ctranslate2(shipped, this_python, client_python, client):
+def test_shipped_model_through_optimum_and_ctranslate2(client_python, shipped, this_python, client):
     run, texts, ours, tmp = shipped
     for fmt, client, python in (("onnx", "optimum", client_python), ("ctranslate2", "ctranslate2", this_python)):
         same = _same(ours, client(python, client, export_run(run.path, fmt, tmp / fmt), texts, tmp))

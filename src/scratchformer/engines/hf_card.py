@@ -202,7 +202,9 @@ def client_readme(run: Run, fmt: str, tokenizer_dirs: list[str], options: dict[s
                f"`length_penalty={lp}` (Hugging Face's `|Y|^length_penalty` with the slope of GNMT's alpha {d.alpha} "
                f"at |Y| = 25), max_length {run.model_config.max_len + 1} (the start symbol included), the start, end "
                "and pad ids; `<pad>` is never generated. Beam outputs mostly, not always, equal scratchformer's "
-               "(the two length penalties are different functions); greedy ones are the same ids."]
+               "(the two length penalties are different functions); greedy ones are the same ids. On the shipped "
+               "models/en-zh (alpha 1.5, 100 test sentences): identical to scratchformer's on 100 greedy, 94 beam 4 "
+               "(length_penalty 1.0 / 1.4 give 85 / 93 there)."]
     else:
         title, client = "CTranslate2", "`translate_batch`"
         use = ["```python", "import json", "import ctranslate2", "from tokenizers import Tokenizer", "",
