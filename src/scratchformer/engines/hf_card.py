@@ -116,7 +116,9 @@ def _notes(arch: str, folded: bool, hf: dict[str, Any], gen: dict[str, Any] | No
         f"GNMT's `logP / ((5 + |Y|) / 6)^alpha` (alpha {alpha}, the run's decoding.json or the default), |Y| "
         f"counting `</s>` in both. The two are different functions; `length_penalty={lp}` has the same slope in "
         f"log |Y| as GNMT's alpha {alpha} at |Y| = 25 (alpha * |Y| / (5 + |Y|)), so beam outputs mostly, not "
-        "always, agree. Greedy search is the same algorithm on both sides (the same token ids).",
+        "always, agree. Greedy search is the same algorithm on both sides (the same token ids). On the shipped "
+        "models/en-zh (alpha 1.5, 100 test sentences) `generate` equals scratchformer's search on 100 greedy and 94 "
+        "beam 4, in transformers 4.57.6 and 5.25 alike.",
         *text_level_note(decoding, "`generate`"),
         "- **Maximum length.** Ours: source tokens + 50, at most the model's positions. generation_config.json can "
         f"only hold one `max_length` ({gen['max_length'] if gen else '?'}, the start symbol included): pass "
