@@ -53,6 +53,7 @@ def _ct2(folder: str, texts: list[str], beams: list[int]) -> dict:
 
     translator = ctranslate2.Translator(folder, device="cpu")
     src = Tokenizer.from_file(f"{folder}/tokenizer.json")
+    src.encode_special_tokens = True  # a literal "<s>" in the text is text (the docs say so; not kept in the file)
     target = f"{folder}/target_tokenizer/tokenizer.json"
     tgt = Tokenizer.from_file(target) if _exists(target) else src
     with open(f"{folder}/translate_options.json", encoding="utf-8") as f:
@@ -69,6 +70,7 @@ def _tokenizers(folder: str, texts: list[str]) -> dict:
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(f"{folder}/tokenizer.json")
+    tok.encode_special_tokens = True  # as the docs' snippet does
     encodings = [tok.encode(t) for t in texts]
     return {"ids": [e.ids for e in encodings], "decoded": [tok.decode(e.ids) for e in encodings]}
 

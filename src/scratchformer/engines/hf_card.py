@@ -212,6 +212,7 @@ def client_readme(run: Run, fmt: str, tokenizer_dirs: list[str], options: dict[s
         use = ["```python", "import json", "import ctranslate2", "from tokenizers import Tokenizer", "",
                'DIR = "."', "translator = ctranslate2.Translator(DIR)",
                'src = Tokenizer.from_file(DIR + "/tokenizer.json")',
+               'src.encode_special_tokens = True  # a literal "<s>" in the text stays text (not kept in the file)',
                f'tgt = Tokenizer.from_file({out_tok} + "/tokenizer.json")',
                'options = json.load(open(DIR + "/translate_options.json"))',
                'tokens = [src.encode(t).tokens for t in ["Click OK."]]',
