@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # pytest workers (pytest-xdist): one per core, at most 4 (each test runs one torch thread)
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 
-.PHONY: install demo test test-kernels test-keras test-slow lint bench clean
+.PHONY: install demo test test-kernels test-keras test-slow test-clients lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -47,6 +47,20 @@ test-keras: install
 test-slow: install
 	$(BIN)/python -m pytest -m slow
 
+# The exports through their own ecosystems' clients (tests/clients): transformers 5.x and ctranslate2 from .venv, and a
+# second, small environment with the newest transformers 4.x and Optimum (ORTModelForSeq2SeqLM), without scratchformer.
+CLIENTS := .venv-clients
+CLIENTS_STAMP := $(CLIENTS)/.installed-2
+$(CLIENTS_STAMP):
+	test -x $(CLIENTS)/bin/python || $(PY) -m venv $(CLIENTS)
+	$(CLIENTS)/bin/python -m pip install -q torch==2.13.0 || $(CLIENTS)/bin/python -m pip install -q 'torch>=2.4'
+	$(CLIENTS)/bin/python -m pip install -q 'transformers==4.57.6' 'optimum[onnxruntime]>=2.0' ctranslate2 tokenizers
+	rm -f $(CLIENTS)/.installed-*
+	touch $@
+
+test-clients: install $(CLIENTS_STAMP)
+	SCRATCHFORMER_CLIENT_PYTHON=$(abspath $(CLIENTS))/bin/python $(BIN)/python -m pytest tests/clients
+
 lint: install
 	$(BIN)/ruff check src tests benchmarks scripts experiments
 	$(BIN)/ruff format --check src tests benchmarks scripts experiments
@@ -56,4 +70,4 @@ bench: install
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(CLIENTS) build *.egg-info .pytest_cache .ruff_cache

@@ -173,7 +173,8 @@ def test_export_float32_and_int8(tmp_path, run_dir):
     int8 = export_run(run_dir, "ctranslate2", tmp_path / "int8", quantization="int8")
     for folder in (fp32, int8):
         names = {p.name for p in folder.iterdir()}
-        assert {"model.bin", "config.json", "tokenizer_src.json", "tokenizer_tgt.json", engine.STAMP} <= names
+        assert {"model.bin", "config.json", "tokenizer.json", "translate_options.json", "README.md",
+                engine.STAMP} <= names
     config = json.loads((fp32 / "config.json").read_text())
     assert config["add_source_eos"] and config["decoder_start_token"] == "<s>" and config["eos_token"] == "</s>"
     assert (int8 / "model.bin").stat().st_size < 0.6 * (fp32 / "model.bin").stat().st_size

@@ -128,14 +128,40 @@ def test_marian_export_gives_our_logits_and_greedy_ids(tmp_path, tie, bias, equa
     assert {k.split(".")[-2] for k in info["missing_keys"]} <= {"embed_positions"}  # a computed table
     src, tgt, tgt_mask = _seq2seq_batch(run)
     with torch.no_grad():
-        theirs = ref.eval()(input_ids=src, attention_mask=(src != PAD_ID).long(), decoder_input_ids=tgt,
-                            decoder_attention_mask=tgt_mask.long()).logits
+        wide = ref.eval()(input_ids=src, attention_mask=(src != PAD_ID).long(), decoder_input_ids=tgt,
+                          decoder_attention_mask=tgt_mask.long()).logits  # (B, L, max(V_src, V_tgt))
         ours = run.model(src, tgt)  # the run's own model: interleaved sinusoids
+        theirs, extra = wide[..., : ours.size(-1)], wide[..., ours.size(-1):]
         assert (ours - theirs)[tgt_mask].abs().max() < 1e-4
+        assert extra.numel() and (extra < -1e3).all()  # ids past the target vocabulary: never generated
         hf_ids = ref.generate(input_ids=src, attention_mask=(src != PAD_ID).long(), num_beams=1)  # generation_config
     mine = greedy_decode(run.model, src)
     equal_up_to_ties(run.model, [r[r != PAD_ID].tolist() for r in src], mine, [_cut(r[1:]) for r in hf_ids.tolist()])
     assert len({tuple(m) for m in mine}) > 1  # outputs differ between sentences: the comparison bites
+
+
+def test_unequal_vocabularies_are_padded_to_one_size_for_transformers_4(tmp_path):
+    """transformers 4.x sizes the decoder's embedding by vocab_size whatever decoder_vocab_size says: the export
+    pads the smaller table (zero rows) and biases the extra output ids to -1e4, so both majors load it
+    (tests/clients loads it in 4.57.6 itself)."""
+    from safetensors.torch import load_file
+
+    from scratchformer.engines.hf import PAD_LOGIT
+
+    run = load_run(_marian_run(tmp_path))
+    c = run.model_config
+    assert c.src_vocab_size != c.tgt_vocab_size and c.tie_embeddings
+    out = export_run(run.path, "hf", tmp_path / "hf")
+    hf = json.loads((out / "config.json").read_text())
+    big = max(c.src_vocab_size, c.tgt_vocab_size)
+    assert (hf["vocab_size"], hf["decoder_vocab_size"], hf["share_encoder_decoder_embeddings"]) == (big, big, False)
+    tensors = load_file(str(out / "model.safetensors"))
+    dec, bias = tensors["model.decoder.embed_tokens.weight"], tensors["final_logits_bias"]
+    assert dec.shape == (big, c.d_model) and bias.shape == (1, big) and "lm_head.weight" not in tensors  # tied
+    table = run.model.tgt_embed.token.weight.detach()[:, concat_permutation(c.d_model)]  # (V_tgt, D), folded
+    assert torch.equal(dec[: c.tgt_vocab_size], table)
+    assert not dec[c.tgt_vocab_size:].any() and (bias[0, c.tgt_vocab_size:] == PAD_LOGIT).all()
+    assert "transformers 4.4x-4.57 and 5.x" in (out / "README.md").read_text()
 
 
 def test_marian_beam_without_length_penalty_gives_our_beam(tmp_path):
@@ -305,6 +331,7 @@ def test_shipped_model_exports_and_decodes_as_ours(tmp_path):
         with torch.no_grad():
             theirs = ref(**batch, decoder_input_ids=tgt_t, decoder_attention_mask=(tgt_t != PAD_ID).long()).logits
             mine = run.model(batch["input_ids"], tgt_t)
+            theirs = theirs[..., : mine.size(-1)]  # the padded ids past the target vocabulary (even_vocabularies)
             diff = max(diff, float((mine - theirs)[tgt_t != PAD_ID].abs().max()))
             hf_ids = ref.generate(**batch, num_beams=1, max_new_tokens=max(limits))
             hf_beam = ref.generate(**batch, max_new_tokens=max(limits))  # generation_config: beam 4

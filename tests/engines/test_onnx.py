@@ -97,8 +97,30 @@ def test_export_folder_holds_the_graphs_tokenizers_and_their_names(engine):
         assert [i.name for i in session.get_inputs()] == meta["inputs"][graph]
         assert [o.name for o in session.get_outputs()] == meta["outputs"][graph]
     assert [i.name for i in translator.graphs["encoder_model"].get_inputs()] == ["input_ids", "attention_mask"]
-    for side in ("src", "tgt"):
-        assert (folder / f"tokenizer_{side}.json").read_bytes() == (run.path / f"tokenizer_{side}.json").read_bytes()
+    assert [o.name for o in translator.graphs["encoder_model"].get_outputs()] == ["last_hidden_state"]  # Optimum's
+
+
+def test_export_folder_is_optimums_contract_with_the_runs_settings(engine):
+    """config.json (what ORTModelForSeq2SeqLM reads), generation_config.json, standard tokenizer files; the
+    run's decoding settings in scratchformer_onnx.json (tests/clients runs Optimum itself on such a folder)."""
+    from tokenizers import Tokenizer
+
+    run, translator = engine
+    folder = translator.folder
+    config = json.loads((folder / "config.json").read_text())
+    c = run.model_config
+    assert (config["model_type"], config["d_model"], config["decoder_attention_heads"]) == ("marian", c.d_model,
+                                                                                            c.n_heads)
+    assert (config["vocab_size"], config["decoder_start_token_id"]) == (c.tgt_vocab_size, 1)  # the logits' width
+    gen = json.loads((folder / "generation_config.json").read_text())
+    assert (gen["num_beams"], gen["length_penalty"], gen["decoder_start_token_id"]) == (4, 0.5, 1)
+    meta = json.loads((folder / onnx_engine.META).read_text())["decoding"]
+    assert (meta["alpha"], meta["split_sentences"]) == (run.decoding.alpha, run.decoding.split_sentences)
+    src = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tgt = Tokenizer.from_file(str(folder / "target_tokenizer" / "tokenizer.json"))
+    assert src.encode(SOURCES[1]).ids == [*run.src_tok.encode(SOURCES[1]), 2]  # as the run batches: + </s>
+    assert tgt.decode(run.tgt_tok.encode(TARGETS[1])) == TARGETS[1]
+    assert "ORTModelForSeq2SeqLM.from_pretrained(DIR)" in (folder / "README.md").read_text()
 
 
 def test_encoder_output_is_ours_with_padding(engine):

@@ -25,8 +25,9 @@ finished hypotheses (</s> kept, its normalisation undone) and GNMT picks among t
 ones ours finds after the K-th. What can still differ: a best hypothesis ours finds after CT2's 2K-th, or one CT2
 finds after ours stopped (its rule is a heuristic for alpha > 0); float32 near-ties (none seen on models/en-zh).
 
-The exported folder on its own: token strings in (tokenizer_src.json beside it), without </s> (CT2 adds it),
-and `max_decoding_length` at most the model's max_len (the position table ends there).
+The exported folder on its own: token strings in (tokenizer.json beside it, a plain `tokenizers` file, gives them
+without </s>: CT2 adds it), and `max_decoding_length` at most the model's max_len (the position table ends there);
+translate_options.json and README.md carry the run's decoding settings and say what translate_batch cannot do.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from scratchformer.model.feedforward import ACTIVATIONS
 from scratchformer.model.transformer import EncoderDecoder
 from scratchformer.runs import Run
 
-FORMAT_VERSION = 2  # of what this converter writes: a cached export from another version is rebuilt
+FORMAT_VERSION = 3  # of what this converter writes: a cached export from another version is rebuilt
 STAMP = "scratchformer_export.json"  # in the exported folder: what it was made from
 QUANTIZATIONS = ("float32", "int8")
 PAD_LOGIT = -1e4  # exp(-1e4 - max) is 0 in float32: PAD out of every softmax (and finite in float16)
@@ -215,12 +216,28 @@ def convert_model(model: EncoderDecoder, src_tokens: list[str], tgt_tokens: list
     return Path(SpecConverter().convert(str(out), quantization=quantization or "float32", force=True))
 
 
+def translate_options(run: Run) -> dict[str, Any]:
+    """translate_options.json: the run's decoding as translate_batch keywords: beam 4, the run's alpha as CT2's
+    |Y|^length_penalty of the same slope at |Y| = 25 (hf.length_penalty_for), patience 2, the model's max_len, EOS
+    allowed at step 0 as in ours. models/en-zh (alpha 1.5), 100 test sentences, beam 4, identical to ours:
+    length_penalty 1.25 with patience 2: 92 (1.0: 84, 1.5: 87; patience 1: 80); greedy: 100."""
+    from scratchformer.engines.hf import BEAM, length_penalty_for
+
+    return {"beam_size": BEAM, "length_penalty": length_penalty_for(run.decoding.alpha), "patience": 2,
+            "max_decoding_length": run.model_config.max_len, "min_decoding_length": 0}
+
+
 def export(run: Run, out: Path, quantization: str | None = None, **options: Any) -> Path:
-    """The run as a CTranslate2 folder in the (empty) folder `out`, with its tokenizers and a stamp beside."""
+    """The run as a CTranslate2 folder in the (empty) folder `out`, with standard tokenizer files (tokenizer.json,
+    target_tokenizer/: no specials added, CT2 appends </s>), translate_options.json, a README.md and a stamp."""
+    from scratchformer.engines import hf_card, onnx
+
     convert_model(run.model, _token_table(run.src_tok, "source"), _token_table(run.tgt_tok, "target"), out,
                   quantization)
-    run.src_tok.save(Path(out) / "tokenizer_src.json")
-    run.tgt_tok.save(Path(out) / "tokenizer_tgt.json")
+    dirs = onnx.tokenizer_files(run, Path(out), template="$A")
+    onnx.write_json(Path(out) / "translate_options.json", translate_options(run))
+    (Path(out) / "README.md").write_text(hf_card.client_readme(run, "ctranslate2", dirs, translate_options(run)),
+                                         encoding="utf-8")
     made = options.get("stamp") or stamp(run, quantization)
     (Path(out) / STAMP).write_text(json.dumps(made, indent=1) + "\n", encoding="utf-8")
     return Path(out)

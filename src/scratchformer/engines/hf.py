@@ -22,6 +22,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from scratchformer.config import ModelConfig
 from scratchformer.config.decoding import DecodingConfig
 from scratchformer.data.tokenizers import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, SPECIALS, UNK, Tokenizer
@@ -39,6 +41,7 @@ from scratchformer.runs import Run
 # The export writes the lp of the run's alpha at SLOPE_AT (length_penalty_for).
 SLOPE_AT = 25
 BEAM = 4
+PAD_LOGIT = -1e4  # the output bias of ids past the target vocabulary (even_vocabularies): exp(-1e4 - max) is 0
 # What the tokenizer adds around a text, per arch and side (our batching: src + </s>, <s> + tgt + </s>; LM
 # prompts <s> + text; encoder inputs <s> + text + </s>).
 TEMPLATES = {"encoder-decoder": f"$A {EOS}", "decoder": f"{BOS} $A", "encoder": f"{BOS} $A {EOS}"}
@@ -145,14 +148,56 @@ def hf_tokenizer(tok: Tokenizer, template: str) -> Any:
     return hf
 
 
-def _save_tokenizer(tok: Tokenizer, arch: str, folder: Path, max_len: int) -> None:
+def write_tokenizers(run: Run, out: Path, template: str | None = None) -> list[str]:
+    """tokenizer.json + tokenizer_config.json (PreTrainedTokenizerFast) of the input side in `out`, and of the
+    target side in out/target_tokenizer/ where it differs: standard files `tokenizers.Tokenizer.from_file` and
+    AutoTokenizer read. template: the specials added around a text (default: the run's batching, TEMPLATES).
+    Returns the sub-folders written ("" = out)."""
+    tokenizers = _tokenizers(run)
+    arch = run.model_config.arch
+    for sub, tok in tokenizers.items():
+        _save_tokenizer(tok, arch, out / sub, run.model_config.max_len, template or TEMPLATES[arch])
+    return sorted(tokenizers)
+
+
+def _save_tokenizer(tok: Tokenizer, arch: str, folder: Path, max_len: int, template: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    hf_tokenizer(tok, TEMPLATES[arch]).save(str(folder / "tokenizer.json"))
+    hf_tokenizer(tok, template).save(str(folder / "tokenizer.json"))
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": BOS, "eos_token": EOS, "pad_token": PAD,
               "unk_token": UNK, "model_max_length": max_len, "clean_up_tokenization_spaces": False,
               "split_special_tokens": True,  # a literal "<s>" in the text is text, as in ours
+              "model_input_names": ["input_ids", "attention_mask"],  # transformers 4.x would add token_type_ids
               "padding_side": "left" if arch == "decoder" else "right"}  # prompts are continued at the right end
     _write_json(folder / "tokenizer_config.json", config)
+
+
+def even_vocabularies(out: Path, hf: dict[str, Any]) -> dict[str, Any]:
+    """A Marian folder whose two vocabularies differ in size, rewritten so that transformers 4.x loads it too.
+
+    transformers 4.x builds the decoder's embedding as a copy of the source one (vocab_size rows) whatever
+    decoder_vocab_size says, so a target table of another size fails to load ("size mismatch ... [1743, 256] vs
+    [8000, 256]"); 5.x sizes it by decoder_vocab_size. Both majors load a folder where the two sizes are equal:
+    the smaller table gets zero rows up to V = max(sizes), and the output's extra ids a bias of PAD_LOGIT, so
+    they are never generated (softmax gives them 0 in float32) and the logits of the real ids are unchanged.
+    The target tokenizer keeps its own size: ids >= its vocabulary never come out. Returns the updated config."""
+    src, tgt = hf.get("vocab_size"), hf.get("decoder_vocab_size")
+    if hf.get("model_type") != "marian" or tgt is None or src == tgt:
+        return hf
+    from safetensors.torch import load_file, save_file
+
+    big = max(src, tgt)
+    tensors = load_file(str(out / "model.safetensors"))
+
+    def grow(t: torch.Tensor, fill: float = 0.0) -> torch.Tensor:  # (n, ...) -> (big, ...), new rows `fill`
+        return torch.cat([t, t.new_full((big - t.size(0), *t.shape[1:]), fill)]) if t.size(0) < big else t
+
+    for name in ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight"):
+        if name in tensors:
+            tensors[name] = grow(tensors[name]).contiguous()
+    bias = tensors.get("final_logits_bias", torch.zeros(1, tgt))  # (1, V_tgt); absent: Marian's zeros
+    tensors["final_logits_bias"] = grow(bias.T, PAD_LOGIT).T.contiguous()  # (1, big)
+    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return {**hf, "vocab_size": big, "decoder_vocab_size": big}
 
 
 def _write_json(file: Path, data: dict[str, Any]) -> None:
@@ -167,14 +212,11 @@ def export(run: Run, out: Path, quantization: str | None = None, **options: Any)
     model = exportable_model(run.model)
     c = model.config
     save_pretrained(model, out)
+    hf = even_vocabularies(out, json.loads((out / "config.json").read_text(encoding="utf-8")))
     (out / "model.safetensors").chmod((out / "config.json").stat().st_mode & 0o777)  # safetensors writes 0600
-    hf = json.loads((out / "config.json").read_text(encoding="utf-8"))
     hf.update({k: v for k, v in token_ids(c).items() if hf.get(k) is None})
     _write_json(out / "config.json", hf)
     gen = generation_config(c, run.decoding.alpha)
     if gen is not None:
         _write_json(out / "generation_config.json", gen)
-    tokenizers = _tokenizers(run)
-    for sub, tok in tokenizers.items():
-        _save_tokenizer(tok, c.arch, out / sub, c.max_len)
-    (out / "README.md").write_text(model_card(run, hf, gen, sorted(tokenizers)), encoding="utf-8")
+    (out / "README.md").write_text(model_card(run, hf, gen, write_tokenizers(run, out)), encoding="utf-8")

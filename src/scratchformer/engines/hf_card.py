@@ -106,23 +106,20 @@ def _usage(arch: str, targets: bool) -> list[str]:
 
 
 def _notes(arch: str, folded: bool, hf: dict[str, Any], gen: dict[str, Any] | None,
-           decoding: DecodingConfig) -> list[str]:
+           decoding: DecodingConfig, padded: bool = False) -> list[str]:
     if arch != "encoder-decoder":
         return ["- Special tokens as in training: `<s>`=1, `</s>`=2, `<pad>`=0, `<unk>`=3; the tokenizer adds them "
                 "as the run's batching did."]
     lp, alpha = (gen["length_penalty"] if gen else None), decoding.alpha
-    text_level = decoding.text_level()
     return [
         f"- **Length penalty.** Hugging Face ranks finished beams by `logP / |Y|^length_penalty`; scratchformer by "
         f"GNMT's `logP / ((5 + |Y|) / 6)^alpha` (alpha {alpha}, the run's decoding.json or the default), |Y| "
         f"counting `</s>` in both. The two are different functions; `length_penalty={lp}` has the same slope in "
         f"log |Y| as GNMT's alpha {alpha} at |Y| = 25 (alpha * |Y| / (5 + |Y|)), so beam outputs mostly, not "
-        "always, agree. Greedy search is the same algorithm on both sides (the same token ids).",
-        *([f"- **Text-level decoding.** The run's decoding.json also turns on {' and '.join(text_level)}: "
-           "scratchformer cuts each paragraph into its sentences and translates them one by one (split_sentences) "
-           "and puts back names and numbers the model miscopied from the source (repair_copies). `generate` does "
-           "neither: split the input into sentences yourself, or translate with scratchformer, which does both on "
-           "every engine."] if text_level else []),
+        "always, agree. Greedy search is the same algorithm on both sides (the same token ids). On the shipped "
+        "models/en-zh (alpha 1.5, 100 test sentences) `generate` equals scratchformer's search on 100 greedy and 94 "
+        "beam 4, in transformers 4.57.6 and 5.25 alike.",
+        *text_level_note(decoding, "`generate`"),
         "- **Maximum length.** Ours: source tokens + 50, at most the model's positions. generation_config.json can "
         f"only hold one `max_length` ({gen['max_length'] if gen else '?'}, the start symbol included): pass "
         "`max_new_tokens` (longest source of the batch + 50) to follow our rule.",
@@ -135,6 +132,11 @@ def _notes(arch: str, folded: bool, hf: dict[str, Any], gen: dict[str, Any] | No
         f"- **Start symbol.** The decoder starts from decoder_start_token_id={hf.get('decoder_start_token_id')} "
         "(`<s>` in scratchformer's vocabularies, where OPUS-MT models start from `<pad>`); `<pad>` is never "
         "generated (bad_words_ids), as in ours.",
+        *([f"- **Vocabularies.** The run's source and target vocabularies differ in size; transformers 4.x sizes "
+           "Marian's decoder embedding by vocab_size whatever decoder_vocab_size says, so both tables are padded to "
+           f"{hf.get('vocab_size')} rows (zeros) and the extra output ids get a bias of -1e4: never generated, and the "
+           "logits of the real ids are unchanged. The folder loads in transformers 4.4x-4.57 and 5.x alike."]
+          if padded else []),
         f"- scale_embedding={hf.get('scale_embedding')} (x sqrt(d_model)), final_logits_bias = our generator's bias, "
         f"activation_function={hf.get('activation_function')!r}, post-norm (Marian has no normalize_before), "
         f"share_encoder_decoder_embeddings={hf.get('share_encoder_decoder_embeddings')}, "
@@ -151,8 +153,99 @@ def model_card(run: Run, hf: dict[str, Any], gen: dict[str, Any] | None, tokeniz
              f"{run.path.name} --format hf` from a model trained with scratchformer, a hand-written Transformer.", "",
              f"Training data: {about}." + ("" if license_ else " License: see the training corpus's terms."), "",
              "## Use", "", *_usage(arch, "target_tokenizer" in tokenizer_dirs), "", "## Conversion and decoding",
-             "", *_notes(arch, run.model_config.positions == "sinusoidal", hf, gen, run.decoding), ""]
+             "", *_notes(arch, run.model_config.positions == "sinusoidal", hf, gen, run.decoding,
+                        run.model_config.src_vocab_size != run.model_config.tgt_vocab_size), ""]
     if figures:
         lines += ["## Measured (by scratchformer, on this model's own decoder)", "", "| metric | value |", "|---|---|",
                   *(f"| {f['name']} ({f['split']}) | {f['value']} |" for f in figures), ""]
+    return "\n".join(lines)
+
+
+# What generate / translate_batch leave out of the run's decoding, measured on the shipped models/en-zh (decoding.json:
+# alpha 1.5, split_sentences, repair_copies): sacreBLEU (zh) on the first 300 test sentences, beam 4;
+# PYTHONPATH=src python tests/clients/measure_text_level.py prints them (greedy: 43.8 with, 40.3 without).
+TEXT_LEVEL_LOSS = {"sentences": 300, "full": 46.5, "search_only": 43.0}
+
+
+def text_level_note(decoding: DecodingConfig, client: str) -> list[str]:
+    """One paragraph: the run's text-level steps `client` cannot do, and what its output loses (measured)."""
+    steps = decoding.text_level()
+    if not steps:
+        return []
+    m = TEXT_LEVEL_LOSS
+    figure = (f" Measured on the shipped models/en-zh ({m['sentences']} test sentences, beam 4): BLEU {m['full']} "
+              f"with them, {m['search_only']} without, so {client} alone loses "
+              f"{round(m['full'] - m['search_only'], 1)} BLEU there." if m["full"] is not None else "")
+    return [f"- **Text-level decoding.** The run's decoding.json also turns on {' and '.join(steps)}: scratchformer "
+            "cuts each paragraph into its sentences and translates them one by one (split_sentences) and puts back "
+            f"names and numbers the model miscopied from the source (repair_copies). {client} does neither: split "
+            "the input into sentences yourself, or translate with scratchformer, which does both on every engine."
+            + figure]
+
+
+def client_readme(run: Run, fmt: str, tokenizer_dirs: list[str], options: dict[str, Any] | None = None) -> str:
+    """README.md of an ONNX or CTranslate2 export: how to use it without scratchformer, the decoding settings it
+    carries, and what the client cannot do."""
+    from scratchformer.engines.hf import BEAM, length_penalty_for
+
+    d, name = run.decoding, run.path.name
+    target = "target_tokenizer" in tokenizer_dirs
+    out_tok = 'DIR + "/target_tokenizer"' if target else "DIR"
+    lp = length_penalty_for(d.alpha)
+    if fmt == "onnx":
+        title, client = "ONNX (Optimum's seq2seq layout)", "`generate`"
+        use = ["```python", "from optimum.onnxruntime import ORTModelForSeq2SeqLM",
+               "from transformers import AutoTokenizer", "", 'DIR = "."',
+               "model = ORTModelForSeq2SeqLM.from_pretrained(DIR)",
+               "tok = AutoTokenizer.from_pretrained(DIR)", f"out_tok = AutoTokenizer.from_pretrained({out_tok})",
+               'batch = tok(["Click OK."], return_tensors="pt", padding=True)',
+               "print(out_tok.batch_decode(model.generate(**batch), skip_special_tokens=True))  # beam 4",
+               "```", "", "generation_config.json carries the run's settings: num_beams 4, "
+               f"`length_penalty={lp}` (Hugging Face's `|Y|^length_penalty` with the slope of GNMT's alpha {d.alpha} "
+               f"at |Y| = 25), max_length {run.model_config.max_len + 1} (the start symbol included), the start, end "
+               "and pad ids; `<pad>` is never generated. Beam outputs mostly, not always, equal scratchformer's "
+               "(the two length penalties are different functions); greedy ones are the same ids. On the shipped "
+               "models/en-zh (alpha 1.5, 100 test sentences): identical to scratchformer's on 100 greedy, 94 beam 4 "
+               "(length_penalty 1.0 / 1.4 give 85 / 93 there)."]
+    else:
+        title, client = "CTranslate2", "`translate_batch`"
+        use = ["```python", "import json", "import ctranslate2", "from tokenizers import Tokenizer", "",
+               'DIR = "."', "translator = ctranslate2.Translator(DIR)",
+               'src = Tokenizer.from_file(DIR + "/tokenizer.json")',
+               'src.encode_special_tokens = True  # a literal "<s>" in the text stays text (not kept in the file)',
+               f'tgt = Tokenizer.from_file({out_tok} + "/tokenizer.json")',
+               'options = json.load(open(DIR + "/translate_options.json"))',
+               'tokens = [src.encode(t).tokens for t in ["Click OK."]]',
+               "results = translator.translate_batch(tokens, **options)",
+               "print([tgt.decode([tgt.token_to_id(t) for t in r.hypotheses[0]]) for r in results])", "```", "",
+               "**Tokenizing without scratchformer.** CTranslate2 speaks token strings. `tokenizer.json` is a plain "
+               "`tokenizers` file of the source side: `Tokenizer.from_file(...).encode(text).tokens` gives the "
+               "pieces the model reads (it adds no `</s>`: CTranslate2 appends it itself, config.json's "
+               "add_source_eos). "
+               + ("`target_tokenizer/tokenizer.json` is the target side's" if target else "The same file is the "
+                  "target side's")
+               + ": map each output token to its id with `token_to_id` and `decode` the ids (specials skipped), "
+               "which also undoes the byte-level pieces. scratchformer's own tokenizer files (a wrapper around "
+               "the same `tokenizers` JSON) are not needed.", "",
+               "translate_options.json carries the run's settings as translate_batch's keywords: "
+               f"{json.dumps(options)}. CTranslate2 ranks finished beams by `logP / |Y|^length_penalty`, "
+               f"scratchformer by GNMT's `logP / ((5 + |Y|) / 6)^alpha` (alpha {d.alpha}); "
+               f"`length_penalty={lp}` has the same slope at |Y| = 25, and patience 2 lets CTranslate2 finish more "
+               "hypotheses before it stops: beam outputs mostly, not always, equal scratchformer's (greedy ones are "
+               "the same). On the shipped models/en-zh (alpha 1.5, 100 test sentences, beam 4): 92 identical with "
+               "these options (length_penalty 1.0: 84, 1.5: 87; patience 1: 80). For scratchformer's own ranking, "
+               "ask for the finished hypotheses and rank them by GNMT (96 of 100 there; the rest are hypotheses one "
+               "search finds after the other stopped):", "",
+               "```python", "a, beta = ALPHA, options[\"length_penalty\"]",
+               "found = translator.translate_batch(tokens, **options, num_hypotheses=8, return_scores=True, "
+               "return_end_token=True)",
+               "best = [max(zip(r.hypotheses, r.scores), key=lambda h: h[1] * len(h[0]) ** beta / ((5 + len(h[0])) "
+               "/ 6) ** a)[0] for r in found]  # then drop a final </s>", "```", "",
+               f"(ALPHA = {d.alpha}, the run's.) max_decoding_length is the model's max_len; scratchformer allows "
+               "source length + 50 (at most max_len): pass your own per batch to follow it."]
+    lines = [f"# {name}: {title}", "", f"Exported by `scratchformer export {name} --format {fmt}`; it loads "
+             "without scratchformer.", "", "## Use", "", *use, "", "## What the client does not do", "",
+             *(text_level_note(d, client) or ["- Nothing: the run's decoding.json turns on no text-level step."]),
+             f"- Beam {BEAM} as the export's default; ensembles (decoding.json `ensemble`) are scratchformer's own.",
+             ""]
     return "\n".join(lines)

@@ -1,6 +1,6 @@
 """The three graphs of the ONNX export, as small nn.Modules over plain tensors (the exporter cannot see KVCache).
 
-    EncoderGraph       input_ids (B, L_src), attention_mask (B, L_src)  -> encoder_hidden_states (B, L_src, D)
+    EncoderGraph       input_ids (B, L_src), attention_mask (B, L_src)  -> last_hidden_state (B, L_src, D)
     DecoderGraph       input_ids (B, L), encoder_attention_mask (B, L_src), encoder_hidden_states (B, L_src, D)
                        -> logits (B, L, V), present.{i}.decoder.key/value (B, h, L, d),
                           present.{i}.encoder.key/value (B, h, L_src, d)              the first step, no past
@@ -8,7 +8,9 @@
                        past_key_values.{i}.decoder.key/value (B, h, L_past, d), .encoder.key/value (B, h, L_src, d)
                        -> logits (B, L, V), present.{i}.decoder.key/value (B, h, L_past + L, d)
 
-The names and the split into decoder_model / decoder_with_past_model are Optimum's for seq2seq models. The
+The file names, the input and output names and the split into decoder_model / decoder_with_past_model are
+Optimum's for seq2seq models (optimum.onnxruntime.ORTModelForSeq2SeqLM reads the encoder's `last_hidden_state`,
+feeds every graph input it names and splits the outputs holding ".key"/".value" by "encoder" in the name). The
 graphs run our own modules (model.src_embed, model.encoder, model.tgt_embed, model.decoder, model.generator):
 the decoder reads and writes its keys and values through `TensorCache`, a plain-tensor stand-in for DecoderCache.
 attention_mask is Hugging Face's convention: 1 = real token, 0 = padding.
@@ -33,6 +35,7 @@ from scratchformer.model.masks import causal_mask
 from scratchformer.model.transformer import EncoderDecoder, _decoder_self_mask
 
 KINDS = ("decoder.key", "decoder.value", "encoder.key", "encoder.value")  # per layer, in this order
+ENCODER_OUTPUT = "last_hidden_state"  # Optimum's name (ORTEncoder), fed back to the decoders as encoder_hidden_states
 
 
 class _Keys:
@@ -166,7 +169,7 @@ def export_graphs(model: EncoderDecoder, out: Path) -> list[str]:
                              device=device) for _ in range(n) for kind in KINDS)
     past_axes = tuple({0: b, 2: p if kind.startswith("decoder") else s} for _ in range(n) for kind in KINDS)
     jobs = [("encoder_model.onnx", EncoderGraph(model), (src, mask), ["input_ids", "attention_mask"],
-             ["encoder_hidden_states"], ({0: b, 1: s}, {0: b, 1: s})),
+             [ENCODER_OUTPUT], ({0: b, 1: s}, {0: b, 1: s})),
             ("decoder_model.onnx", DecoderGraph(model), (tgt, mask, memory), input_names(n, False),
              output_names(n, False), ({0: b, 1: t}, {0: b, 1: s}, {0: b, 1: s})),
             ("decoder_with_past_model.onnx", DecoderWithPast(model), (tgt, mask, *past), input_names(n, True),
