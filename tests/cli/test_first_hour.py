@@ -190,3 +190,36 @@ def test_train_help_shows_one_default_each_the_recipes(capsys):
     assert "default" not in no_test  # a switch: no misleading "(default: True)"
     assert "TSV" in text.split("--corpus CORPUS", 1)[1].split(" --")[0]
     assert text.count("(default:") == text.count("default:")  # one form, once per option
+
+
+# -- one BLEU headline per model -----------------------------------------------------------------------------------
+
+def test_the_headline_is_what_evaluate_prints_with_its_args(tiny_run, tmp_path, capsys):
+    """scripts/ship_checkpoint.py --headline: README.json's one figure, with split, sentences, decoding and signature,
+    equal to `evaluate MODEL` with the headline's args (what the demo runs)."""
+    import importlib.util
+    import shutil
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("ship_checkpoint", root / "scripts" / "ship_checkpoint.py")
+    ship = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(root / "scripts"))
+    try:
+        spec.loader.exec_module(ship)
+    finally:
+        sys.path.remove(str(root / "scripts"))
+    model = shutil.copytree(tiny_run, tmp_path / "model")
+    (model / "decoding.json").write_text('{"alpha": 1.0, "split_sentences": true}')
+    (model / "README.json").write_text('{"corpus": "toy"}')
+    ship.write_headline(model)
+    capsys.readouterr()
+    meta = json.loads((model / "README.json").read_text())
+    head = meta["headline"]
+    assert meta["corpus"] == "toy"  # the rest kept
+    assert head["split"] == "toy test" and head["sentences"] > 0 and head["bleu_signature"].startswith("nrefs:1")
+    assert "greedy (beam 1), alpha 1.0, split_sentences (its decoding.json)" == head["decoding"]
+    assert main(["evaluate", str(model), *head["args"], "--json", "--show", "0"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["bleu"], result["sentences"]) == (head["bleu"], head["sentences"])
