@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from scratchformer.errors import InputError
 
@@ -21,10 +20,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
     if args.name is None:
         raise InputError("give an experiment name, or --list to see them")
     set_threads(args.threads)
-    if args.name in EXPERIMENTS:  # an unknown name is run_experiment's one-line error
-        print(f"lab {args.name}: {EXPERIMENTS[args.name][1]} ({'under a minute' if args.quick else 'up to 5 minutes'} "
-              "on 2 CPU cores; each training shows a bar on a terminal)", file=sys.stderr, flush=True)
-    result = run_experiment(args.name, args.out, args.quick, args.run)
+    result = run_experiment(args.name, args.out, args.quick, args.run, progress=True)
     print(result.conclusion)
     print(f"wrote {result.figure} and {result.extra['json']} in {result.extra['seconds']} s")
     return 0
