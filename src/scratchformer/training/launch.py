@@ -88,6 +88,8 @@ def resumed_config(out: Path, given: dict, is_main: bool) -> TrainConfig:
             continue
         if value == old and type(value) is type(old):
             continue
+        if key == "corpus" and isinstance(old, str) and absolute_corpus(old) == value:
+            continue  # a run that recorded its corpus relative (before paths were made absolute)
         if key not in SAFE_ON_RESUME:
             flag = "--" + key.replace("_", "-")
             raise ConfigError(f"--resume {out}: {flag} {value!r} differs from the run's {old!r}: it would make a "
