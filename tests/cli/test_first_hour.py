@@ -223,3 +223,19 @@ def test_the_headline_is_what_evaluate_prints_with_its_args(tiny_run, tmp_path, 
     assert main(["evaluate", str(model), *head["args"], "--json", "--show", "0"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert (result["bleu"], result["sentences"]) == (head["bleu"], head["sentences"])
+
+
+def test_the_shipped_readme_has_one_headline_with_split_decoding_and_signature():
+    """models/en-zh/README.json: the one figure the demo prints and measures again (`evaluate en-zh` + its args),
+    with the decoding that its decoding.json gives (measured with scripts/ship_checkpoint.py's rule)."""
+    from pathlib import Path
+
+    model = Path(__file__).resolve().parents[2] / "models" / "en-zh"
+    meta = json.loads((model / "README.json").read_text(encoding="utf-8"))
+    head, decoding = meta["headline"], json.loads((model / "decoding.json").read_text(encoding="utf-8"))
+    corpus = json.loads((model / "train_config.json").read_text(encoding="utf-8"))["corpus"]
+    assert head["split"] == f"{corpus} test" and head["args"] == ["--split", "test", "--beam", "1"]
+    assert head["sentences"] == len(load_pairs(corpus, "test"))
+    assert f"alpha {decoding['alpha']}" in head["decoding"] and head["bleu_signature"].startswith("nrefs:1|")
+    assert ("split_sentences" in head["decoding"]) == decoding["split_sentences"]
+    assert ("repair_copies" in head["decoding"]) == decoding["repair_copies"]
