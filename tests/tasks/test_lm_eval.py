@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from scratchformer.cli import main
+from scratchformer.data.corpus import load_text
 from scratchformer.errors import ConfigError
 from scratchformer.evaluation.lm import evaluate_lm
 from scratchformer.model import build_model
@@ -24,7 +25,9 @@ def test_a_trained_lm_has_lower_perplexity_than_an_untrained_one(lm_run, tmp_pat
     vocab = config.tgt_vocab_size
     assert untrained["perplexity"] > 0.5 * vocab  # about uniform over the vocabulary at initialisation
     assert trained["perplexity"] < 3.0 < untrained["perplexity"] / 5
-    assert trained["sentences"] == untrained["sentences"] == 400
+    # the run's one text file: scored on its held-out test share (data/corpus.py held_out), never on train
+    held_out = load_text(load_run(lm_run).train_config.corpus, "test", holdout="hash")
+    assert trained["sentences"] == untrained["sentences"] == len(held_out) and 0 < len(held_out) < 400
     assert 0 < trained["bits_per_char"] < untrained["bits_per_char"]
 
 
@@ -63,7 +66,7 @@ def test_train_task_alone_picks_its_demo_recipe(task, preset, tmp_path, capsys):
     corpus = tmp_path / "text.txt"
     corpus.write_text("\n".join(help_sentences(60, seed=1)) + "\n")
     argv = ["train", "--task", task, "--corpus", str(corpus), "--max-steps", "2", "--eval-every", "0",
-            "--tgt-vocab-size", "300", "--out", str(tmp_path / "run"), "--quiet", "d_model=16", "n_heads=2",
+            "--tgt-vocab-size", "300", "--out", str(tmp_path / "run"), "--quiet", "--json", "d_model=16", "n_heads=2",
             "d_ff=16", "max_len=64", "--max-len", "64"]
     assert main(argv) == 0
     saved = json.loads((tmp_path / "run" / "train_config.json").read_text())

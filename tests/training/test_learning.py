@@ -43,9 +43,10 @@ def test_copy_task_reaches_near_full_exact_match_on_held_out_sequences(tmp_path)
     train_lines = set(_copy_corpus(tmp_path / "train.tsv", 6000, seed=1))
     held_out = [x for x in _copy_corpus(tmp_path / "held_out.tsv", 300, seed=2) if x not in train_lines][:100]
     (tmp_path / "held_out.tsv").write_text("\n".join(held_out) + "\n")
-    cfg = TrainConfig(corpus=str(tmp_path / "train.tsv"), preset="tiny", src_tokenizer="word", tgt_tokenizer="word",
-                      shared_vocab=True, max_steps=1000, warmup=100, lr_factor=1.0, max_tokens=1024,
-                      label_smoothing=0.0, eval_every=0, bleu_samples=0, model={"dropout": 0.0})
+    # holdout none: all 6000 lines train, as when the bar was measured; the held-out file is scored explicitly
+    cfg = TrainConfig(corpus=str(tmp_path / "train.tsv"), holdout="none", preset="tiny", src_tokenizer="word",
+                      tgt_tokenizer="word", shared_vocab=True, max_steps=1000, warmup=100, lr_factor=1.0,
+                      max_tokens=1024, label_smoothing=0.0, eval_every=0, bleu_samples=0, model={"dropout": 0.0})
     train(cfg, tmp_path / "run", quiet=True)
     result = evaluate_run(tmp_path / "run", corpus=str(tmp_path / "held_out.tsv"), show=3)
     assert result["sentences"] == len(held_out) >= 80

@@ -21,11 +21,23 @@ COMMAND_MODULES = ["params_cmd", "shapes_cmd", "plot_cmd", "train_cmd", "transla
                    "generate_cmd", "chat_cmd", "consolidate_cmd", "export_cmd", "report_cmd", "serve_cmd", "lab_cmd"]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with abbreviations off: `--max-step 5` is an error, not a silent `--max-steps 5`. Subcommands'
+    parsers are of the parser's own class (add_subparsers' default), so this holds for every command."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from scratchformer import __version__
+
+    parser = Parser(
         prog="scratchformer",
         description="The Transformer, written by hand: train, translate, generate, evaluate and inspect.",
     )
+    parser.add_argument("--version", action="version", version=f"scratchformer {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(f"scratchformer.cli.{name}").register(sub)

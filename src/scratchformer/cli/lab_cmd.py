@@ -20,7 +20,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
     if args.name is None:
         raise InputError("give an experiment name, or --list to see them")
     set_threads(args.threads)
-    result = run_experiment(args.name, args.out, args.quick, args.run, overwrite=args.overwrite)
+    result = run_experiment(args.name, args.out, args.quick, args.run, overwrite=args.overwrite, progress=True)
     print(result.conclusion)
     print(f"wrote {result.figure} and {result.extra['json']} in {result.extra['seconds']} s")
     return 0

@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 import typing
 from pathlib import Path
+from typing import Any
 
 from scratchformer.cli.common import parse_bool, parse_overrides
 from scratchformer.config import RECIPES, TrainConfig
@@ -41,6 +43,37 @@ def _flag_type(hint):
     return optional
 
 
+_HELP = {
+    "corpus": "what to train on: a TSV file (source<TAB>target on each line, .tsv or .tsv.gz), \"SRC_FILE,TGT_FILE\" "
+              "(two aligned text files), or a bundled corpus (en-zh, software, gimp, lo-module, toy)",
+    "holdout": "a corpus of one file: hash holds out valid and test rows by a hash of the source sentence (5%% "
+               "each, at most 2,000); none uses the file for every split (scores on it are training scores)",
+    "test_report": "translate: greedy BLEU on the test split after training",
+    "warmup": "updates of linear learning-rate warm-up (Noam schedule)",
+    "max_steps": "optimiser updates to train for",
+    "max_tokens": "padded tokens per batch (per process)",
+}
+
+
+def _shown(value: Any) -> str:
+    """A default as one types it: none, true, false, 1000."""
+    return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def field_help(f: dataclasses.Field) -> str:
+    """The flag's help with its one default: the demo recipe's value where it sets one (what `train` with no
+    --recipe / --config uses), and the built-in one used with --config."""
+    base = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+    recipe = RECIPES["demo"]
+    if f.name in recipe and recipe[f.name] != base:
+        default = f"default: {_shown(recipe[f.name])} from the demo recipe; {_shown(base)} with --config and no " \
+                  "--recipe"
+    else:
+        default = f"default: {_shown(base)}"
+    text = _HELP.get(f.name, "")
+    return f"{text} ({default})" if text else f"({default})"
+
+
 def _flags(args: argparse.Namespace) -> dict:
     """The TrainConfig fields given on the command line (`none` as an explicit None)."""
     flags = {}
@@ -59,17 +92,60 @@ def cmd_train(args: argparse.Namespace) -> int:
     # SIGINT / SIGTERM: the checkpoint is saved; no test report, and the shell's status for that signal
     status = 128 + summary["signal"] if summary.get("interrupted") and summary.get("signal") else 0
     if summary.pop("is_main", True):
-        print(json.dumps({"run_dir": str(out), **summary}, ensure_ascii=False))
-        if cfg.task == "translate" and args.test_after and not status:
+        summary = {"run_dir": str(out), **summary}
+        print(json.dumps(summary, ensure_ascii=False) if args.json else readable_summary(summary))
+        if cfg.task == "translate" and cfg.test_report and not status:
             from scratchformer.evaluation.translation import evaluate_run
 
-            print(json.dumps(evaluate_run(out, split="test", beam=1, limit=None, show=5), ensure_ascii=False))
+            if not args.quiet:
+                print("test report: greedy decoding of the test split ...", file=sys.stderr, flush=True)
+            test = evaluate_run(out, split="test", beam=1, limit=None, show=5)
+            print(json.dumps(test, ensure_ascii=False) if args.json else readable_test(test))
     return status
 
 
+def _figure(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def readable_summary(summary: dict[str, Any]) -> str:
+    """The end of training for a person: where the run is, how far it got, its last validation, where its data
+    came from; `--json` prints the same dict as one JSON line."""
+    s = summary
+    stop = f" (interrupted by signal {s['signal']})" if s.get("interrupted") else ""
+    lines = [f"trained {s['run_dir']}: {s['step']} updates, epoch {s.get('epoch', 0)}, "
+             f"{s.get('elapsed_s', 0) / 60:.1f} min{stop}"]
+    valid = [f"{k.removeprefix('valid_')} {_figure(s[k])}" for k in ("valid_loss", "valid_nll", "valid_ppl")
+             if k in s]
+    if "bleu" in s:
+        valid.append(f"greedy BLEU {s['bleu']} on its first sentences (--bleu-samples)")
+    if valid:
+        lines.append(f"  valid (step {s.get('step')}): {', '.join(valid)}")
+    data = s.get("data") or {}
+    if data:
+        counts = ", ".join(f"{data[k]} {k}" for k in ("train", "valid", "test") if k in data)
+        lines.append(f"  data: {data.get('corpus')}: {data.get('splits')}{f' ({counts})' if counts else ''}")
+    shown = {"run_dir", "step", "epoch", "elapsed_s", "interrupted", "signal", "data", "kind", "valid_loss",
+             "valid_nll", "valid_ppl", "bleu"}
+    rest = [f"{k} {_figure(v)}" for k, v in s.items() if k not in shown and not isinstance(v, (dict, list))]
+    if rest:
+        lines.append(f"  {', '.join(rest)}")
+    return "\n".join(lines)
+
+
+def readable_test(result: dict[str, Any]) -> str:
+    """The test report for a person: the scores with their decoding, then a few samples."""
+    lines = [f"test ({result.get('corpus')}, {result.get('sentences', '?')} sentences, beam 1): BLEU "
+             f"{result.get('bleu')}, chrF {result.get('chrf')}"]
+    if result.get("bleu_signature"):
+        lines.append(f"  sacreBLEU {result['bleu_signature']}")
+    for sample in result.get("samples", []):
+        lines.append(f"  src: {sample['src']}\n  ref: {sample['ref']}\n  hyp: {sample['hyp']}")
+    return "\n".join(lines)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train a model (translation by default) into a run directory",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = sub.add_parser("train", help="train a model (translation by default) into a run directory")
     p.add_argument("--recipe", choices=sorted(RECIPES), default=None,
                    help="named settings (default when no --config is given: demo, or lm-demo / mlm-demo / "
                         "classify-demo for --task lm / mlm / classify)")
@@ -79,11 +155,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="delete an existing run in --out first (only the files training wrote)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--no-test", dest="test_after", action="store_false", help="skip the test-split report")
+    p.add_argument("--json", action="store_true", help="print the end-of-training summary as one JSON line")
+    p.add_argument("--no-test", dest="test_report", action="store_const", const=False,
+                   help="skip the test-split report (--test-report false; kept by --resume)")
     for f in dataclasses.fields(TrainConfig):
         if f.name in _SKIP:
             continue
         p.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, type=_flag_type(_HINTS[f.name]), default=None,
-                       help=f"(default {f.default!r})" if f.default is not dataclasses.MISSING else None)
+                       help=field_help(f))
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="model config overrides, e.g. d_model=128")
     p.set_defaults(func=cmd_train)

@@ -29,6 +29,8 @@ def _label(name: str) -> str:
 class TrainConfig:
     task: str = "translate"
     corpus: str = "en-zh"  # a bundled corpus name, a TSV file, or "SRC_FILE,TGT_FILE"
+    holdout: str = "hash"  # a corpus of one file: hash = valid and test held out of it (data/corpus.py held_out),
+    # none = the file serves every split (valid and test scores are then training scores)
     preset: str = "demo"
     model: dict[str, Any] = field(default_factory=dict)  # ModelConfig overrides
     src_tokenizer: str = "bpe"  # char | word | bpe | unigram
@@ -62,6 +64,7 @@ class TrainConfig:
     text_side: str = "both"  # lm / mlm: which side of a parallel corpus is the text: src | tgt | both
     upsample: str | None = None  # translate, a corpus of several sources: "gimp=4,django=2" repeats those sources'
     # train pairs 4 and 2 times (data/corpus.py upsample_sources)
+    test_report: bool = True  # translate: greedy BLEU on the test split once training ends (`train --no-test`: off)
     init: str | None = None  # a run directory to start from: its weights, tokenizers and model config (translate,
     # lm: fine-tuning with a fresh optimiser and schedule), or its encoder (classify: e.g. an mlm run)
 
@@ -74,6 +77,8 @@ class TrainConfig:
         for name in ("max_tokens", "accum_steps", "max_steps", "warmup", "max_len"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)} ({_flag(name)})")
+        if self.holdout not in ("hash", "none"):
+            raise ConfigError(f"holdout={self.holdout!r} is not one of hash, none (--holdout)")
         if self.text_side not in ("src", "tgt", "both"):
             raise ConfigError(f"text_side={self.text_side!r} is not one of src, tgt, both (--text-side)")
         if not 0 <= self.label_smoothing < 1:  # also refuses nan
@@ -121,6 +126,8 @@ class TrainConfig:
     def load(cls, path: str | Path) -> TrainConfig:
         """train_config.json (or a --config file); a ConfigError naming the file for any bad value."""
         data = read_json(path, "training config")  # a JSON object, or a one-line error naming the file
+        if isinstance(data, dict) and "holdout" not in data:
+            data["holdout"] = "none"  # a run trained before the rule: its file served every split
         try:
             return cls.from_dict(data)
         except ConfigError as e:

@@ -6,6 +6,11 @@ A `source` is one of
 - a TSV file (``.tsv`` or ``.tsv.gz``), one ``source<TAB>target`` pair per line (``split`` ignored);
 - ``"SRC_FILE,TGT_FILE"``: two aligned text files, one sentence per line.
 
+A corpus of one file (a TSV, "SRC_FILE,TGT_FILE" or a text file) has no valid and test split of its own. With
+``holdout="hash"`` (what `train` records for such a corpus) its rows are split by a hash of the source sentence
+(`held_out`): a fixed share goes to valid, as much to test, the rest to train, the same on every machine and run;
+``holdout="none"`` serves the whole file as every split (a bundled corpus always brings its own splits).
+
 Bad lines are reported as ``file:line: reason``; ``on_error="stop"`` raises `CorpusError`,
 ``on_error="skip"`` drops them with one summary warning. Blank lines are ignored silently.
 """
@@ -14,11 +19,13 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import hashlib
 import re
 import warnings
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from scratchformer.config import regular_file
 from scratchformer.errors import ScratchformerError
@@ -28,6 +35,10 @@ ON_ERROR = ("stop", "skip")
 SPLITS = ("train", "valid", "test")  # what a corpus of one train file serves; other names must exist as files
 SIDES = ("src", "tgt", "both")
 _SUFFIXES = (".tsv.gz", ".tsv")
+HOLDOUTS = ("hash", "none")
+# `held_out`: each of valid and test gets this share of a file's distinct source sentences, within these bounds;
+# a file with fewer distinct sources than HOLDOUT_LEAST is not split (its scores are then training scores)
+HOLDOUT_SHARE, HOLDOUT_MAX, HOLDOUT_LEAST = 0.05, 2000, 20
 _HINT = "(use --on-error skip to skip bad lines)"
 # the language pair of the bundled corpora whose name does not spell it (en-zh does)
 BUNDLED_LANGUAGES = {"software": ("en", "zh"), "gimp": ("en", "zh"), "toy": ("en", "zh")}
@@ -218,6 +229,19 @@ def _is_tsv(path: Path) -> bool:
     return path.name.endswith(_SUFFIXES)
 
 
+def absolute_corpus(source: str) -> str:
+    """`source` as a run records it: a file (or each of "SRC_FILE,TGT_FILE") as an absolute path, so that
+    `evaluate RUN` finds it from any folder; a bundled name as it is."""
+    path = Path(source)
+    if path.exists() and not path.is_dir():  # a folder is not a corpus: a bundled name of that name is meant
+        return str(path.resolve())
+    if "," in source and source not in bundled_corpora():
+        parts = [p.strip() for p in source.split(",", 1)]
+        if all(Path(p).exists() for p in parts):
+            return ",".join(str(Path(p).resolve()) for p in parts)
+    return source
+
+
 def check_corpus(source: str | Path) -> None:
     """A one-line CorpusError unless `source` names something `load_pairs` can read (a file, a bundled name or two
     files "SRC_FILE,TGT_FILE"); nothing is read. `train` calls it before it writes into --out."""
@@ -229,8 +253,49 @@ def check_corpus(source: str | Path) -> None:
     raise CorpusError(_not_found_message(text))
 
 
-def load_pairs(source: str | Path, split: str = "train", on_error: str = "stop") -> list[tuple[str, str]]:
-    """(source, target) sentence pairs from a bundled name, a TSV file or ``"SRC_FILE,TGT_FILE"``."""
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=8).digest()
+
+
+def holdout_sizes(n_distinct: int) -> int:
+    """How many distinct source sentences each of valid and test takes from a file of `n_distinct` (0: no split)."""
+    if n_distinct < HOLDOUT_LEAST:
+        return 0
+    return min(HOLDOUT_MAX, max(1, round(n_distinct * HOLDOUT_SHARE)))
+
+
+def held_out(rows: list, split: str, key: Callable[[Any], str] = str) -> list:
+    """`split`'s rows of one file under the hash rule: the distinct keys (source sentences) sorted by their
+    BLAKE2b digest; the first k go to valid, the next k to test (k = holdout_sizes), the rest to train. A key's
+    every row lands in one split, so a sentence repeated in the file never reaches both train and test."""
+    order = sorted({_digest(key(r)) for r in rows})
+    k = holdout_sizes(len(order))
+    if k == 0:
+        return rows
+    valid, test = set(order[:k]), set(order[k:2 * k])
+    want = {"valid": valid.__contains__, "test": test.__contains__,
+            "train": lambda d: d not in valid and d not in test}[split]
+    return [r for r in rows if want(_digest(key(r)))]
+
+
+def is_bundled(source: str | Path) -> bool:
+    """A bundled corpus name (it brings its own splits), not a user's file."""
+    return str(source) in bundled_corpora() and not Path(source).is_file()
+
+
+def load_pairs(source: str | Path, split: str = "train", on_error: str = "stop",
+               holdout: str = "none") -> list[tuple[str, str]]:
+    """(source, target) sentence pairs from a bundled name, a TSV file or ``"SRC_FILE,TGT_FILE"``; holdout "hash":
+    a user's file's `split` share (`held_out`), "none": the whole file whatever the split."""
+    if holdout not in HOLDOUTS:
+        raise ValueError(f"holdout must be one of {HOLDOUTS}, got {holdout!r}")
+    pairs = _load_pairs(source, split, on_error)
+    if holdout == "hash" and not is_bundled(source) and split in SPLITS:
+        return held_out(pairs, split, key=lambda p: p[0])
+    return pairs
+
+
+def _load_pairs(source: str | Path, split: str, on_error: str) -> list[tuple[str, str]]:
     if on_error not in ON_ERROR:
         raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
     path = Path(source)
@@ -250,7 +315,7 @@ def load_pairs(source: str | Path, split: str = "train", on_error: str = "stop")
 
 
 def load_text(
-    source: str | Path, split: str = "train", side: str = "both", on_error: str = "stop"
+    source: str | Path, split: str = "train", side: str = "both", on_error: str = "stop", holdout: str = "none"
 ) -> list[str]:
     """Sentences for language modelling: lines of a plain text file, or one side of a parallel corpus.
 
@@ -262,8 +327,9 @@ def load_text(
     path = Path(source)
     _check_split(source, split)
     if path.is_file() and not _is_tsv(path):
-        return [line.strip() for line in _read_lines(path) if line.strip()]
-    pairs = load_pairs(source, split, on_error)
+        lines = [line.strip() for line in _read_lines(path) if line.strip()]
+        return held_out(lines, split) if holdout == "hash" and split in SPLITS else lines
+    pairs = load_pairs(source, split, on_error, holdout)
     srcs = [s for s, _ in pairs] if side in ("src", "both") else []
     tgts = [t for _, t in pairs] if side in ("tgt", "both") else []
     return srcs + tgts

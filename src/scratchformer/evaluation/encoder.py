@@ -103,14 +103,16 @@ def evaluate_encoder(run_dir: str | Path, split: str = "test", weights: str | Pa
         raise ConfigError(f"{run_dir} has no train_config.json naming its corpus: pass --corpus")
     max_len = min(tc.max_len if tc else run.model_config.max_len, run.model_config.max_len)
     result: dict[str, Any] = {"run_dir": str(run_dir), "corpus": source, "split": split}
+    holdout = tc.holdout if tc and not corpus else "none"  # the run's own splits of a one-file corpus
     if head == "classification":
-        pairs = load_pairs(source, split, on_error="skip")
+        pairs = load_pairs(source, split, on_error="skip", holdout=holdout)
         trained_on = tc.corpus if tc else source  # the majority class is the one of the run's own train split
-        train_labels = [y for _, y in load_pairs(trained_on, "train", on_error="skip")]
+        train_labels = [y for _, y in load_pairs(trained_on, "train", on_error="skip",
+                                                     holdout=tc.holdout if tc else "none")]
         return {**result, **classification_report(run.model, run.tgt_tok, pairs, train_labels, max_len)}
     if head == "mlm":
         mask_id = run.model_config.mask_id if run.model_config.mask_id is not None else run.tgt_tok.token_to_id(MASK)
-        texts = load_text(source, split, side=tc.text_side if tc else "both", on_error="skip")
+        texts = load_text(source, split, side=tc.text_side if tc else "both", on_error="skip", holdout=holdout)
         seqs = [s for s in encode_sentences(run.tgt_tok, texts, max_len) if len(s) > 2]
         return {**result, "sentences": len(seqs),
                 **mlm_scores(run.model, seqs, mask_id, seed=tc.seed if tc else 0)}

@@ -38,7 +38,9 @@ def evaluate_lm(run_dir: str | Path, split: str = "test", weights: str | Path | 
     if source is None:
         raise ConfigError(f"{run_dir} has no train_config.json naming its corpus: pass --corpus")
     max_len = min(tc.max_len if tc else run.model_config.max_len, run.model_config.max_len)
-    texts = [t for t in load_text(source, split, side=tc.text_side if tc else "both", on_error="skip") if t]
+    holdout = tc.holdout if tc and not corpus else "none"  # the run's own splits of a one-file corpus
+    texts = [t for t in load_text(source, split, side=tc.text_side if tc else "both", on_error="skip",
+                                  holdout=holdout) if t]
     seqs = [s for s in encode_sentences(run.tgt_tok, texts, max_len) if len(s) > 2]
     if not seqs:
         raise ConfigError(f"{source} ({split}) has no sentences to score")

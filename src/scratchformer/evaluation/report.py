@@ -67,5 +67,6 @@ def write_run_report(run_dir: str | Path, out: str | Path, samples: int = 3, lim
     source = corpus or (run.train_config.corpus if run.train_config else None)
     if source is None:
         raise ConfigError(f"{run_dir} has no train_config.json naming its corpus: pass --corpus")
-    rows, scores = report_figures(run, load_pairs(source, "test", on_error="skip"), samples, limit)
+    holdout = run.train_config.holdout if run.train_config and not corpus else "none"  # the run's own test split
+    rows, scores = report_figures(run, load_pairs(source, "test", on_error="skip", holdout=holdout), samples, limit)
     return render_report(run, read_records(run.path), rows, scores, out, attention_samples=samples)

@@ -78,7 +78,8 @@ def evaluate_run(run_dir: str | Path, split: str = "test", beam: int = 1, alpha:
     source = corpus or (run.train_config.corpus if run.train_config else None)
     if source is None:
         raise ConfigError(f"{run_dir} has no train_config.json naming its corpus: pass --corpus")
-    pairs = load_pairs(source, split, on_error="skip")
+    holdout = run.train_config.holdout if run.train_config and not corpus else "none"  # the run's own splits
+    pairs = load_pairs(source, split, on_error="skip", holdout=holdout)
     if limit:
         pairs = pairs[:limit]
     return {"run_dir": str(run_dir), "corpus": source, "split": split,
@@ -92,7 +93,7 @@ def train_targets(run: Run) -> list[str] | None:
     if trained_on is None:
         return None
     try:
-        return [t for _, t in load_pairs(trained_on, "train", on_error="skip")]
+        return [t for _, t in load_pairs(trained_on, "train", on_error="skip", holdout=run.train_config.holdout)]
     except ScratchformerError:  # a user's corpus file that has moved since: evaluation goes on without it
         return None
 

@@ -10,6 +10,7 @@ builds its conclusion from the numbers it measured. Floor 7, beside training/: i
 from __future__ import annotations
 
 import inspect
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -49,10 +50,12 @@ EXPERIMENTS: dict[str, tuple[Callable[..., Result], str]] = {
 
 
 def run_experiment(name: str, out: str | Path = "lab", quick: bool = False,
-                   run_dir: str | Path | None = None, overwrite: bool = False) -> Result:
+                   run_dir: str | Path | None = None, overwrite: bool = False, progress: bool = False) -> Result:
     """Run experiment `name`, writing out/NAME.png and out/NAME.json; returns its Result. run_dir: the trained run
     that `heads` inspects (default: the repository's models/en-zh). `out` is runs/folders.py's: new, empty, or a
-    folder lab made (the experiment adds its files; `overwrite` first deletes what lab wrote there)."""
+    folder lab made (the experiment adds its files; `overwrite` first deletes what lab wrote there). progress: a line
+    on stderr once the options are checked, saying what runs and for how long (its trainings show a bar on a
+    terminal: common.train_tagger)."""
     if name not in EXPERIMENTS:
         raise InputError(f"unknown experiment {name!r}; experiments: {', '.join(EXPERIMENTS)} (see `lab --list`)")
     out = Path(out)
@@ -62,6 +65,9 @@ def run_experiment(name: str, out: str | Path = "lab", quick: bool = False,
     options = {"run_dir": run_dir} if run_dir is not None else {}
     if options and "run_dir" not in inspect.signature(function).parameters:
         raise InputError(f"--run is for the experiments that inspect a trained model (heads), not {name}")
+    if progress:
+        print(f"lab {name}: {question} ({'under a minute' if quick else 'up to 5 minutes'} on 2 CPU cores) ...",
+              file=sys.stderr, flush=True)
     with writing_folder(out, "lab", overwrite, append=True) as tmp:  # written beside, moved in when complete
         start = time.perf_counter()
         result = function(tmp, quick, **options)

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from tqdm import tqdm
 
 from scratchformer.config import ModelConfig
 from scratchformer.model.build import build_model
@@ -132,7 +133,8 @@ def train_tagger(model: nn.Module, batches: Callable[[int], tuple[Tensor, Tensor
     opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
     losses: list[float] = []
     model.train()
-    for step in range(steps):
+    # a bar with an ETA on a terminal (disable=None: none when stderr is not a TTY, as in the tests)
+    for step in tqdm(range(steps), desc="lab: training", leave=False, disable=None, dynamic_ncols=True):
         for group in opt.param_groups:
             group["lr"] = lr * min(1.0, (step + 1) / warmup) if warmup else lr
         ids, targets = batches(step)

@@ -179,7 +179,8 @@ def run(out: Path, quick: bool = False, run_dir: str | Path | None = None) -> Re
     if loaded.model_config.arch != "encoder-decoder":
         raise InputError(f"{run_dir} holds a {loaded.model_config.arch} model: `lab heads` needs an encoder-decoder")
     corpus = loaded.train_config.corpus if loaded.train_config else "en-zh"
-    pairs = load_pairs(corpus, "test", on_error="skip")
+    pairs = load_pairs(corpus, "test", on_error="skip",
+                       holdout=loaded.train_config.holdout if loaded.train_config else "none")
     n_stats, n_bleu = (16, 32) if quick else (100, 200)
     kinds = ("cross",) if quick else KINDS
     stats = head_statistics(loaded, pairs[:n_stats])

@@ -36,13 +36,37 @@ class Run:
     members: list[TransformerBase] = field(default_factory=list)  # more ensemble members (decoding/ensemble.py)
 
 
+# The models shipped inside the package (pyproject.toml's package data; in a checkout a link to models/): a run
+# named by its folder name alone (`scratchformer translate en-zh "Hello."`) when no folder of that name is here.
+SHIPPED_MODELS = Path(__file__).resolve().parents[1] / "models"
+
+
+def shipped_models() -> list[str]:
+    """Names of the runs shipped with the package (folders of SHIPPED_MODELS holding a config.json)."""
+    if not SHIPPED_MODELS.is_dir():
+        return []
+    return sorted(d.name for d in SHIPPED_MODELS.iterdir() if (d / "config.json").is_file())
+
+
+def resolve_run(run_dir: str | Path) -> Path:
+    """`run_dir` as a folder: the path itself when it exists (or names no shipped model), else the shipped
+    model of that name."""
+    path = Path(run_dir)
+    if not path.exists() and path.name == str(run_dir) and path.name in shipped_models():
+        return SHIPPED_MODELS / path.name
+    return path
+
+
 def load_config(run_dir: Path) -> ModelConfig:
     """RUN_DIR/config.json, or a one-line CheckpointError saying why RUN_DIR is not a run."""
-    run_dir = Path(run_dir)
+    run_dir = resolve_run(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise CheckpointError(f"{run_dir} is not a run directory (it is a file): give the folder of a run")
     if not run_dir.is_dir():
-        raise CheckpointError(f"run directory {run_dir} does not exist")
+        shipped = ", ".join(shipped_models()) or "none in this installation"
+        raise CheckpointError(f"run directory {run_dir} does not exist: give the folder `scratchformer train` wrote "
+                              f"(--out, default runs/<recipe>) or the name of a model shipped with the package "
+                              f"({shipped})")
     path = run_dir / CONFIG
     if not path.exists():
         raise CheckpointError(f"{path} is missing: not a scratchformer run directory")
@@ -83,7 +107,7 @@ def load_run(run_dir: str | Path, weights: str | Path | None = None, device: str
     """Model (eval mode, inference layout) + tokenizers of a run; `weights` picks another safetensors file (e.g. an
     average). ensemble: weights files of more members, built like the model (run.members); None takes
     decoding.json's (files in the run folder) when the run's own model.safetensors is loaded, none otherwise."""
-    run_dir = Path(run_dir)
+    run_dir = resolve_run(run_dir)
     config = load_config(run_dir)
     src_tok, tgt_tok = load_tokenizers(run_dir)
     for tok, size, side in ((tgt_tok, config.tgt_vocab_size, "target"), (src_tok, config.src_vocab_size, "source")):

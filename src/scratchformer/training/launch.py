@@ -18,7 +18,7 @@ from typing import Any
 from scratchformer import runs
 from scratchformer.config import RECIPES, TrainConfig, read_json
 from scratchformer.config.train import upsample_factors
-from scratchformer.data.corpus import check_corpus, check_upsample
+from scratchformer.data.corpus import absolute_corpus, check_corpus, check_upsample
 from scratchformer.errors import ConfigError
 from scratchformer.runs.names import TRAIN_CONFIG
 
@@ -28,7 +28,7 @@ DEFAULT_RECIPES = {"lm": "lm-demo", "mlm": "mlm-demo", "classify": "classify-dem
 # --resume must equal the saved train_config.json (it would make a different run).
 SAFE_ON_RESUME = ("max_steps", "time_limit", "max_epochs", "accum_steps", "eval_every", "save_every", "log_every",
                   "keep_last", "patience", "bleu_samples", "device", "dtype", "clip_norm", "lr_factor", "compile",
-                  "fsdp", "on_error")
+                  "fsdp", "on_error", "test_report")
 
 
 def default_recipe(recipe: str | None, config_file: str | None, resume: bool, task: str | None) -> str | None:
@@ -89,6 +89,8 @@ def resumed_config(out: Path, given: dict, is_main: bool) -> TrainConfig:
             continue
         if value == old and type(value) is type(old):
             continue
+        if key == "corpus" and isinstance(old, str) and absolute_corpus(old) == value:
+            continue  # a run that recorded its corpus relative (before paths were made absolute)
         if key not in SAFE_ON_RESUME:
             flag = "--" + key.replace("_", "-")
             raise ConfigError(f"--resume {out}: {flag} {value!r} differs from the run's {old!r}: it would make a "
@@ -123,6 +125,8 @@ def launch(given: dict[str, Any], out: Path, resume: bool = False, overwrite: bo
     training wrote, and only in a folder marked as a run; bad values fail before anything is written."""
     from scratchformer.training.trainer import train
 
+    if isinstance(given.get("corpus"), str):  # recorded absolute: `evaluate RUN` then works from any folder
+        given = {**given, "corpus": absolute_corpus(given["corpus"])}
     settings = dict(given)
     if "preset" not in settings and settings.get("task", "translate") in DEFAULT_PRESETS:
         settings["preset"] = DEFAULT_PRESETS[settings["task"]]

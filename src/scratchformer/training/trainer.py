@@ -82,6 +82,10 @@ class Trainer:
             runs.write_marker(run)
             for left in runs.clean_partial_saves(run):
                 self.warn(f"removed {left}: left by a save that was interrupted")
+        if cfg.max_steps < cfg.warmup:  # the learning rate would rise the whole run (Noam: the peak at `warmup`)
+            self.warn(f"the run ends (--max-steps {cfg.max_steps}) before its warm-up (--warmup {cfg.warmup}) does: "
+                      "the learning rate rises the whole run and never reaches its peak; for the full schedule lower "
+                      f"--warmup (e.g. {max(1, cfg.max_steps // 10)}) or raise --max-steps")
         torch.manual_seed(cfg.seed)
         self.model_config = self.task.setup(self.resume)
         self.train_examples, self.valid_examples = self.task.train_examples, self.task.valid_examples
@@ -230,8 +234,10 @@ class Trainer:
         # of the time. FSDP's forward is a collective (it gathers the shards), so there every rank runs every batch.
         shard = self.parallel.shard_validation and self.task.shard_validation
         try:
-            with self.task.validating():
-                for idx in batches[self.dist.rank :: self.dist.world_size] if shard else batches:
+            mine = batches[self.dist.rank :: self.dist.world_size] if shard else batches
+            with self.task.validating():  # a bar with an ETA: a large valid split takes minutes on a busy CPU
+                for idx in tqdm(mine, desc="valid", leave=False, disable=not self.dist.is_main or self.quiet,
+                                dynamic_ncols=True):
                     with self._autocast():  # the unwrapped model: no DDP hooks in eval
                         out, extra = self.task.valid_step(self.model, self._collate([self.valid_examples[i]
                                                                                      for i in idx]))
@@ -364,7 +370,7 @@ class Trainer:
         self.save()
         return {"step": self.step, "epoch": self.epoch, "elapsed_s": round(self.elapsed, 1),
                 "interrupted": self.stop_requested, "signal": self.stop_signal, "is_main": self.dist.is_main,
-                **{k: v for k, v in last_valid.items() if k != "samples"}}
+                **{k: v for k, v in last_valid.items() if k != "samples"}, "data": self.task.split_info}
 
     def final_report(self) -> dict[str, Any] | None:
         """The task's figures on valid and test with the best weights (model.safetensors), recorded in

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -25,7 +26,7 @@ from torch import Tensor
 
 from scratchformer.config import ModelConfig
 from scratchformer.data.batching import encode_sentences
-from scratchformer.data.corpus import load_text
+from scratchformer.data.corpus import HOLDOUT_LEAST, HOLDOUT_SHARE, is_bundled, load_pairs, load_text
 from scratchformer.data.tokenizers import Tokenizer, train_tokenizer
 from scratchformer.errors import ConfigError
 from scratchformer.runs import load_config, load_tokenizers, load_weights, weights_path
@@ -52,6 +53,7 @@ class Task:
         self.tgt_tok: Tokenizer
         self.train_examples: list = []
         self.valid_examples: list = []
+        self.split_info: dict[str, Any] = {}  # where train / valid / test came from (`note_splits`), for the summary
 
     # -- data and model -------------------------------------------------------------------------------------
     def setup(self, resume: bool) -> ModelConfig:
@@ -97,6 +99,44 @@ class Task:
         return None
 
     # -- shared helpers -------------------------------------------------------------------------------------
+    def pairs(self, split: str, on_error: str | None = None) -> list[tuple[str, str]]:
+        """`split` of the run's corpus as pairs, a one-file corpus split by the run's --holdout rule."""
+        cfg = self.cfg
+        return load_pairs(cfg.corpus, split, on_error=on_error or cfg.on_error, holdout=cfg.holdout)
+
+    def texts(self, split: str) -> list[str]:
+        """`split` of the run's corpus as sentences (side --text-side), split like `pairs`."""
+        cfg = self.cfg
+        return load_text(cfg.corpus, split, side=cfg.text_side, on_error=cfg.on_error, holdout=cfg.holdout)
+
+    def note_splits(self, train: list, valid: list) -> None:
+        """Say (log and summary) where valid and test come from when the corpus is one file of the user's."""
+        cfg = self.cfg
+        if is_bundled(cfg.corpus):
+            self.split_info = {"corpus": cfg.corpus, "splits": "the corpus's own"}
+            return
+        if cfg.holdout == "none":
+            self.split_info = {"corpus": cfg.corpus, "splits": "one file serves train, valid and test"}
+            self.warn(f"--holdout none: {cfg.corpus} serves train, valid and test alike; the valid and test scores "
+                      "are training scores")
+            return
+        n_train, n_valid = len(train), len(valid)
+        n_test = len(self.texts("test") if cfg.task in ("lm", "mlm") else self.pairs("test"))
+        if n_train == n_valid == n_test:  # held_out leaves a file of < HOLDOUT_LEAST sentences whole
+            self.split_info = {"corpus": cfg.corpus, "splits": "too small to hold out: one file serves all"}
+            self.warn(f"{cfg.corpus}: too few distinct sentences to hold out valid and test (fewer than "
+                      f"{HOLDOUT_LEAST}): it serves train, valid and test alike, so the valid and test scores are "
+                      "training scores")
+            return
+        self.split_info = {"corpus": cfg.corpus, "splits": f"held out by hash ({HOLDOUT_SHARE:.0%} each)",
+                           "train": n_train, "valid": n_valid, "test": n_test}
+        self.log(f"{cfg.corpus}: one file, split by a hash of each source sentence (--holdout hash): {n_train} train, "
+                 f"{n_valid} valid, {n_test} test rows; valid and test are never trained on")
+
+    def warn(self, msg: str) -> None:
+        if self.dist.is_main:
+            print(f"warning: {msg}", file=sys.stderr, flush=True)
+
     def train_tokenizers(self, resume: bool, src_texts: list[str], tgt_texts: list[str],
                          separate: bool) -> tuple[Tokenizer, Tokenizer]:
         """The run's tokenizers: reused on --resume, else trained on rank 0 (source and target apart when
@@ -167,13 +207,14 @@ class Task:
     def load_examples(self, train: list, what: str = "training examples shorter than max_len={max_len}") -> None:
         """train_examples from the already-read train split, valid_examples read now; none to train on is an error."""
         self.train_examples = self.examples("train", train)  # read once: for the tokenizer and the examples
-        self.valid_examples = self.examples("valid")
+        valid = self.texts("valid") if self.cfg.task in ("lm", "mlm") else self.pairs("valid")
+        self.valid_examples = self.examples("valid", valid)
+        self.note_splits(train, valid)
         if not self.train_examples:
             raise ConfigError(f"corpus {self.cfg.corpus!r} has no {what.format(max_len=self.cfg.max_len)}")
 
     def sentence_examples(self, split: str, loaded: list | None = None) -> list[list[int]]:
         """A text corpus's sentences as <s> ids </s> (cut to max_len), empty ones dropped (the lm and mlm data)."""
         cfg = self.cfg
-        texts = loaded if loaded is not None else load_text(cfg.corpus, split, side=cfg.text_side,
-                                                            on_error=cfg.on_error)
+        texts = loaded if loaded is not None else self.texts(split)
         return [s for s in encode_sentences(self.tgt_tok, texts, cfg.max_len) if len(s) > 2]

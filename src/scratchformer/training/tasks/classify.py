@@ -15,7 +15,6 @@ from torch.nn import functional as F
 
 from scratchformer.config import ModelConfig
 from scratchformer.data.batching import encode_sentences
-from scratchformer.data.corpus import load_pairs
 from scratchformer.data.masking import pad_right
 from scratchformer.errors import ConfigError
 from scratchformer.evaluation.encoder import classification_report
@@ -34,7 +33,7 @@ class ClassificationTask(EncoderTask):
 
     def setup(self, resume: bool) -> ModelConfig:
         cfg = self.cfg
-        pairs = load_pairs(cfg.corpus, "train", on_error=cfg.on_error)
+        pairs = self.pairs("train")
         texts, labels = [t for t, _ in pairs], sorted({y for _, y in pairs})
         if len(labels) < 2:
             raise ConfigError(f"{cfg.corpus}: the train split has {len(labels)} label(s); "
@@ -46,7 +45,7 @@ class ClassificationTask(EncoderTask):
 
     def examples(self, split: str, loaded: list | None = None) -> list:
         cfg = self.cfg
-        pairs = loaded if loaded is not None else load_pairs(cfg.corpus, split, on_error=cfg.on_error)
+        pairs = loaded if loaded is not None else self.pairs(split)
         unknown = sorted({y for _, y in pairs} - set(self.labels))
         if unknown:
             raise ConfigError(f"{cfg.corpus} ({split}): labels {unknown[:3]} do not occur in the train split")
@@ -71,9 +70,9 @@ class ClassificationTask(EncoderTask):
 
     def final_report(self, model: torch.nn.Module) -> dict[str, Any]:
         cfg, report = self.cfg, {}
-        train_labels = [y for _, y in load_pairs(cfg.corpus, "train", on_error=cfg.on_error)]
+        train_labels = [y for _, y in self.pairs("train")]
         for split in ("valid", "test"):
-            pairs = load_pairs(cfg.corpus, split, on_error=cfg.on_error)
+            pairs = self.pairs(split)
             scores = classification_report(model, self.tgt_tok, pairs, train_labels, cfg.max_len)
             report.update({f"{split}_{k}": v for k, v in scores.items()})
             self.log(f"{split}: accuracy {scores['accuracy']:.4f} (majority class {scores['majority_class']!r}: "

@@ -7,7 +7,6 @@ from torch import Tensor
 
 from scratchformer.config import ModelConfig
 from scratchformer.data.batching import collate_lm
-from scratchformer.data.corpus import load_text
 from scratchformer.data.tokenizers import PAD_ID
 from scratchformer.runs.names import CONFIG
 from scratchformer.training.loss import LossOutput, label_smoothed_loss
@@ -19,7 +18,7 @@ class LanguageModelTask(Task):
 
     def setup(self, resume: bool) -> ModelConfig:
         cfg = self.cfg
-        train = load_text(cfg.corpus, "train", side=cfg.text_side, on_error=cfg.on_error)
+        train = self.texts("train")
         if cfg.init and not (resume and (self.run_dir / CONFIG).exists()):
             config = self.init_config()  # fine-tuning: the init run's tokenizer and model
         else:

@@ -12,7 +12,6 @@ import torch
 from torch import Tensor
 
 from scratchformer.config import ModelConfig
-from scratchformer.data.corpus import load_text
 from scratchformer.data.masking import collate_mlm
 from scratchformer.data.tokenizers import PAD_ID
 from scratchformer.errors import ConfigError
@@ -39,7 +38,7 @@ class MaskedLMTask(EncoderTask):
         if cfg.init:
             raise ConfigError("--init starts a classifier from an encoder run (--task classify); to continue an "
                               "mlm run, train it again with --resume and a larger --max-steps")
-        texts = load_text(cfg.corpus, "train", side=cfg.text_side, on_error=cfg.on_error)
+        texts = self.texts("train")
         config = self.encoder_setup(resume, texts, [])
         self.mask_id, self.vocab_size = config.mask_id, config.tgt_vocab_size
         self.load_examples(texts, "training sentences")

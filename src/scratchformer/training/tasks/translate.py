@@ -11,7 +11,7 @@ from torch import Tensor
 from scratchformer.config import ModelConfig
 from scratchformer.config.train import upsample_factors
 from scratchformer.data.batching import collate_pairs, encode_pairs
-from scratchformer.data.corpus import load_pairs, upsample_sources
+from scratchformer.data.corpus import upsample_sources
 from scratchformer.data.tokenizers import PAD_ID
 from scratchformer.decoding import translate_texts
 from scratchformer.evaluation.metrics import bleu
@@ -25,7 +25,7 @@ class TranslationTask(Task):
 
     def setup(self, resume: bool) -> ModelConfig:
         cfg = self.cfg
-        train = load_pairs(cfg.corpus, "train", on_error=cfg.on_error)  # read once: tokenizers and examples
+        train = self.pairs("train")  # read once: tokenizers and examples
         if cfg.upsample:
             train = upsample_sources(train, cfg.corpus, upsample_factors(cfg.upsample))
         if cfg.init and not (resume and (self.run_dir / CONFIG).exists()):
@@ -39,7 +39,7 @@ class TranslationTask(Task):
         return config
 
     def examples(self, split: str, loaded: list | None = None) -> list:
-        pairs = loaded if loaded is not None else load_pairs(self.cfg.corpus, split, on_error=self.cfg.on_error)
+        pairs = loaded if loaded is not None else self.pairs(split)
         return encode_pairs(pairs, self.src_tok, self.tgt_tok, self.cfg.max_len)
 
     def lengths(self, examples: list) -> list:
@@ -63,7 +63,7 @@ class TranslationTask(Task):
         """Greedy BLEU on the first `bleu_samples` validation pairs, and three samples to print."""
         if self.cfg.bleu_samples <= 0:
             return {}
-        pairs = load_pairs(self.cfg.corpus, "valid", on_error="skip")[: self.cfg.bleu_samples]
+        pairs = self.pairs("valid", on_error="skip")[: self.cfg.bleu_samples]
         sources = [s for s, _ in pairs]
         hyps = translate_texts(model, self.src_tok, self.tgt_tok, sources, beam=1)
         score = bleu(hyps, [t for _, t in pairs])
