@@ -49,7 +49,8 @@ def test_every_marked_message_has_a_chinese_entry():
 def test_the_extractor_finds_the_kinds_of_mark(tmp_path):
     """The check above is only as good as the extraction: each form of mark is found, a plain string is not."""
     (tmp_path / "a" / "b").mkdir(parents=True)
-    (tmp_path / "a" / "b" / "m.py").write_text('_("a")\nN_("b" "c")\nsub.add_parser("x", help="d")\nprint("e")\n_(f"{x}")\n')
+    source = '_("a")\nN_("b" "c")\nsub.add_parser("x", help="d")\nprint("e")\n_(f"{x}")\n'
+    (tmp_path / "a" / "b" / "m.py").write_text(source)
     assert set(marked_messages(tmp_path / "a" / "b")) == {"a", "bc", "d"}
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from scratchformer.errors import InputError
+from scratchformer.i18n import _
 
 
 def _ints(text: str, flag: str) -> list[int]:
@@ -53,17 +54,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the `plot` subcommand."""
     p = sub.add_parser("plot", help="pictures: positional encodings, attention of every kind")
     p.add_argument("what", choices=["positions", "attention"])
-    p.add_argument("run_dir", nargs="?", help="attention: the run directory")
-    p.add_argument("sentence", nargs="?", help="attention: the source sentence (translated greedily)")
+    p.add_argument("run_dir", nargs="?", help=_("attention: the run directory"))
+    p.add_argument("sentence", nargs="?", help=_("attention: the source sentence (translated greedily)"))
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--max-len", type=int, default=100)
-    p.add_argument("--dims", help="positions: dimensions to draw as curves, e.g. 0,1,20,21 (default: 0, D/8, D/4, "
-                   "D/2, fast to slow)")
+    p.add_argument("--dims", help=_("positions: dimensions to draw as curves, e.g. 0,1,20,21 (default: 0, D/8, D/4, "
+                   "D/2, fast to slow)"))
     p.add_argument("--kind", default="cross", choices=["self", "decoder-self", "cross"],
-                   help="attention: encoder self-attention, decoder self-attention, or cross-attention")
-    p.add_argument("--layer", help="attention: layer number (1 = first) or all (default: all)")
-    p.add_argument("--head", help="attention: head number (1 = first) or all (default: all)")
-    p.add_argument("--translation", help="attention: draw this target text instead of the model's translation")
-    p.add_argument("--out", required=True, help="output PNG file (an existing directory: DIR/positions.png or "
-                   "DIR/attention-KIND.png)")
+                   help=_("attention: encoder self-attention, decoder self-attention, or cross-attention"))
+    p.add_argument("--layer", help=_("attention: layer number (1 = first) or all (default: all)"))
+    p.add_argument("--head", help=_("attention: head number (1 = first) or all (default: all)"))
+    p.add_argument("--translation", help=_("attention: draw this target text instead of the model's translation"))
+    p.add_argument("--out", required=True, help=_("output PNG file (an existing directory: DIR/positions.png or "
+                   "DIR/attention-KIND.png)"))
     p.set_defaults(func=cmd_plot)
