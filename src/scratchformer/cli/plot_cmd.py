@@ -40,12 +40,15 @@ def cmd_plot(args: argparse.Namespace) -> int:
         return 0
     if not args.run_dir or not args.sentence:
         raise InputError('plot attention needs a run and a sentence: plot attention RUN_DIR "sentence" --out FILE')
+    from scratchformer.data.language import warn_wrong_language
     from scratchformer.inspect.attention import plot_sentence_attention
     from scratchformer.runs import load_run
 
     layer, head = _one_or_all(args.layer, "--layer"), _one_or_all(args.head, "--head")
-    path, translation = plot_sentence_attention(load_run(args.run_dir), args.sentence, args.out, args.kind, layer,
-                                                head, args.translation)
+    run = load_run(args.run_dir)
+    warn_wrong_language([args.sentence], run.train_config.corpus if run.train_config else None)
+    path, translation = plot_sentence_attention(run, args.sentence, args.out, args.kind, layer, head,
+                                                args.translation)
     print(f"{args.sentence} -> {translation}\nwrote {path}")
     return 0
 
