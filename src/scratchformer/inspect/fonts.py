@@ -131,4 +131,5 @@ def font_face_css(text: str, family: str = EMBEDDED_FAMILY) -> str:
                       MissingFontWarning, stacklevel=2)
         return ""
     data = base64.b64encode(subset_font(text)).decode("ascii")
-    return f'@font-face {{ font-family: "{family}"; src: url(data:font/woff;base64,{data}) format("woff"); }}\n'
+    return (f'@font-face {{ font-family: "{family}"; font-display: block; '
+            f'src: url(data:font/woff;base64,{data}) format("woff"); }}\n')

@@ -25,7 +25,7 @@ from scratchformer.inspect.plots import plot_curves, plot_positions
 from scratchformer.inspect.shapes import shape_report
 
 STYLE = """
-body { font-family: sans-serif, "EMBEDDED"; margin: 2em auto; max-width: 1200px; color: #222; line-height: 1.4; }
+body { font-family: "EMBEDDED", sans-serif; margin: 2em auto; max-width: 1200px; color: #222; line-height: 1.4; }
 h1 { border-bottom: 2px solid #446; } h2 { margin-top: 2em; border-bottom: 1px solid #aab; }
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
 td, th { border: 1px solid #ccd; padding: 2px 8px; text-align: left; } th { background: #eef; }
@@ -35,7 +35,7 @@ img { max-width: 100%; border: 1px solid #ddd; margin: 0.3em 0; }
 .note { color: #555; font-style: italic; } nav a { margin-right: 1em; }
 .row { display: flex; flex-wrap: wrap; gap: 1.5em; align-items: flex-start; }
 .row table { font-size: 0.8em; } .summary { background: #eef4ee; padding: 0.5em 1em; border-radius: 4px; }
-""".replace("EMBEDDED", EMBEDDED_FAMILY)  # Latin: the browser's sans-serif; the rest: the subset
+""".replace("EMBEDDED", EMBEDDED_FAMILY)  # the subset has no ASCII: Latin comes from the browser's sans-serif
 
 PAGE = """<!DOCTYPE html>
 <html lang="{lang}"><head><meta charset="utf-8"><title>{title}</title>
