@@ -32,7 +32,7 @@ def zh_page(tiny_run, tmp_path_factory):
 def embedded_cmap(text: str) -> set[int]:
     from fontTools.ttLib import TTFont
 
-    found = re.search(r'font-family: "%s";[^}]*base64,([A-Za-z0-9+/=]+)' % EMBEDDED_FAMILY, text)
+    found = re.search(rf'font-family: "{EMBEDDED_FAMILY}";[^}}]*base64,([A-Za-z0-9+/=]+)', text)
     assert found, "no embedded @font-face in the page"
     return set(TTFont(io.BytesIO(base64.b64decode(found[1]))).getBestCmap())
 
