@@ -28,6 +28,12 @@ def _one_or_all(text: str | None, flag: str) -> int | None:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """Write the requested picture and say where."""
+    if args.what == "relations":
+        from scratchformer.inspect.plots import check_position_sizes, plot_position_relations
+
+        check_position_sizes(args.d_model, args.max_len, flags={"d_model": "--d-model", "max_len": "--max-len"})
+        print(f"wrote {plot_position_relations(args.out, args.d_model, args.max_len)}")
+        return 0
     if args.what == "positions":
         from scratchformer.inspect.plots import check_dims, check_position_sizes, plot_positions
 
@@ -56,7 +62,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `plot` subcommand."""
     p = sub.add_parser("plot", help="pictures: positional encodings, attention of every kind")
-    p.add_argument("what", choices=["positions", "attention"])
+    p.add_argument("what", choices=["positions", "relations", "attention"],
+                   help=_("relations: PE(p) . PE(p+k) against k, and PE(p+k) as a rotation of PE(p)"))
     p.add_argument("run_dir", nargs="?", help=_("attention: the run directory"))
     p.add_argument("sentence", nargs="?", help=_("attention: the source sentence (translated greedily)"))
     p.add_argument("--d-model", type=int, default=128)

@@ -172,3 +172,38 @@ def plot_curves(path: str | Path, records: Sequence[dict], title: str = "",
             ax2.legend(loc="center right", fontsize=8)
         fig.tight_layout()
         return _save(fig, path, "curve.png")
+
+
+def position_relations(d_model: int = 128, max_len: int = 100) -> dict[str, list[float]]:
+    """Seed 003's two PE properties, measured. "dot": PE(p) . PE(p+k) for k = 0..max_len-1 (mean over p), which
+    is sum_i cos(k w_i): it falls as k grows. "linear_error": the largest |R_k PE(p) - PE(p+k)| over p, where R_k
+    rotates each (sin, cos) pair by k w_i, the same matrix for every p: PE(p+k) is a linear function of PE(p)."""
+    import torch
+
+    check_position_sizes(d_model, max_len)
+    pe = sinusoid_table(2 * max_len, d_model).double()  # (2 max_len, D)
+    w = 1.0 / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (D/2,)
+    dots, errors = [], []
+    for k in range(max_len):
+        dots.append(float((pe[:max_len] * pe[k: k + max_len]).sum(-1).mean()))
+        sin, cos = pe[:max_len, 0::2], pe[:max_len, 1::2]  # (max_len, D/2) each
+        c, s = torch.cos(k * w), torch.sin(k * w)
+        rotated = torch.stack([sin * c + cos * s, cos * c - sin * s], dim=-1).flatten(1)  # sin(a+b), cos(a+b)
+        errors.append(float((rotated - pe[k: k + max_len]).abs().max()))
+    return {"dot": dots, "linear_error": errors}
+
+
+def plot_position_relations(path: str | Path, d_model: int = 128, max_len: int = 100) -> Path:
+    """Left: PE(p) . PE(p+k) against the distance k. Right: how exactly a fixed rotation R_k maps PE(p) to
+    PE(p+k). Returns the file written (DIR/position-relations.png for a directory)."""
+    r = position_relations(d_model, max_len)
+    with chinese_text():
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
+        ax1.plot(r["dot"])
+        ax1.set(xlabel=_("distance k"), ylabel="PE(p) . PE(p+k)",
+                title=_("the dot product falls with distance (d_model={d_model})").format(d_model=d_model))
+        ax2.plot([max(e, 1e-17) for e in r["linear_error"]])
+        ax2.set(yscale="log", xlabel=_("distance k"), ylabel="max |R_k PE(p) - PE(p+k)|",
+                title=_("PE(p+k) is a rotation of PE(p), the same for every p"))
+        fig.tight_layout()
+        return _save(fig, path, "position-relations.png")
