@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "scratchformer"
 DOORS = {"__init__", "__main__"}  # the package's own entry points, not rooms
-ROOM = re.compile(r"`([a-z_]+)(?:/|\.py)?`")
+ROOM = re.compile(r"`([a-z0-9_]+)(?:/|\.py)?`")  # i18n has digits
 
 
 @dataclass

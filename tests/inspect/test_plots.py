@@ -74,7 +74,8 @@ def test_positions_draws_the_dimensions_asked_for(monkeypatch, tmp_path):
 
 
 def test_default_dimensions_go_from_fast_to_slow(monkeypatch, tmp_path):
-    """Seed 000's lesson: low dimensions oscillate fast, high ones slowly. Count the sign changes of each curve."""
+    """Low dimensions oscillate fast, high ones slowly (seed 000 says the opposite: docs/seed-errata.md). Count
+    the sign changes of each curve."""
     from scratchformer.inspect.plots import default_dims
 
     assert default_dims(128) == [0, 16, 32, 64] and default_dims(2) == [0]

@@ -15,6 +15,7 @@ import sys
 import warnings
 
 from scratchformer.errors import ScratchformerError
+from scratchformer.i18n import LANGUAGES, _, set_language
 
 # One module per command, in the order `scratchformer --help` lists them.
 COMMAND_MODULES = ["params_cmd", "shapes_cmd", "plot_cmd", "train_cmd", "translate_cmd", "evaluate_cmd", "average_cmd",
@@ -35,16 +36,34 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = Parser(
         prog="scratchformer",
-        description="The Transformer, written by hand: train, translate, generate, evaluate and inspect.",
+        description=_("The Transformer, written by hand: train, translate, generate, evaluate and inspect."),
     )
     parser.add_argument("--version", action="version", version=f"scratchformer {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(f"scratchformer.cli.{name}").register(sub)
+    # --lang on the top parser and on every command; main() has read it already (the help texts need it first)
+    for p in [parser, *sub.choices.values()]:
+        p.add_argument("--lang", choices=LANGUAGES, default=argparse.SUPPRESS,
+                       help=_("language of the output: zh or en (default: from LANGUAGE / LC_ALL / LANG)"))
+    for action in sub._choices_actions:  # the command list; each add_parser(help=...) is in the catalog
+        if action.help:
+            action.help = _(action.help)
+            sub.choices[action.dest].description = sub.choices[action.dest].description or action.help
     return parser
 
 
+def _language_in(argv: list[str]) -> str | None:
+    """The value of --lang zh / --lang=zh in argv (None: none given, or not one argparse would accept)."""
+    for i, arg in enumerate(argv):
+        value = argv[i + 1] if arg == "--lang" and i + 1 < len(argv) else arg.partition("=")[2]
+        if (arg == "--lang" or arg.startswith("--lang=")) and value in LANGUAGES:
+            return value
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
+    set_language(_language_in(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # argparse cannot mix a `nargs="*"` positional with options (`translate RUN --beam 4 "a" "b"`): the

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from scratchformer.errors import InputError
+from scratchformer.i18n import _, pad
 
 
 def cmd_lab(args: argparse.Namespace) -> int:
@@ -14,29 +15,31 @@ def cmd_lab(args: argparse.Namespace) -> int:
 
     if args.list:
         width = max(len(n) for n in EXPERIMENTS)
-        for name, (_, question) in EXPERIMENTS.items():
-            print(f"{name:{width}s}  {question}")
+        for name, (_run, question) in EXPERIMENTS.items():
+            print(f"{pad(name, width)}  {_(question)}")
         return 0
     if args.name is None:
         raise InputError("give an experiment name, or --list to see them")
     set_threads(args.threads)
     result = run_experiment(args.name, args.out, args.quick, args.run, overwrite=args.overwrite, progress=True)
+    print(_(EXPERIMENTS[args.name][1]))
     print(result.conclusion)
-    print(f"wrote {result.figure} and {result.extra['json']} in {result.extra['seconds']} s")
+    print(_("wrote {figure} and {json} in {seconds} s").format(
+        figure=result.figure, json=result.extra["json"], seconds=result.extra["seconds"]))
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `lab` subcommand."""
     p = sub.add_parser("lab", help="run one of the experiments that answer the seeds' questions (--list)")
-    p.add_argument("name", nargs="?", help="the experiment (see --list)")
-    p.add_argument("--out", default="lab", help="folder for NAME.png and NAME.json (default: lab): new, empty, or "
-                   "one lab made (each experiment adds its files)")
+    p.add_argument("name", nargs="?", help=_("the experiment (see --list)"))
+    p.add_argument("--out", default="lab", help=_("folder for NAME.png and NAME.json (default: lab)"))
     p.add_argument("--overwrite", action="store_true",
-                   help="start --out afresh: delete what lab wrote there (your files are kept and named)")
-    p.add_argument("--quick", action="store_true", help="a smaller run, under a minute (the tests use it)")
-    p.add_argument("--run", default=None, help="heads: the trained encoder-decoder run (default: models/en-zh)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default: torch's choice; 1 is fastest for these tiny models on a busy CPU)")
-    p.add_argument("--list", action="store_true", help="list the experiments and the question each answers")
+                   help="start --out afresh: delete what lab wrote there (your files are kept and named); without it, "
+                   "--out is new, empty, or one lab made, and each experiment adds its files")
+    p.add_argument("--quick", action="store_true", help=_("a smaller run, under a minute (the tests use it)"))
+    p.add_argument("--run", default=None, help=_("heads: the trained encoder-decoder run (default: models/en-zh)"))
+    p.add_argument("--threads", type=int, default=None, help=_(
+        "torch CPU threads (default: torch's choice; 1 is fastest for these tiny models on a busy CPU)"))
+    p.add_argument("--list", action="store_true", help=_("list the experiments and the question each answers"))
     p.set_defaults(func=cmd_lab)

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from scratchformer.cli.common import add_model_args, config_from_args
+from scratchformer.i18n import _, pad
 
 
 def cmd_params(args: argparse.Namespace) -> int:
@@ -19,7 +20,8 @@ def cmd_params(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(rows))
             return 0
-        print(f"{'preset':16s} {'ours':>8s} {'paper':>6s} {'ours-base':>10s} {'paper-base':>11s}")
+        print(f"{pad(_('preset'), 16)} {pad(_('ours'), 8, True)} {pad(_('paper'), 6, True)} "
+              f"{pad(_('ours-base'), 10, True)} {pad(_('paper-base'), 11, True)}")
         for r in rows:
             print(f"{r['preset']:16s} {r['ours_M']:>7.2f}M {r['paper_M']:>5}M {r['ours_minus_base_M']:>+9.2f}M "
                   f"{r['paper_minus_base_M']:>+10}M")
@@ -30,8 +32,9 @@ def cmd_params(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"preset": args.preset, **parameter_summary(model, paper)}))
     else:
-        print(f"preset {args.preset}: d_model={config.d_model} h={config.n_heads} d_k={config.head_dim_k} "
-              f"d_v={config.head_dim_v} d_ff={config.d_ff} N={config.n_encoder_layers}+{config.n_decoder_layers} "
+        print(_("preset {preset}:").format(preset=args.preset)
+              + f" d_model={config.d_model} h={config.n_heads} d_k={config.head_dim_k} d_v={config.head_dim_v} "
+              f"d_ff={config.d_ff} N={config.n_encoder_layers}+{config.n_decoder_layers} "
               f"vocab={config.src_vocab_size}/{config.tgt_vocab_size} tied={config.tie_embeddings}\n")
         print(format_table(parameter_rows(model), config, paper))
     return 0
@@ -41,6 +44,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the `params` subcommand."""
     p = sub.add_parser("params", help="parameter table per component, with the closed-form estimate")
     add_model_args(p)
-    p.add_argument("--json", action="store_true", help='print {"total": N, ...} as JSON')
-    p.add_argument("--table3", action="store_true", help="all Table 3 rows beside the paper's parameter column")
+    p.add_argument("--json", action="store_true", help=_('print {"total": N, ...} as JSON'))
+    p.add_argument("--table3", action="store_true", help=_("all Table 3 rows beside the paper's parameter column"))
     p.set_defaults(func=cmd_params)

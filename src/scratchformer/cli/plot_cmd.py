@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from scratchformer.errors import InputError
+from scratchformer.i18n import _
 
 
 def _ints(text: str, flag: str) -> list[int]:
@@ -41,6 +42,12 @@ def _target(args: argparse.Namespace, default_name: str):
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """Write the requested picture and say where."""
+    if args.what == "relations":
+        from scratchformer.inspect.plots import check_position_sizes, plot_position_relations
+
+        check_position_sizes(args.d_model, args.max_len, flags={"d_model": "--d-model", "max_len": "--max-len"})
+        print(f"wrote {plot_position_relations(args.out, args.d_model, args.max_len)}")
+        return 0
     if args.what == "positions":
         from scratchformer.inspect.plots import check_dims, check_position_sizes, plot_positions
 
@@ -53,13 +60,15 @@ def cmd_plot(args: argparse.Namespace) -> int:
         return 0
     if not args.run_dir or not args.sentence:
         raise InputError('plot attention needs a run and a sentence: plot attention RUN_DIR "sentence" --out FILE')
+    from scratchformer.data.language import warn_wrong_language
     from scratchformer.inspect.attention import plot_sentence_attention
     from scratchformer.runs import load_run
 
     layer, head = _one_or_all(args.layer, "--layer"), _one_or_all(args.head, "--head")
+    run = load_run(args.run_dir)
+    warn_wrong_language([args.sentence], run.train_config.corpus if run.train_config else None)
     out = _target(args, f"attention-{args.kind}.png")
-    path, translation = plot_sentence_attention(load_run(args.run_dir), args.sentence, out, args.kind, layer,
-                                                head, args.translation)
+    path, translation = plot_sentence_attention(run, args.sentence, out, args.kind, layer, head, args.translation)
     print(f"{args.sentence} -> {translation}\nwrote {path}")
     return 0
 
@@ -67,19 +76,21 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `plot` subcommand."""
     p = sub.add_parser("plot", help="pictures: positional encodings, attention of every kind")
-    p.add_argument("what", choices=["positions", "attention"])
-    p.add_argument("run_dir", nargs="?", help="attention: the run directory")
-    p.add_argument("sentence", nargs="?", help="attention: the source sentence (translated greedily)")
+    p.add_argument("what", choices=["positions", "relations", "attention"],
+                   help=_("relations: PE(p) . PE(p+k) against k, and PE(p+k) as a rotation of PE(p)"))
+    p.add_argument("run_dir", nargs="?", help=_("attention: the run directory"))
+    p.add_argument("sentence", nargs="?", help=_("attention: the source sentence (translated greedily)"))
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--max-len", type=int, default=100)
-    p.add_argument("--dims", help="positions: dimensions to draw as curves, e.g. 0,1,20,21 (default: 0, D/8, D/4, "
-                   "D/2, fast to slow)")
+    p.add_argument("--dims", help=_("positions: dimensions to draw as curves, e.g. 0,1,20,21 (default: 0, D/8, D/4, "
+                   "D/2, fast to slow)"))
     p.add_argument("--kind", default="cross", choices=["self", "decoder-self", "cross"],
-                   help="attention: encoder self-attention, decoder self-attention, or cross-attention")
-    p.add_argument("--layer", help="attention: layer number (1 = first) or all (default: all)")
-    p.add_argument("--head", help="attention: head number (1 = first) or all (default: all)")
-    p.add_argument("--translation", help="attention: draw this target text instead of the model's translation")
-    p.add_argument("--out", required=True, help="output PNG file (an existing directory: DIR/positions.png or "
-                   "DIR/attention-KIND.png); never one of a run's own files")
-    p.add_argument("--overwrite", action="store_true", help="replace the file --out names if it exists")
+                   help=_("attention: encoder self-attention, decoder self-attention, or cross-attention"))
+    p.add_argument("--layer", help=_("attention: layer number (1 = first) or all (default: all)"))
+    p.add_argument("--head", help=_("attention: head number (1 = first) or all (default: all)"))
+    p.add_argument("--translation", help=_("attention: draw this target text instead of the model's translation"))
+    p.add_argument("--out", required=True, help=_("output PNG file (an existing directory: DIR/positions.png or "
+                   "DIR/attention-KIND.png)"))
+    p.add_argument("--overwrite", action="store_true", help="replace the file --out names if it exists (never one "
+                   "of a run's own files)")
     p.set_defaults(func=cmd_plot)

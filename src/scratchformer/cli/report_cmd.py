@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from scratchformer.i18n import _
+
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the report and say where."""
@@ -30,11 +32,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="a self-contained HTML report of a translation run (config, curves, "
                        "attention of every kind, samples, test scores)")
     p.add_argument("run_dir")
-    p.add_argument("--out", required=True, help="the HTML file to write (never one of a run's own files)")
-    p.add_argument("--overwrite", action="store_true", help="replace the files --out / --screenshot name if they exist")
-    p.add_argument("--samples", type=int, default=3, help="sample sentences (each gets attention heatmaps)")
+    p.add_argument("--out", required=True, help=_("the HTML file to write"))
+    p.add_argument("--overwrite", action="store_true", help="replace the files --out / --screenshot name if they "
+                   "exist (never one of a run's own files)")
+    p.add_argument("--samples", type=int, default=3, help=_("sample sentences (each gets attention heatmaps)"))
     p.add_argument("--limit", type=int, default=100,
-                   help="test sentences to score when the run has no stored test scores")
-    p.add_argument("--corpus", help="take the test sentences from another corpus than the one trained on")
-    p.add_argument("--screenshot", help="also save the top of the page, as headless chromium shows it, to this PNG")
+                   help=_("test sentences to score when the run has no stored test scores"))
+    p.add_argument("--corpus", help=_("take the test sentences from another corpus than the one trained on"))
+    p.add_argument("--screenshot", help=_("also save the top of the page, as headless chromium shows it, to this PNG"))
     p.set_defaults(func=cmd_report)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from scratchformer.cli.common import add_model_args, config_from_args
+from scratchformer.i18n import _
 
 
 def cmd_shapes(args: argparse.Namespace) -> int:
@@ -25,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("shapes", help="one forward pass, every module's input/output shapes with named dims")
     add_model_args(p)
     p.add_argument("--batch", type=int, default=2)
-    p.add_argument("--src-len", type=int, default=10, help="source length (or sequence length)")
+    p.add_argument("--src-len", type=int, default=10, help=_("source length (or sequence length)"))
     p.add_argument("--tgt-len", type=int, default=9)
-    p.add_argument("--all-layers", action="store_true", help="trace inside every layer, not only layer 0")
+    p.add_argument("--all-layers", action="store_true", help=_("trace inside every layer, not only layer 0"))
     p.set_defaults(func=cmd_shapes)

@@ -104,6 +104,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
         if args.engine != "torch" and any(prefix):
             raise ConfigError(f'"prefix" in the input: only --engine torch has forced prefixes; the {args.engine} '
                               "engine gives the best translation as text")
+    from scratchformer.data.language import warn_wrong_language  # a mostly-CJK input to an en->zh model: one line
+
+    warn_wrong_language(texts, run.train_config.corpus if run.train_config else None)
     structured = args.n_best > 1 or args.align or args.format == "jsonl"
     if args.engine == "torch":
         outputs = translate_texts(run.model, run.src_tok, run.tgt_tok, texts, beam=args.beam, alpha=decoding.alpha,

@@ -198,25 +198,29 @@ def _shuffled(text: str, seed: int) -> str:
 
 
 def format_bleu_explained(e: dict) -> str:
-    """The explanation as lines of text, every figure from `e` (bleu_explained)."""
-    lines = [f"BLEU = BP x (p1 p2 p3 p4)^(1/4), n-grams clipped by the reference, counted over the whole corpus "
-             f"(tokenizer {e['signature'].split('tok:')[1].split('|')[0]}):"]
+    """The explanation as lines of text, every figure from `e` (bleu_explained); in the language of `_()`."""
+    from scratchformer.i18n import _
+
+    tokenizer = e["signature"].split("tok:")[1].split("|")[0]
+    lines = [_("BLEU = BP x (p1 p2 p3 p4)^(1/4), n-grams clipped by the reference, counted over the whole corpus "
+               "(tokenizer {tokenizer}):").format(tokenizer=tokenizer)]
     for g in e["ngrams"]:
         lines.append(f"  p{g['n']} = {g['matches']:>7} / {g['total']:<7} = {g['precision']:6.2f}%")
+    bp = (_("1 (not shorter)") if e["hyp_len"] >= e["ref_len"] else
+          f"exp(1 - {e['ref_len']}/{e['hyp_len']}) = {e['brevity_penalty']:.4f}")
     lines += [
-        f"  geometric mean (p1 p2 p3 p4)^(1/4) = {e['geometric_mean']:.2f}%",
-        f"  brevity penalty: output {e['hyp_len']} tokens, references {e['ref_len']}: BP = "
-        + ("1 (not shorter)" if e["hyp_len"] >= e["ref_len"] else
-           f"exp(1 - {e['ref_len']}/{e['hyp_len']}) = {e['brevity_penalty']:.4f}"),
-        f"  BP x mean = {e['recombined']:.2f}   sacreBLEU's own score: {e['score']:.2f}   ({e['signature']})",
+        _("  geometric mean (p1 p2 p3 p4)^(1/4) = {mean:.2f}%").format(mean=e["geometric_mean"]),
+        _("  brevity penalty: output {hyp_len} tokens, references {ref_len}: BP = {bp}").format(
+            hyp_len=e["hyp_len"], ref_len=e["ref_len"], bp=bp),
+        _("  BP x mean = {recombined:.2f}   sacreBLEU's own score: {score:.2f}   ({signature})").format(**e),
         "",
-        f"seed 001's simple BLEU (clipped character unigrams x min(1, ref/out), mean of sentences): "
-        f"{e['simple_bleu']:.2f}. Why it differs:",
-        f"  - unigrams only: the order does not count. Shuffle each output's characters: simple BLEU "
-        f"{e['shuffled_simple_bleu']:.2f}, real BLEU {e['shuffled_bleu']:.2f} (p2-p4 collapse).",
-        f"  - its penalty punishes LONG output (min(1, ref/out); {e['longer_than_ref']} of {e['sentences']} "
-        f"outputs are longer), which the precision already does; BLEU's BP punishes SHORT output "
-        f"({e['shorter_than_ref']} are shorter), which precision alone rewards.",
-        "  - it averages sentence scores; BLEU adds up the counts of the whole corpus first, then divides.",
+        _("seed 001's simple BLEU (clipped character unigrams x min(1, ref/out), mean of sentences): "
+          "{simple_bleu:.2f}. Why it differs:").format(**e),
+        _("  - unigrams only: the order does not count. Shuffle each output's characters: simple BLEU "
+          "{shuffled_simple_bleu:.2f}, real BLEU {shuffled_bleu:.2f} (p2-p4 collapse).").format(**e),
+        _("  - its penalty punishes LONG output (min(1, ref/out); {longer_than_ref} of {sentences} outputs are "
+          "longer), which the precision already does; BLEU's BP punishes SHORT output ({shorter_than_ref} are "
+          "shorter), which precision alone rewards.").format(**e),
+        _("  - it averages sentence scores; BLEU adds up the counts of the whole corpus first, then divides."),
     ]
     return "\n".join(lines)

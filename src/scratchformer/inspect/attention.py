@@ -11,11 +11,12 @@ from torch import Tensor
 
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID
 from scratchformer.errors import InputError
+from scratchformer.i18n import N_, _
 from scratchformer.inspect.plots import plot_attention, plot_attention_grid
 
-# kind -> what it is; queries attend over keys
-KINDS = {"self": "encoder self-attention", "decoder-self": "decoder self-attention (masked)",
-         "cross": "cross-attention (decoder queries, encoder keys)"}
+# kind -> what it is (English; _() where shown); queries attend over keys
+KINDS = {"self": N_("encoder self-attention"), "decoder-self": N_("decoder self-attention (masked)"),
+         "cross": N_("cross-attention (decoder queries, encoder keys)")}
 
 
 @dataclass
@@ -70,7 +71,7 @@ def plot_cross_attention(run, source: str, translation: str, path: Path, layer: 
     """The heatmap of `layer`'s cross-attention for one sentence; returns the file written."""
     weights, src_labels, tgt_labels = cross_attention(run, source, translation, layer)
     n_layers = len(run.model.decoder.layers)
-    title = f"cross-attention, decoder layer {layer % n_layers + 1} of {n_layers}"
+    title = _("cross-attention, decoder layer {layer} of {layers}").format(layer=layer % n_layers + 1, layers=n_layers)
     return plot_attention(path, weights, src_labels, tgt_labels, title=title)
 
 
@@ -89,7 +90,7 @@ def select(maps: AttentionMaps, kind: str, layer: int | None = None, head: int |
     for i in range(len(layers)) if layer is None else [layer - 1]:
         heads = range(n_heads) if head is None else [head - 1]
         rows.append([layers[i][j] for j in heads])
-        names.append([f"layer {i + 1}, head {j + 1}" for j in heads])
+        names.append([_("layer {layer}, head {head}").format(layer=i + 1, head=j + 1) for j in heads])
     return rows, names
 
 
@@ -98,7 +99,7 @@ def plot_kind(maps: AttentionMaps, path: str | Path, kind: str = "cross", layer:
     """One kind's heatmaps (layers x heads, or the one asked for), tokens on the axes; returns the file written."""
     rows, names = select(maps, kind, layer, head)
     keys, queries = maps.axes(kind)
-    return plot_attention_grid(path, rows, keys, queries, names, title or KINDS[kind],
+    return plot_attention_grid(path, rows, keys, queries, names, title or _(KINDS[kind]),
                                default_name=f"attention-{kind}.png")
 
 
@@ -110,5 +111,5 @@ def plot_sentence_attention(run, source: str, path: str | Path, kind: str = "cro
 
         translation = translate_texts(run.model, run.src_tok, run.tgt_tok, [source])[0]
     maps = attention_maps(run, source, translation)
-    title = f"{KINDS[kind]}: {source} -> {translation}"
+    title = f"{_(KINDS[kind])}: {source} -> {translation}"
     return plot_kind(maps, path, kind, layer, head, title), translation

@@ -8,12 +8,17 @@ CJK SC) or a system font with Chinese glyphs serves too where that package is mi
 matplotlib (>= 3.6) falls back glyph by glyph along the *list* of families in `font.family`: the plots draw with
 ["sans-serif", <the Chinese font>], so Latin text keeps DejaVu Sans and each CJK character comes from the
 Chinese font. Nothing is downloaded, nothing is written to matplotlib's own folders.
+
+The HTML report embeds the same font, subset to the characters the page uses (`font_face_css`), so that its
+Chinese renders on a machine with no CJK font at all.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import importlib.util
+import io
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -85,3 +90,46 @@ def chinese_text() -> Iterator[None]:
         if not rc:
             warnings.filterwarnings("ignore", message="Glyph .* missing from font")
         yield
+
+
+EMBEDDED_FAMILY = "scratchformer-zh"  # the name the report's @font-face gives the embedded subset
+
+
+def font_file() -> Path | None:
+    """The packaged Chinese font file (Noto Sans SC), or None where no package ships one."""
+    files = _packaged_font_files()
+    return files[0] if files else None
+
+
+def subset_font(text: str, path: Path | None = None) -> bytes:
+    """The Chinese font cut down to the characters of `text` above ASCII (Latin comes from the browser's own
+    sans-serif), as WOFF bytes: a page's few hundred glyphs instead of the whole font's tens of thousands."""
+    from fontTools import subset  # late: only the report needs it (fontTools comes with matplotlib)
+    from fontTools.ttLib import TTFont
+
+    path = path or font_file()
+    if path is None:
+        raise FileNotFoundError(f"no Chinese font to embed: pip install {PACKAGE}")
+    options = subset.Options()
+    options.flavor = "woff"  # zlib-compressed; woff2 would need brotli
+    options.name_IDs, options.notdef_outline = ["*"], True
+    font = TTFont(str(path), lazy=True)
+    subsetter = subset.Subsetter(options)
+    subsetter.populate(unicodes={ord(c) for c in text if ord(c) > 0x7F} or {0x4E2D})
+    subsetter.subset(font)
+    buffer = io.BytesIO()
+    font.flavor = "woff"
+    font.save(buffer)
+    return buffer.getvalue()
+
+
+def font_face_css(text: str, family: str = EMBEDDED_FAMILY) -> str:
+    """An @font-face rule whose src is a data: URI of `subset_font(text)`; "" (after the MissingFontWarning)
+    where no font is packaged, so that the page still renders (Chinese then needs a system font)."""
+    if font_file() is None:
+        warnings.warn(f"no Chinese font to embed in the page, Chinese may show as boxes: pip install {PACKAGE}",
+                      MissingFontWarning, stacklevel=2)
+        return ""
+    data = base64.b64encode(subset_font(text)).decode("ascii")
+    return (f'@font-face {{ font-family: "{family}"; font-display: block; '
+            f'src: url(data:font/woff;base64,{data}) format("woff"); }}\n')

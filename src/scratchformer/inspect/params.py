@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from scratchformer.config import PAPER_PARAMS_M, ModelConfig
+from scratchformer.i18n import _, pad
 from scratchformer.model import build_model
 from scratchformer.model.transformer import TransformerBase
 
@@ -115,19 +116,23 @@ def closed_form(config: ModelConfig) -> int:
 
 
 def format_table(rows: list[Row], config: ModelConfig, paper_m: float | None = None) -> str:
+    """The table as text, headers in the language of `_()` (padded by display width: Chinese takes two columns)."""
     total = sum(r.total for r in rows)
-    lines = [f"{'component':44s} {'per layer':>12s} {'layers':>6s} {'total':>14s}  note", "-" * 92]
+
+    def line(name: str, per: str = "", n: str = "", count: str = "", note: str = "") -> str:
+        return f"{pad(name, 44)} {pad(per, 12, True)} {pad(n, 6, True)} {pad(count, 14, True)}  {note}".rstrip()
+
+    lines = [line(_("component"), _("per layer"), _("layers"), _("total"), _("note")), "-" * 92]
     for r in rows:
         per = f"{r.per_layer:,}" if r.per_layer is not None else ""
         n = str(r.layers) if r.layers is not None else ""
-        lines.append(f"{r.component:44s} {per:>12s} {n:>6s} {r.total:>14,}  {r.note}")
+        lines.append(line(r.component, per, n, f"{r.total:,}", r.note))
     lines.append("-" * 92)
-    lines.append(f"{'total (exact)':44s} {'':>12s} {'':>6s} {total:>14,}  = {total / 1e6:.2f}M")
-    lines.append(f"{'closed form: matrices only, no biases/norms':44s} {'':>12s} {'':>6s} "
-                 f"{closed_form(config):>14,}")
-    lines.append(f"{'seeds estimate: 12*N*d^2 + V*d':44s} {'':>12s} {'':>6s} {seeds_estimate(config):>14,}")
+    lines.append(line(_("total (exact)"), count=f"{total:,}", note=f"= {total / 1e6:.2f}M"))
+    lines.append(line(_("closed form: matrices only, no biases/norms"), count=f"{closed_form(config):,}"))
+    lines.append(line(_("seeds estimate: 12*N*d^2 + V*d"), count=f"{seeds_estimate(config):,}"))
     if paper_m is not None:
-        lines.append(f"{'paper, Table 3':44s} {'':>12s} {'':>6s} {f'{paper_m:g}M':>14s}")
+        lines.append(line(_("paper, Table 3"), count=f"{paper_m:g}M"))
     return "\n".join(lines)
 
 

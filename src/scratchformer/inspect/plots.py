@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 from scratchformer.errors import InputError  # noqa: E402
+from scratchformer.i18n import _  # noqa: E402
 from scratchformer.inspect.fonts import chinese_text  # noqa: E402
 from scratchformer.model.embedding import sinusoid_table  # noqa: E402
 from scratchformer.runs.files import atomic_path  # noqa: E402
@@ -53,8 +54,9 @@ def check_position_sizes(d_model: int, max_len: int, flags: dict[str, str] | Non
 
 
 def default_dims(d_model: int) -> list[int]:
-    """Four sine dimensions from fast to slow (0, D/8, D/4, D/2, rounded down to even): what seed 000 teaches,
-    low dimensions oscillate fast and high ones slowly."""
+    """Four sine dimensions from fast to slow (0, D/8, D/4, D/2, rounded down to even): low dimensions oscillate
+    fast and high ones slowly, the wavelength 2 pi 10000^(2i/D) growing with i. Seed 000 says the opposite (low
+    slow, high fast); docs/seed-errata.md corrects it."""
     return sorted({min(2 * (d_model // k // 2), d_model - 2) for k in (8, 4, 2)} | {0})
 
 
@@ -80,30 +82,32 @@ def plot_positions(path: str | Path, d_model: int = 128, max_len: int = 100,
     with chinese_text():
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
         im = ax1.imshow(table, aspect="auto", cmap="RdBu", vmin=-1, vmax=1)
-        ax1.set(xlabel="embedding dimension", ylabel="position", title=f"sinusoidal PE (d_model={d_model})")
+        ax1.set(xlabel=_("embedding dimension"), ylabel=_("position"),
+                title=_("sinusoidal PE (d_model={d_model})").format(d_model=d_model))
         fig.colorbar(im, ax=ax1)
         for d in dims:
             wavelength = 2 * math.pi * 10000 ** ((d - d % 2) / d_model)
-            ax2.plot(table[:, d], label=f"dim {d} ({'sin' if d % 2 == 0 else 'cos'}, wavelength {wavelength:.3g})")
-        ax2.set(xlabel="position", ylabel="value", title="PE(pos, dim): low dimensions fast, high ones slow")
+            ax2.plot(table[:, d], label=_("dim {d} ({fn}, wavelength {wavelength:.3g})").format(
+                d=d, fn="sin" if d % 2 == 0 else "cos", wavelength=wavelength))
+        ax2.set(xlabel=_("position"), ylabel=_("value"), title=_("PE(pos, dim): low dimensions fast, high ones slow"))
         ax2.legend(fontsize=8, loc="lower left")
         fig.tight_layout()
         return _save(fig, path, "positions.png")
 
 
 def plot_attention(path: str | Path, weights: Tensor, src_tokens: Sequence[str], tgt_tokens: Sequence[str],
-                   title: str = "cross-attention") -> Path:
+                   title: str | None = None) -> Path:
     """weights (h, L_tgt, L_src) or (L_tgt, L_src): one heatmap per head (first 8) plus their mean."""
     w = weights.float().cpu()
     if w.dim() == 2:
         w = w[None]
     heads = [w.mean(0)] + list(w[:8])
-    labels = ["mean of heads"] + [f"head {i + 1}" for i in range(min(8, w.size(0)))]  # 1-based, as --head
+    labels = [_("mean of heads")] + [_("head {n}").format(n=i + 1) for i in range(min(8, w.size(0)))]  # as --head
     cols = min(3, len(heads))
     rows = (len(heads) + cols - 1) // cols
     panels = [heads[r * cols : (r + 1) * cols] for r in range(rows)]
     names = [labels[r * cols : (r + 1) * cols] for r in range(rows)]
-    return plot_attention_grid(path, panels, src_tokens, tgt_tokens, names, title)
+    return plot_attention_grid(path, panels, src_tokens, tgt_tokens, names, title or _("cross-attention"))
 
 
 def plot_attention_grid(path: str | Path, rows: Sequence[Sequence[Tensor]], keys: Sequence[str],
@@ -128,27 +132,80 @@ def plot_attention_grid(path: str | Path, rows: Sequence[Sequence[Tensor]], keys
                 ax.axis("off")
         fig.suptitle(textwrap.fill(title, int(width * 9)))  # a long sentence wraps instead of running off the page
         fig.tight_layout()
-        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")
+        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label=_("attention weight"))
         return _save(fig, path, default_name)
 
 
-def plot_curves(path: str | Path, records: Sequence[dict], title: str = "training") -> Path:
-    """Training loss per step and validation loss / BLEU from metrics.jsonl records."""
-    train = [(r["step"], r["loss"]) for r in records if r.get("kind") == "train"]
-    valid = [(r["step"], r["valid_loss"]) for r in records if r.get("kind") == "valid"]
-    bleu = [(r["step"], r["bleu"]) for r in records if r.get("kind") == "valid" and r.get("bleu") is not None]
+def plot_curves(path: str | Path, records: Sequence[dict], title: str = "",
+                earlier: Sequence[dict] = ()) -> Path:
+    """Training loss per step (raw, and its running mean over 20 logs) with the validation loss beside it on the
+    same axis, validation BLEU on a second axis; from metrics.jsonl records. `earlier`: an earlier phase's records
+    (the shipped model's metrics-base.jsonl, before fine-tuning), drawn first, the later steps shifted after it."""
+    offset = max((r["step"] for r in earlier if "step" in r), default=0)
+    phases = [(earlier, 0, _("phase 1")), (records, offset, _("phase 2"))] if earlier else [(records, 0, "")]
     with chinese_text():  # the title names the corpus, which may be Chinese
         fig, ax = plt.subplots(figsize=(8, 4.5))
-        if train:
-            ax.plot(*zip(*train), label="train loss", alpha=0.8)
-        if valid:
-            ax.plot(*zip(*valid), "o-", label="valid loss")
-        ax.set(xlabel="optimiser step", ylabel="loss (label-smoothed CE)", title=title)
-        ax.legend(loc="upper left")
-        if bleu:
-            ax2 = ax.twinx()
-            ax2.plot(*zip(*bleu), "s--", color="tab:green", label="valid BLEU")
+        ax2 = None
+        for recs, shift, phase in phases:
+            tag = f"{phase}: " if phase else ""
+            train = [(r["step"] + shift, r["loss"]) for r in recs if r.get("kind") == "train"]
+            valid = [(r["step"] + shift, r["valid_loss"]) for r in recs if r.get("kind") == "valid"]
+            bleu = [(r["step"] + shift, r["bleu"]) for r in recs
+                    if r.get("kind") == "valid" and r.get("bleu") is not None]
+            if train:
+                line, = ax.plot(*zip(*train), label=tag + _("train loss"), alpha=0.35)
+                ys = [y for _step, y in train]
+                mean = [sum(ys[max(0, i - 19): i + 1]) / len(ys[max(0, i - 19): i + 1]) for i in range(len(ys))]
+                ax.plot([x for x, _y in train], mean, color=line.get_color(), label=tag + _("train loss, running mean"))
+            if valid:
+                ax.plot(*zip(*valid), "o-", label=tag + _("validation loss"))
+            if bleu:
+                ax2 = ax2 or ax.twinx()
+                ax2.plot(*zip(*bleu), "s--", color="tab:green", label=tag + _("validation BLEU"))
+        if offset:
+            ax.axvline(offset, color="gray", ls=":")
+        if not any(r.get("kind") == "valid" for recs, _s, _p in phases for r in recs):
+            ax.text(0.5, 0.95, _("no validation records in this run's log"), transform=ax.transAxes, ha="center",
+                    va="top", color="gray")
+        ax.set(xlabel=_("optimiser step"), ylabel=_("loss (label-smoothed CE)"), title=title or _("training"))
+        ax.legend(loc="upper right", fontsize=8)
+        if ax2 is not None:
             ax2.set_ylabel("BLEU")
-            ax2.legend(loc="upper right")
+            ax2.legend(loc="center right", fontsize=8)
         fig.tight_layout()
         return _save(fig, path, "curve.png")
+
+
+def position_relations(d_model: int = 128, max_len: int = 100) -> dict[str, list[float]]:
+    """Seed 003's two PE properties, measured. "dot": PE(p) . PE(p+k) for k = 0..max_len-1 (mean over p), which
+    is sum_i cos(k w_i): it falls as k grows. "linear_error": the largest |R_k PE(p) - PE(p+k)| over p, where R_k
+    rotates each (sin, cos) pair by k w_i, the same matrix for every p: PE(p+k) is a linear function of PE(p)."""
+    import torch
+
+    check_position_sizes(d_model, max_len)
+    pe = sinusoid_table(2 * max_len, d_model).double()  # (2 max_len, D)
+    w = 1.0 / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (D/2,)
+    dots, errors = [], []
+    for k in range(max_len):
+        dots.append(float((pe[:max_len] * pe[k: k + max_len]).sum(-1).mean()))
+        sin, cos = pe[:max_len, 0::2], pe[:max_len, 1::2]  # (max_len, D/2) each
+        c, s = torch.cos(k * w), torch.sin(k * w)
+        rotated = torch.stack([sin * c + cos * s, cos * c - sin * s], dim=-1).flatten(1)  # sin(a+b), cos(a+b)
+        errors.append(float((rotated - pe[k: k + max_len]).abs().max()))
+    return {"dot": dots, "linear_error": errors}
+
+
+def plot_position_relations(path: str | Path, d_model: int = 128, max_len: int = 100) -> Path:
+    """Left: PE(p) . PE(p+k) against the distance k. Right: how exactly a fixed rotation R_k maps PE(p) to
+    PE(p+k). Returns the file written (DIR/position-relations.png for a directory)."""
+    r = position_relations(d_model, max_len)
+    with chinese_text():
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
+        ax1.plot(r["dot"])
+        ax1.set(xlabel=_("distance k"), ylabel="PE(p) . PE(p+k)",
+                title=_("the dot product falls with distance (d_model={d_model})").format(d_model=d_model))
+        ax2.plot([max(e, 1e-17) for e in r["linear_error"]])
+        ax2.set(yscale="log", xlabel=_("distance k"), ylabel="max |R_k PE(p) - PE(p+k)|",
+                title=_("PE(p+k) is a rotation of PE(p), the same for every p"))
+        fig.tight_layout()
+        return _save(fig, path, "position-relations.png")

@@ -11,19 +11,22 @@ from __future__ import annotations
 import base64
 import dataclasses
 import html
+import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from scratchformer.i18n import N_, _, language
 from scratchformer.inspect.attention import KINDS, attention_maps, plot_kind
+from scratchformer.inspect.fonts import EMBEDDED_FAMILY, font_face_css
 from scratchformer.inspect.params import closed_form, parameter_rows, seeds_estimate
 from scratchformer.inspect.plots import plot_curves, plot_positions
 from scratchformer.inspect.shapes import shape_report
 from scratchformer.runs.files import atomic_path
 
 STYLE = """
-body { font-family: sans-serif; margin: 2em auto; max-width: 1200px; color: #222; line-height: 1.4; }
+body { font-family: "EMBEDDED", sans-serif; margin: 2em auto; max-width: 1200px; color: #222; line-height: 1.4; }
 h1 { border-bottom: 2px solid #446; } h2 { margin-top: 2em; border-bottom: 1px solid #aab; }
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
 td, th { border: 1px solid #ccd; padding: 2px 8px; text-align: left; } th { background: #eef; }
@@ -33,20 +36,20 @@ img { max-width: 100%; border: 1px solid #ddd; margin: 0.3em 0; }
 .note { color: #555; font-style: italic; } nav a { margin-right: 1em; }
 .row { display: flex; flex-wrap: wrap; gap: 1.5em; align-items: flex-start; }
 .row table { font-size: 0.8em; } .summary { background: #eef4ee; padding: 0.5em 1em; border-radius: 4px; }
-"""
+""".replace("EMBEDDED", EMBEDDED_FAMILY)  # the subset has no ASCII: Latin comes from the browser's sans-serif
 
 PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
-<link rel="icon" href="data:,"><style>{style}</style></head>
+<html lang="{lang}"><head><meta charset="utf-8"><title>{title}</title>
+<link rel="icon" href="data:,"><style>{font}{style}</style></head>
 <body><h1>{title}</h1>
 <nav>{nav}</nav>
 {body}
 </body></html>
 """
 
-SECTIONS = (("scores", "Test scores"), ("samples", "Sample translations"), ("curves", "Training and validation curves"),
-            ("attention", "Attention, per layer and head"), ("positions", "Positional encoding"),
-            ("config", "Config, parameters and shapes"))
+SECTIONS = (("scores", N_("Test scores")), ("samples", N_("Sample translations")),
+            ("curves", N_("Training and validation curves")), ("attention", N_("Attention, per layer and head")),
+            ("positions", N_("Positional encoding")), ("config", N_("Config, parameters and shapes")))
 
 
 def png_uri(path: str | Path) -> str:
@@ -76,57 +79,70 @@ def config_section(run) -> str:
     rows = parameter_rows(run.model)
     total = sum(r.total for r in rows)
     params = [(r.component, r.per_layer, r.layers, r.total, r.note) for r in rows]
-    params += [("total (exact)", None, None, total, f"{total / 1e6:.2f}M"),
-               ("closed form: matrices only", None, None, closed_form(config), ""),
-               ("seeds' estimate 12 N d^2 + V d", None, None, seeds_estimate(config), "")]
+    params += [(_("total (exact)"), None, None, total, f"{total / 1e6:.2f}M"),
+               (_("closed form: matrices only"), None, None, closed_form(config), ""),
+               (_("seeds' estimate 12 N d^2 + V d"), None, None, seeds_estimate(config), "")]
     fields = [(k, v) for k, v in dataclasses.asdict(config).items() if v not in ({}, None)]
     train = dataclasses.asdict(run.train_config) if run.train_config else {}
-    boxes = [("Model (config.json)", table(["field", "value"], [(k, str(v)) for k, v in fields]))]
+    head = [_("field"), _("value")]
+    boxes = [(_("Model (config.json)"), table(head, [(k, str(v)) for k, v in fields]))]
     if train:
-        boxes.append(("Training (train_config.json)",
-                      table(["field", "value"], [(k, str(v)) for k, v in train.items() if v is not None])))
-    boxes.append(("Parameters per component", table(["component", "per layer", "layers", "total", "note"], params)))
+        boxes.append((_("Training (train_config.json)"),
+                      table(head, [(k, str(v)) for k, v in train.items() if v is not None])))
+    boxes.append((_("Parameters per component"), table(
+        [_("component"), _("per layer"), _("layers"), _("total"), _("note")], params)))
     parts = ['<div class="row">' + "".join(f"<div><h3>{t}</h3>{b}</div>" for t, b in boxes) + "</div>",
-             "<h3>Shapes (one batch of 2 random sentences, source length 10, target length 9)</h3>",
+             "<h3>" + _("Shapes (one batch of 2 random sentences, source length 10, target length 9)") + "</h3>",
               f"<pre>{html.escape(shape_report(run.model, batch=2, src_len=10, tgt_len=9))}</pre>"]
     return "\n".join(parts)
 
 
 def attention_section(run, sentences: Sequence[tuple[str, str]], folder: Path) -> str:
     """For each (source, translation): a grid of layers x heads for each kind of attention."""
-    parts = [f'<p class="note">{len(sentences)} sentence(s), teacher-forced with the model\'s own translation; '
-             "rows are layers, columns heads; x: the keys attended to, y: the queries.</p>"]
+    parts = ['<p class="note">' + _("{n} sentence(s), teacher-forced with the model's own translation; rows are "
+                                     "layers, columns heads; x: the keys attended to, y: the queries.").format(
+        n=len(sentences)) + "</p>"]
     for i, (source, translation) in enumerate(sentences):
         maps = attention_maps(run, source, translation)
         parts.append(f"<h3>{html.escape(source)} &rarr; {html.escape(translation)}</h3>")
-        for kind, what in KINDS.items():
-            path = plot_kind(maps, folder / f"attention-{i}-{kind}.png", kind, title=f"{what}, sentence {i + 1}")
-            parts.append(f"<h4>{html.escape(what)}</h4>" + image(path, f"{what}, sentence {i + 1}"))
+        for kind, english in KINDS.items():
+            what = _(english)
+            caption = _("{what}, sentence {n}").format(what=what, n=i + 1)
+            path = plot_kind(maps, folder / f"attention-{i}-{kind}.png", kind, title=caption)
+            parts.append(f"<h4>{html.escape(what)}</h4>" + image(path, caption))
     return "\n".join(parts)
 
 
 def samples_section(samples: Sequence[dict]) -> str:
     rows = [(i + 1, s["src"], s["ref"], s["hyp"], s["chrf"]) for i, s in enumerate(samples)]
-    return table(["#", "source", "reference", "model (greedy)", "chrF"], rows)
+    return table(["#", _("source"), _("reference"), _("model (greedy)"), "chrF"], rows)
 
 
 def scores_section(scores: dict) -> str:
     """scores: {"note": str, "rows": [{setting, sentences, bleu, chrf, bleu_signature, chrf_signature}]}."""
-    rows = [(r["setting"], r.get("sentences"), r.get("bleu"), r.get("chrf"), r.get("bleu_signature"),
-             r.get("chrf_signature")) for r in scores["rows"]]
-    return (f'<p class="note">{html.escape(scores["note"])}</p>'
-            + table(["setting", "sentences", "BLEU", "chrF", "BLEU signature", "chrF signature"], rows))
+    rows = [(r["setting"], r.get("split", "test"), r.get("sentences"), r.get("bleu"), r.get("chrf"),
+             r.get("bleu_signature"), r.get("chrf_signature")) for r in scores["rows"]]
+    covers = _("Each row is scored on the split it names, over the number of sentences in its own column. A score "
+               "on another slice (one source's sentences only, or other decoding options, as the README's headline "
+               "is) is a different number and not comparable with these.")
+    return (f'<p class="note">{html.escape(scores["note"])}</p><p class="note">{html.escape(covers)}</p>'
+            + table([_("setting"), _("split"), _("sentences"), "BLEU", "chrF", _("BLEU signature"),
+                     _("chrF signature")], rows))
 
 
 def summary(run, samples: Sequence[dict], scores: dict) -> str:
     """One paragraph on top: the model's size and the best stored test score."""
     c = run.model_config
     best = max(scores["rows"], key=lambda r: r.get("bleu") or 0, default=None)
-    score = (f"test BLEU {best['bleu']:.2f}, chrF {best['chrf']:.2f} ({best['setting']}, {best['sentences']} "
-             "sentences)" if best else "no test scores")
-    return (f'<p class="summary">{c.arch}, {run.model.num_parameters() / 1e6:.2f}M parameters: d_model={c.d_model}, '
-            f"{c.n_heads} heads, {c.n_encoder_layers}+{c.n_decoder_layers} layers, {c.norm_placement}-norm, "
-            f"{c.positions} positions; {html.escape(score)}; {len(samples)} sample sentence(s).</p>")
+    score = (_("{split} BLEU {bleu:.2f}, chrF {chrf:.2f} ({setting}, {sentences} sentences)").format(
+        split=best.get("split", "test"), bleu=best["bleu"], chrf=best["chrf"], setting=best["setting"],
+        sentences=best["sentences"]) if best else _("no test scores"))
+    text = _("{arch}, {params:.2f}M parameters: d_model={d_model}, {heads} heads, {enc}+{dec} layers, "
+             "{norm}-norm, {positions} positions; {score}; {samples} sample sentence(s).").format(
+        arch=c.arch, params=run.model.num_parameters() / 1e6, d_model=c.d_model, heads=c.n_heads,
+        enc=c.n_encoder_layers, dec=c.n_decoder_layers, norm=c.norm_placement, positions=c.positions, score=score,
+        samples=len(samples))
+    return f'<p class="summary">{html.escape(text)}</p>'
 
 
 def render_report(run, records: Sequence[dict], samples: Sequence[dict], scores: dict, out: str | Path,
@@ -136,22 +152,36 @@ def render_report(run, records: Sequence[dict], samples: Sequence[dict], scores:
     config = run.model_config
     with tempfile.TemporaryDirectory(prefix="scratchformer-report-") as tmp:
         folder = Path(tmp)
-        curves = (image(plot_curves(folder / "curve.png", records, title=f"training of {run.path.name}"),
-                      "training curves") if records else '<p class="note">no metrics.jsonl in this run</p>')
-        pe_note = ("" if config.positions == "sinusoidal" else
-                   f'<p class="note">this model uses {config.positions} positions; the sinusoidal table of its '
-                   "width is shown for comparison</p>")
+        earlier = earlier_phase(run.path)
+        title = _("training of {run}").format(run=run.path.name)
+        curves = (image(plot_curves(folder / "curve.png", records, title=title, earlier=earlier), _("training curves"))
+                  if records or earlier else '<p class="note">' + _("no metrics.jsonl in this run") + "</p>")
+        pe_note = ("" if config.positions == "sinusoidal" else '<p class="note">' + _(
+            "this model uses {positions} positions; the sinusoidal table of its width is shown for comparison"
+        ).format(positions=config.positions) + "</p>")
         positions = pe_note + image(plot_positions(folder / "positions.png", config.d_model,
-                                                   min(config.max_len, 100)), "sinusoidal positional encoding")
+                                                   min(config.max_len, 100)), _("sinusoidal positional encoding"))
         chosen = [(s["src"], s["hyp"]) for s in samples[:attention_samples] if s["src"].strip()]
         bodies = {"config": config_section(run), "curves": curves, "positions": positions,
                   "attention": attention_section(run, chosen, folder), "samples": samples_section(samples),
                   "scores": scores_section(scores)}
-    body = summary(run, samples, scores) + "\n".join(f'<h2 id="{key}">{html.escape(title)}</h2>\n{bodies[key]}'
+    body = summary(run, samples, scores) + "\n".join(f'<h2 id="{key}">{html.escape(_(title))}</h2>\n{bodies[key]}'
                                                       for key, title in SECTIONS)
-    nav = "".join(f'<a href="#{key}">{html.escape(title)}</a>' for key, title in SECTIONS)
-    title = f"scratchformer report: {run.path.name}"
+    nav = "".join(f'<a href="#{key}">{html.escape(_(title))}</a>' for key, title in SECTIONS)
+    title = _("scratchformer report: {run}").format(run=run.path.name)
     out = Path(out)
+    page = PAGE.format(title=html.escape(title), style=STYLE, nav=nav, body=body, font="{font}",
+                       lang="zh-CN" if language() == "zh" else "en")
+    # the embedded font holds exactly the characters of the page (samples, corpus names, the Chinese text)
     with atomic_path(out) as tmp:  # whole or not at all; where it may go is runs/folders.py's check (the CLI's)
-        tmp.write_text(PAGE.format(title=html.escape(title), style=STYLE, nav=nav, body=body), encoding="utf-8")
+        tmp.write_text(page.replace("{font}", font_face_css(page), 1), encoding="utf-8")
     return out
+
+
+def earlier_phase(run_dir: Path) -> list[dict]:
+    """The records of the phase before fine-tuning, where a shipped model keeps them (metrics-base.jsonl: the
+    base run, with its validation losses), else []."""
+    path = Path(run_dir) / "metrics-base.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from scratchformer.config import ModelConfig
 from scratchformer.errors import InputError
+from scratchformer.i18n import _
 from scratchformer.model.attention import ScaledDotProductAttention
 from scratchformer.model.build import build_model
 from scratchformer.model.transformer import TransformerBase
@@ -213,7 +214,7 @@ def _label_calls(calls: list[Call], probes: list[tuple[list[Call], dict[int, str
             mine = getattr(call, part)
             mine = [mine] if part == "scores" and mine else (mine or [])
             per_tensor = []
-            for j, (shape, _) in enumerate(mine):
+            for j, (shape, _dtype) in enumerate(mine):
                 dims: list[str | None] = []
                 for d in range(len(shape)):
                     names = set()
@@ -265,10 +266,10 @@ def _format_call(call: Call, labels: dict) -> str:
 
     line = f"{'  ' * call.depth}{call.name}" + (f" [{call.kind}]" if call.kind else "")
     if call.ins:
-        line += f"  in: {part('ins')}"
+        line += "  " + _("in: {shapes}").format(shapes=part("ins"))
     line += f"  -> {part('outs')}"
     if call.scores:
-        line += f"  scores: {part('scores')}"
+        line += "  " + _("scores: {shapes}").format(shapes=part("scores"))
     return line
 
 
@@ -276,5 +277,5 @@ def shape_report(model: TransformerBase, batch: int = 2, src_len: int = 10, tgt_
                  all_layers: bool = False) -> str:
     """Random ids of the given sizes through `model`; the trace with a legend of the roles on top."""
     t = trace(model, batch, src_len, tgt_len, all_layers)
-    legend = "dimensions: " + ", ".join(f"{r}={s}" for r, s in t.roles.items())
+    legend = _("dimensions: {roles}").format(roles=", ".join(f"{r}={s}" for r, s in t.roles.items()))
     return "\n".join([legend, ""] + t.lines())

@@ -1,6 +1,6 @@
 """`scratchformer lab`: the seeds' questions answered by experiment, one file per experiment, this registry.
 
-    EXPERIMENTS   name -> (run(out, quick) -> Result, the one-line question it answers)
+    EXPERIMENTS   name -> (run(out, quick) -> Result, the one-line question it answers; _() gives it in Chinese)
     run_experiment(name, out, quick)   runs one: out/NAME.png and out/NAME.json (numbers, conclusion, seconds)
 
 Each experiment is seeded, small (under 5 minutes on 2 CPU cores; `quick` under one minute, for the tests) and
@@ -9,6 +9,7 @@ builds its conclusion from the numbers it measured. Floor 7, beside training/: i
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
 import time
@@ -16,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from scratchformer.errors import InputError
+from scratchformer.i18n import N_, _, language
+from scratchformer.inspect.fonts import chinese_text
 from scratchformer.lab import (
     add_and_norm,
     complexity,
@@ -32,20 +35,20 @@ from scratchformer.lab.common import Result, write_numbers
 from scratchformer.runs.folders import writing_folder
 
 EXPERIMENTS: dict[str, tuple[Callable[..., Result], str]] = {
-    "scaling": (scaling.run, "Why divide the scores by sqrt(d_k)? Without it, does softmax tend to one-hot?"),
-    "positions": (positions.run, "Without positional encoding, can attention see the order of the tokens?"),
-    "heads": (heads.run, "Do the heads of a trained model learn different patterns? What does each one cost?"),
-    "complexity": (complexity.run, "How do the time and memory of attention grow with the sequence length n?"),
-    "norm-placement": (norm_placement.run, "Post-norm or pre-norm: which trains as the stack gets deeper, with and "
-                       "without warm-up?"),
-    "add-and-norm": (add_and_norm.run, "What do the seeds' own Add & Norm formulas compute, against the paper's?"),
+    "scaling": (scaling.run, N_("Why divide the scores by sqrt(d_k)? Without it, does softmax tend to one-hot?")),
+    "positions": (positions.run, N_("Without positional encoding, can attention see the order of the tokens?")),
+    "heads": (heads.run, N_("Do the heads of a trained model learn different patterns? What does each one cost?")),
+    "complexity": (complexity.run, N_("How do the time and memory of attention grow with the sequence length n?")),
+    "norm-placement": (norm_placement.run, N_("Post-norm or pre-norm: which trains as the stack gets deeper, with and "
+                       "without warm-up?")),
+    "add-and-norm": (add_and_norm.run, N_("What do the seeds' own Add & Norm formulas compute, against the paper's?")),
     "layernorm-vs-batchnorm": (layernorm_vs_batchnorm.run,
-                               "With padding in the batch, what does BatchNorm do that LayerNorm does not?"),
-    "residual": (residual.run, "What do the residual connections buy? Training with and without them."),
-    "extrapolation": (extrapolation.run, "Sinusoidal or learned positions: which still works beyond the training "
-                      "length?"),
-    "label-smoothing": (label_smoothing.run, "Label smoothing eps 0 vs 0.1: what happens to accuracy, BLEU and "
-                        "calibration (ECE)?"),
+                               N_("With padding in the batch, what does BatchNorm do that LayerNorm does not?")),
+    "residual": (residual.run, N_("What do the residual connections buy? Training with and without them.")),
+    "extrapolation": (extrapolation.run, N_("Sinusoidal or learned positions: which still works beyond the training "
+                      "length?")),
+    "label-smoothing": (label_smoothing.run, N_("Label smoothing eps 0 vs 0.1: what happens to accuracy, BLEU and "
+                        "calibration (ECE)?")),
 }
 
 
@@ -66,14 +69,15 @@ def run_experiment(name: str, out: str | Path = "lab", quick: bool = False,
     if options and "run_dir" not in inspect.signature(function).parameters:
         raise InputError(f"--run is for the experiments that inspect a trained model (heads), not {name}")
     if progress:
-        print(f"lab {name}: {question} ({'under a minute' if quick else 'up to 5 minutes'} on 2 CPU cores) ...",
+        print(f"lab {name}: {_(question)} ({'under a minute' if quick else 'up to 5 minutes'} on 2 CPU cores) ...",
               file=sys.stderr, flush=True)
     with writing_folder(out, "lab", overwrite, append=True) as tmp:  # written beside, moved in when complete
         start = time.perf_counter()
-        result = function(tmp, quick, **options)
+        with chinese_text() if language() == "zh" else contextlib.nullcontext():  # Chinese plot labels get glyphs
+            result = function(tmp, quick, **options)
         seconds = round(time.perf_counter() - start, 1)
-        numbers = {"experiment": name, "question": question, "quick": quick, "seconds": seconds,
-                   "conclusion": result.conclusion, "numbers": result.numbers}
+        numbers = {"experiment": name, "language": language(), "question": _(question), "quick": quick,
+                   "seconds": seconds, "conclusion": result.conclusion, "numbers": result.numbers}
         result.extra["json"] = write_numbers(tmp, name, numbers)
     result.figure = out / result.figure.name if result.figure is not None else None
     result.extra.update(json=out / result.extra["json"].name, seconds=seconds)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from scratchformer.i18n import _
 from scratchformer.lab.common import (
     Result,
     Tagger,
@@ -86,25 +87,25 @@ def run(out: Path, quick: bool = False) -> Result:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.2))
     for name, values in rms.items():
         ax1.plot(range(len(values)), values, "-o", ms=3, label=f"{name}: {FORMULAS[name]}")
-    ax1.set(xlabel="sublayer (0 = the embeddings)", ylabel="RMS of the residual stream", yscale="log",
-            title=f"an untrained encoder of {depth} layers")
+    ax1.set(xlabel=_("sublayer (0 = the embeddings)"), ylabel=_("RMS of the residual stream"), yscale="log",
+            title=_("an untrained encoder of {depth} layers").format(depth=depth))
     ax1.legend(fontsize=8)
     for name, r in runs.items():
         ax2.plot(r["curve"], label=f"{name}: {pct(r['accuracy'])}")
-    ax2.set(xlabel="step", ylabel="training loss", yscale="log",
-            title=f"tagger, `reverse`, N={train_layers}, dropout 0.1, {steps} steps")
+    ax2.set(xlabel=_("step"), ylabel=_("training loss"), yscale="log",
+            title=_("tagger, `reverse`, N={n}, dropout 0.1, {steps} steps").format(n=train_layers, steps=steps))
     ax2.legend()
     fig.tight_layout()
     figure = save_figure(fig, out, "add-and-norm")
     growth = {name: values[-1] / values[1] for name, values in rms.items()}
     best = max(runs, key=lambda k: runs[k]["accuracy"])
-    conclusion = (
-        f"After {2 * depth} sublayers the residual stream's RMS is "
-        + ", ".join(f"{rms[n][-1]:.2f} ({n})" for n in PLACEMENTS)
-        + f": the seeds' placements add a normalised F(x) each time, so the stream grows "
-        f"{growth['seed000']:.1f}x (seed000) and {growth['seed003']:.1f}x (seed003) from the first sublayer to the "
-        f"last, where post-norm stays at {rms['post'][-1]:.2f}. Training N={train_layers} for {steps} steps: "
-        + ", ".join(f"{n} {pct(runs[n]['accuracy'])}" for n in PLACEMENTS) + f"; best: {best}.")
+    conclusion = _(
+        "After {sublayers} sublayers the residual stream's RMS is {rms}: the seeds' placements add a normalised F(x) "
+        "each time, so the stream grows {g000:.1f}x (seed000) and {g003:.1f}x (seed003) from the first sublayer to "
+        "the last, where post-norm stays at {post:.2f}. Training N={n} for {steps} steps: {accuracies}; best: {best}."
+    ).format(sublayers=2 * depth, rms=", ".join(f"{rms[n][-1]:.2f} ({n})" for n in PLACEMENTS),
+             g000=growth["seed000"], g003=growth["seed003"], post=rms["post"][-1], n=train_layers, steps=steps,
+             accuracies=", ".join(f"{n} {pct(runs[n]['accuracy'])}" for n in PLACEMENTS), best=best)
     numbers = {"depth": depth, "formulas": FORMULAS, "stream_rms": rms,
                "train_layers": train_layers, "steps": steps,
                "training": {k: {"final_loss": v["final_loss"], "accuracy": v["accuracy"]} for k, v in runs.items()}}

@@ -19,6 +19,7 @@ from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from scratchformer.i18n import _
 from scratchformer.lab.common import Result, fit_exponent, save_figure, seed_all
 from scratchformer.model.attention import MultiHeadAttention
 
@@ -91,24 +92,27 @@ def run(out: Path, quick: bool = False) -> Result:
                      label=f"{name}: n^{fits[name]['memory']:.2f}")
     for key in ("core", "total"):
         axes[2].plot(lengths, [f[key] for f in flops], "-o", label=f"{key}: n^{fits['flops'][key]:.2f}")
-    for ax, title, unit in zip(axes, ("time of one forward", "peak memory allocated", "FLOPs (counted)"),
+    for ax, title, unit in zip(axes, (_("time of one forward"), _("peak memory allocated"), _("FLOPs (counted)")),
                                ("ms", "MiB", "FLOPs")):
-        ax.set(xscale="log", yscale="log", xlabel="sequence length n", ylabel=unit,
+        ax.set(xscale="log", yscale="log", xlabel=_("sequence length n"), ylabel=unit,
                title=f"{title}, D={D_MODEL}, h={HEADS}")
         ax.legend()
     fig.tight_layout()
     figure = save_figure(fig, out, "complexity")
     hand, fused = data["hand-written"][-1], data["fused"][-1]
-    conclusion = (
-        f"From n={lengths[0]} to n={lengths[-1]}, the hand-written path's memory grows as n^"
-        f"{fits['hand-written']['memory']:.2f} (it holds the n x n scores: {hand['peak_bytes'] / 2**20:.1f} MiB at "
-        f"n={lengths[-1]}), the fused kernel's as n^{fits['fused']['memory']:.2f} "
-        f"({fused['peak_bytes'] / 2**20:.1f} MiB). The attention FLOPs grow as n^{fits['flops']['core']:.2f} "
-        f"(with the projections, n^{fits['flops']['total']:.2f} over this range). Time on this machine: n^"
-        f"{fits['hand-written']['time']:.2f} hand-written, n^{fits['fused']['time']:.2f} fused; at n={lengths[-1]} "
-        f"{hand['seconds'] * 1e3:.1f} ms against {fused['seconds'] * 1e3:.1f} ms "
-        f"(fused {hand['seconds'] / fused['seconds']:.1f}x "
-        f"{'faster' if fused['seconds'] < hand['seconds'] else 'slower'}).")
+    conclusion = _(
+        "From n={n0} to n={n1}, the hand-written path's memory grows as n^{mem_hand:.2f} (it holds the n x n scores: "
+        "{hand_mib:.1f} MiB at n={n1}), the fused kernel's as n^{mem_fused:.2f} ({fused_mib:.1f} MiB). The attention "
+        "FLOPs grow as n^{flops_core:.2f} (with the projections, n^{flops_total:.2f} over this range). Time on this "
+        "machine: n^{time_hand:.2f} hand-written, n^{time_fused:.2f} fused; at n={n1} {hand_ms:.1f} ms against "
+        "{fused_ms:.1f} ms (fused {ratio:.1f}x {faster})."
+    ).format(n0=lengths[0], n1=lengths[-1], mem_hand=fits["hand-written"]["memory"],
+             hand_mib=hand["peak_bytes"] / 2**20, mem_fused=fits["fused"]["memory"],
+             fused_mib=fused["peak_bytes"] / 2**20, flops_core=fits["flops"]["core"],
+             flops_total=fits["flops"]["total"], time_hand=fits["hand-written"]["time"],
+             time_fused=fits["fused"]["time"], hand_ms=hand["seconds"] * 1e3, fused_ms=fused["seconds"] * 1e3,
+             ratio=hand["seconds"] / fused["seconds"],
+             faster=_("faster") if fused["seconds"] < hand["seconds"] else _("slower"))
     numbers = {"lengths": lengths, "d_model": D_MODEL, "heads": HEADS, "measured": data, "flops": flops,
                "exponents": fits, "threads": torch.get_num_threads()}
     return Result(numbers, conclusion, figure)

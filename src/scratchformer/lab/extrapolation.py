@@ -17,6 +17,7 @@ from typing import get_args
 import torch
 
 from scratchformer.config.model import Positions
+from scratchformer.i18n import _
 from scratchformer.lab.common import (
     PAD,
     Result,
@@ -59,22 +60,23 @@ def run(out: Path, quick: bool = False) -> Result:
     fig, ax = plt.subplots(figsize=(9, 4.2))
     for kind, r in runs.items():
         ax.plot(range(test_len), r["per_position"], "-o", ms=3,
-                label=f"{kind}: {pct(r['inside'])} inside, {pct(r['beyond'])} beyond")
-    ax.axvspan(TRAIN_LEN - 0.5, test_len - 0.5, color="gray", alpha=0.15, label="positions never trained")
-    ax.axhline(1 / (VOCAB - 3), color="gray", ls=":", label="chance")
-    ax.set(xlabel="position", ylabel="accuracy (y_i = x_(i-1))", ylim=(0, 1.05),
-           title=f"`shift`, trained on lengths 2-{TRAIN_LEN}, {steps} steps, tested on length {test_len}")
+                label=_("{kind}: {inside} inside, {beyond} beyond").format(kind=kind, inside=pct(r["inside"]),
+                                                                          beyond=pct(r["beyond"])))
+    ax.axvspan(TRAIN_LEN - 0.5, test_len - 0.5, color="gray", alpha=0.15, label=_("positions never trained"))
+    ax.axhline(1 / (VOCAB - 3), color="gray", ls=":", label=_("chance"))
+    ax.set(xlabel=_("position"), ylabel=_("accuracy (y_i = x_(i-1))"), ylim=(0, 1.05),
+           title=_("`shift`, trained on lengths 2-{train_len}, {steps} steps, tested on length {test_len}").format(
+               train_len=TRAIN_LEN, steps=steps, test_len=test_len))
     ax.legend(fontsize=8)
     fig.tight_layout()
     figure = save_figure(fig, out, "extrapolation")
     best = max(runs, key=lambda k: runs[k]["beyond"])
     conclusion = (
-        "Accuracy inside the training length / beyond it: "
-        + "; ".join(f"{k} {pct(r['inside'])} / {pct(r['beyond'])}" for k, r in runs.items())
-        + f". Best beyond the training length: {best}"
-        + (f", {pct(runs[best]['beyond'] - min(r['beyond'] for r in runs.values()))} ahead of the worst."
-           if len(runs) > 1 else ".")
-        + (" The learned table's rows past the training length were never trained: "
-           f"{pct(runs['learned']['beyond'])} there." if "learned" in runs else ""))
+        _("Accuracy inside the training length / beyond it: {rows}. Best beyond the training length: {best}").format(
+            rows="; ".join(f"{k} {pct(r['inside'])} / {pct(r['beyond'])}" for k, r in runs.items()), best=best)
+        + (_(", {lead} ahead of the worst.").format(
+            lead=pct(runs[best]["beyond"] - min(r["beyond"] for r in runs.values()))) if len(runs) > 1 else ".")
+        + (_(" The learned table's rows past the training length were never trained: {acc} there.").format(
+            acc=pct(runs["learned"]["beyond"])) if "learned" in runs else ""))
     numbers = {"kinds": KINDS, "train_len": TRAIN_LEN, "test_len": test_len, "steps": steps, "runs": runs}
     return Result(numbers, conclusion, figure)

@@ -22,6 +22,7 @@ from scratchformer.data.tokenizers import BOS_ID, EOS_ID
 from scratchformer.decoding.translate import translate_texts
 from scratchformer.errors import InputError
 from scratchformer.evaluation.metrics import bleu
+from scratchformer.i18n import _
 from scratchformer.inspect.fonts import chinese_text
 from scratchformer.lab.common import Result, save_figure
 from scratchformer.model.attention import MultiHeadAttention
@@ -119,7 +120,7 @@ def _matrix(ax, values: list[list[float]], title: str, cmap: str, fig, fmt: str 
     im = ax.imshow(m, cmap=cmap, aspect="auto")
     for (r, c), v in zip(((r, c) for r in range(m.size(0)) for c in range(m.size(1))), m.flatten().tolist()):
         ax.text(c, r, fmt.format(v), ha="center", va="center", fontsize=7, color="white")
-    ax.set(xlabel="head", ylabel="layer", title=title)
+    ax.set(xlabel=_("head"), ylabel=_("layer"), title=title)
     ax.set_xticks(range(m.size(1)), [str(i + 1) for i in range(m.size(1))])
     ax.set_yticks(range(m.size(0)), [str(i + 1) for i in range(m.size(0))])
     fig.colorbar(im, ax=ax)
@@ -191,15 +192,16 @@ def run(out: Path, quick: bool = False, run_dir: str | Path | None = None) -> Re
     worst = {kind: max(((layer, head, base - b) for layer, row in enumerate(t) for head, b in enumerate(row)),
                        key=lambda x: x[2]) for kind, t in drops["per_head"].items()}
     spread = {kind: (min(min(r) for r in s["entropy"]), max(max(r) for r in s["entropy"])) for kind, s in stats.items()}
-    conclusion = (
-        "Entropy of the heads (nats, low = focused): "
-        + "; ".join(f"{kind} {lo:.2f} to {hi:.2f}" for kind, (lo, hi) in spread.items())
-        + f". Greedy BLEU on {n_bleu} test sentences: {base:.1f}; masking one head costs at most "
-        + "; ".join(f"{w[2]:.1f} ({kind}, layer {w[0] + 1}, head {w[1] + 1})" for kind, w in worst.items())
-        + "; masking every head of a kind: "
-        + "; ".join(f"{kind} -> {b:.1f}" for kind, b in drops["whole_kind"].items())
-        + ". " + ("The heads differ: their entropies span " + ", ".join(
-            f"{hi - lo:.2f} nats ({kind})" for kind, (lo, hi) in spread.items()) + "."))
+    conclusion = _(
+        "Entropy of the heads (nats, low = focused): {spread}. Greedy BLEU on {n} test sentences: {base:.1f}; masking "
+        "one head costs at most {worst}; masking every head of a kind: {whole}. The heads differ: their entropies "
+        "span {spans}."
+    ).format(spread="; ".join(f"{kind} {lo:.2f} to {hi:.2f}" for kind, (lo, hi) in spread.items()), n=n_bleu,
+             base=base, worst="; ".join(_("{cost:.1f} ({kind}, layer {layer}, head {head})").format(
+                 cost=w[2], kind=kind, layer=w[0] + 1, head=w[1] + 1) for kind, w in worst.items()),
+             whole="; ".join(f"{kind} -> {b:.1f}" for kind, b in drops["whole_kind"].items()),
+             spans=", ".join(_("{span:.2f} nats ({kind})").format(span=hi - lo, kind=kind)
+                             for kind, (lo, hi) in spread.items()))
     numbers = {"run": str(run_dir), "sentences_for_statistics": n_stats, "sentences_for_bleu": n_bleu,
                "statistics": stats, "bleu": drops, "example": {"source": short[0], "reference": short[1]}}
     return Result(numbers, conclusion, figure)

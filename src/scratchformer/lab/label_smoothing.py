@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from scratchformer.evaluation.metrics import bleu
+from scratchformer.i18n import _
 from scratchformer.lab.common import (
     FIRST_ID,
     PAD,
@@ -94,13 +95,13 @@ def run(out: Path, quick: bool = False) -> Result:
     steps, train_size = (300, 256) if quick else (800, 512)
     runs = {f"eps={eps}": run_eps(eps, steps, train_size) for eps in (0.0, 0.1)}
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.3))
-    ax1.plot([0, 1], [0, 1], color="gray", ls=":", label="perfect calibration")
+    ax1.plot([0, 1], [0, 1], color="gray", ls=":", label=_("perfect calibration"))
     for name, r in runs.items():
         bins = r["reliability"]
         ax1.plot([b["confidence"] for b in bins], [b["accuracy"] for b in bins], "-o",
                  label=f"{name}: ECE {r['ece']:.3f}")
-    ax1.set(xlabel="confidence (max probability)", ylabel="accuracy in that bin", title="reliability diagram "
-            f"(held-out, labels {pct(NOISE)} noisy)")
+    ax1.set(xlabel=_("confidence (max probability)"), ylabel=_("accuracy in that bin"),
+            title=_("reliability diagram (held-out, labels {noise} noisy)").format(noise=pct(NOISE)))
     ax1.legend()
     keys = ("accuracy_clean", "confidence", "ece")
     width = 0.38
@@ -108,19 +109,19 @@ def run(out: Path, quick: bool = False) -> Result:
         ax2.bar([j + (i - 0.5) * width for j in range(len(keys) + 1)], [r[k] for k in keys] + [r["bleu_clean"] / 100],
                 width, label=name)
     ax2.set_xticks(range(len(keys) + 1), ["accuracy\n(clean)", "mean\nconfidence", "ECE", "BLEU / 100\n(clean)"])
-    ax2.set(title=f"tagger, `reverse`, {steps} steps on {train_size} noisy sequences")
+    ax2.set(title=_("tagger, `reverse`, {steps} steps on {size} noisy sequences").format(steps=steps, size=train_size))
     ax2.legend()
     fig.tight_layout()
     figure = save_figure(fig, out, "label-smoothing")
     a, b = runs["eps=0.0"], runs["eps=0.1"]
-    conclusion = (
-        f"Without smoothing the tagger's mean confidence is {a['confidence']:.3f} for an accuracy of "
-        f"{a['accuracy_noisy']:.3f} on noisy held-out labels (ECE {a['ece']:.3f}); with eps=0.1 it is "
-        f"{b['confidence']:.3f} for {b['accuracy_noisy']:.3f} (ECE {b['ece']:.3f}): label smoothing "
-        f"{'lowers' if b['ece'] < a['ece'] else 'does not lower'} the calibration error "
-        f"({a['ece'] / max(b['ece'], 1e-9):.1f}x). Against the clean references: accuracy "
-        f"{pct(a['accuracy_clean'])} vs {pct(b['accuracy_clean'])}, BLEU {a['bleu_clean']:.1f} vs "
-        f"{b['bleu_clean']:.1f} "
-        f"({'eps=0.1 higher' if b['bleu_clean'] > a['bleu_clean'] else 'eps=0 higher or equal'}).")
+    conclusion = _(
+        "Without smoothing the tagger's mean confidence is {a[confidence]:.3f} for an accuracy of "
+        "{a[accuracy_noisy]:.3f} on noisy held-out labels (ECE {a[ece]:.3f}); with eps=0.1 it is {b[confidence]:.3f} "
+        "for {b[accuracy_noisy]:.3f} (ECE {b[ece]:.3f}): label smoothing {lowers} the calibration error "
+        "({ratio:.1f}x). Against the clean references: accuracy {acc_a} vs {acc_b}, BLEU {a[bleu_clean]:.1f} vs "
+        "{b[bleu_clean]:.1f} ({higher})."
+    ).format(a=a, b=b, lowers=_("lowers") if b["ece"] < a["ece"] else _("does not lower"),
+             ratio=a["ece"] / max(b["ece"], 1e-9), acc_a=pct(a["accuracy_clean"]), acc_b=pct(b["accuracy_clean"]),
+             higher=_("eps=0.1 higher") if b["bleu_clean"] > a["bleu_clean"] else _("eps=0 higher or equal"))
     return Result({"steps": steps, "train_size": train_size, "noise": NOISE, "bins": BINS, "runs": runs},
                   conclusion, figure)

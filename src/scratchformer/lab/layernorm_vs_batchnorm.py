@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from scratchformer.i18n import _
 from scratchformer.lab.common import (
     PAD,
     Result,
@@ -114,33 +115,35 @@ def run(out: Path, quick: bool = False) -> Result:
     labels = [f"{k}\n{m} mode" for k in gaps for m in gaps[k]]
     ax1.bar(labels, [max(gaps[k][m], 1e-9) for k in gaps for m in gaps[k]],
             color=["tab:blue", "tab:blue", "tab:orange", "tab:orange"])
-    ax1.set(yscale="log", ylabel="max |change| of sentence A's logits (0 drawn at 1e-9)",
-            title="A's output: neighbour of 5 tokens vs 24 tokens")
+    ax1.set(yscale="log", ylabel=_("max |change| of sentence A's logits (0 drawn at 1e-9)"),
+            title=_("A's output: neighbour of 5 tokens vs 24 tokens"))
     keys = [k for k in results["LayerNorm"] if k != "final_loss"]
     width = 0.38
     for i, kind in enumerate(results):
         ax2.bar([j + (i - 0.5) * width for j in range(len(keys))], [results[kind][k] for k in keys], width,
                 label=kind)
     ax2.set_xticks(range(len(keys)), [k.replace(", ", ",\n") for k in keys])
-    ax2.set(ylim=(0, 1.05), ylabel="accuracy on 4-token sentences", title=f"tagger trained {steps} steps on "
-            f"padded batches (lengths 2-{longest})")
+    ax2.set(ylim=(0, 1.05), ylabel=_("accuracy on 4-token sentences"),
+            title=_("tagger trained {steps} steps on padded batches (lengths 2-{longest})").format(
+                steps=steps, longest=longest))
     ax2.legend(loc="lower left")
     fig.tight_layout()
     figure = save_figure(fig, out, "layernorm-vs-batchnorm")
     ln, bn = results["LayerNorm"], results["BatchNorm"]
     long_key = f"batch statistics, padded to {3 * longest}"
     short_acc = bn["batch statistics, padded to 4"]
-    change = (f"padding changed the accuracy by {pct(abs(short_acc - bn[long_key]))}" if short_acc != bn[long_key]
-              else "padding did not change the accuracy")
-    conclusion = (
-        f"Batched beside a 5-token or a 24-token sentence, sentence A's logits move by {gaps['LayerNorm']['train']:.1e}"
-        f" with LayerNorm (each token normalised alone) and by {gaps['BatchNorm']['train']:.2f} with BatchNorm in "
-        f"training mode (its statistics count the neighbour's tokens and the padding; in eval mode, with running "
-        f"statistics, {gaps['BatchNorm']['eval']:.1e}). After {steps} steps on padded batches, 4-token sentences "
-        f"padded to 4 and to {3 * longest}: LayerNorm {pct(ln['running statistics, padded to 4'])} and "
-        f"{pct(ln[f'running statistics, padded to {3 * longest}'])}; BatchNorm with batch statistics "
-        f"{pct(bn['batch statistics, padded to 4'])} and {pct(bn[long_key])} "
-        f"({change}), "
-        f"with running statistics {pct(bn['running statistics, padded to 4'])}.")
+    change = (_("padding changed the accuracy by {d}").format(d=pct(abs(short_acc - bn[long_key])))
+              if short_acc != bn[long_key] else _("padding did not change the accuracy"))
+    conclusion = _(
+        "Batched beside a 5-token or a 24-token sentence, sentence A's logits move by {ln_gap:.1e} with LayerNorm "
+        "(each token normalised alone) and by {bn_gap:.2f} with BatchNorm in training mode (its statistics count the "
+        "neighbour's tokens and the padding; in eval mode, with running statistics, {bn_eval:.1e}). After {steps} "
+        "steps on padded batches, 4-token sentences padded to 4 and to {wide}: LayerNorm {ln_4} and {ln_wide}; "
+        "BatchNorm with batch statistics {bn_4} and {bn_wide} ({change}), with running statistics {bn_run}."
+    ).format(ln_gap=gaps["LayerNorm"]["train"], bn_gap=gaps["BatchNorm"]["train"], bn_eval=gaps["BatchNorm"]["eval"],
+             steps=steps, wide=3 * longest, ln_4=pct(ln["running statistics, padded to 4"]),
+             ln_wide=pct(ln[f"running statistics, padded to {3 * longest}"]),
+             bn_4=pct(bn["batch statistics, padded to 4"]), bn_wide=pct(bn[long_key]), change=change,
+             bn_run=pct(bn["running statistics, padded to 4"]))
     numbers = {"steps": steps, "train_lengths": [2, longest], "neighbour_gap": gaps, "training": results}
     return Result(numbers, conclusion, figure)

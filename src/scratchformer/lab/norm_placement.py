@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from scratchformer.i18n import _
 from scratchformer.lab.common import (
     FIRST_ID,
     Result,
@@ -55,15 +56,15 @@ def run(out: Path, quick: bool = False) -> Result:
     for norm, w in configs:
         ax1.plot(depths, [runs[f"{norm}, N={n}, warm-up {w}"]["accuracy"] for n in depths], "-o" if norm == "pre"
                  else "--s", label=f"{norm}-norm, warm-up {w}")
-    ax1.axhline(1 / (VOCAB - FIRST_ID), color="gray", ls=":", label="chance")
-    ax1.set(xlabel="layers N", ylabel="held-out accuracy", ylim=(0, 1.05), xticks=list(depths),
-            title=f"tagger on `reverse`, lr {LR}, {steps} steps")
+    ax1.axhline(1 / (VOCAB - FIRST_ID), color="gray", ls=":", label=_("chance"))
+    ax1.set(xlabel=_("layers N"), ylabel=_("held-out accuracy"), ylim=(0, 1.05), xticks=list(depths),
+            title=_("tagger on `reverse`, lr {lr}, {steps} steps").format(lr=LR, steps=steps))
     ax1.legend()
     deep = depths[-1]
     for norm, w in configs:
         ax2.plot(runs[f"{norm}, N={deep}, warm-up {w}"]["curve"], label=f"{norm}-norm, warm-up {w}")
-    ax2.axhline(chance_loss, color="gray", ls=":", label=f"chance: ln {VOCAB - FIRST_ID}")
-    ax2.set(xlabel="step", ylabel="training loss", yscale="log", title=f"N={deep}")
+    ax2.axhline(chance_loss, color="gray", ls=":", label=_("chance: ln {n}").format(n=VOCAB - FIRST_ID))
+    ax2.set(xlabel=_("step"), ylabel=_("training loss"), yscale="log", title=f"N={deep}")
     ax2.legend()
     fig.tight_layout()
     figure = save_figure(fig, out, "norm-placement")
@@ -74,14 +75,15 @@ def run(out: Path, quick: bool = False) -> Result:
     fails = [name for name, r in runs.items() if failed(r)]
     first_post = next((n for n in depths if failed(runs[f"post, N={n}, warm-up 0"])), None)
     acc = {name: r["accuracy"] for name, r in runs.items()}
-    conclusion = (
-        f"With lr {LR}: post-norm without warm-up "
-        + (f"first fails at N={first_post} (loss {runs[f'post, N={first_post}, warm-up 0']['final_loss']:.2f}, "
-           f"chance {chance_loss:.2f})" if first_post else "trains at every depth tried")
-        + f"; at N={deep}: post-norm {pct(acc[f'post, N={deep}, warm-up 0'])} without warm-up and "
-        f"{pct(acc[f'post, N={deep}, warm-up {warm}'])} with {warm} warm-up steps, pre-norm "
-        f"{pct(acc[f'pre, N={deep}, warm-up 0'])} without. Runs that did not train: "
-        + ("; ".join(fails) if fails else "none") + ".")
+    post = (_("first fails at N={n} (loss {loss:.2f}, chance {chance:.2f})").format(
+        n=first_post, loss=runs[f"post, N={first_post}, warm-up 0"]["final_loss"], chance=chance_loss)
+        if first_post else _("trains at every depth tried"))
+    conclusion = _(
+        "With lr {lr}: post-norm without warm-up {post}; at N={deep}: post-norm {post_0} without warm-up and "
+        "{post_w} with {warm} warm-up steps, pre-norm {pre_0} without. Runs that did not train: {fails}."
+    ).format(lr=LR, post=post, deep=deep, post_0=pct(acc[f"post, N={deep}, warm-up 0"]),
+             post_w=pct(acc[f"post, N={deep}, warm-up {warm}"]), warm=warm, pre_0=pct(acc[f"pre, N={deep}, warm-up 0"]),
+             fails="; ".join(fails) if fails else _("none"))
     numbers = {"lr": LR, "steps": steps, "depths": list(depths), "chance_loss": chance_loss,
                "runs": {k: {key: v for key, v in r.items() if key != "curve"} for k, r in runs.items()},
                "failed": fails}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from scratchformer.i18n import _
 from scratchformer.lab.common import (
     Result,
     Tagger,
@@ -64,10 +65,11 @@ def run(out: Path, quick: bool = False) -> Result:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     ax1.bar(list(gaps), [max(g["max_abs_gap"], 1e-12) for g in gaps.values()], color=["tab:blue", "tab:orange"])
     ax1.set(yscale="log", ylabel="max |f([8,3,4]) - swap(f([3,8,4]))|",
-            title="permuting the input permutes the output?")
+            title=_("permuting the input permutes the output?"))
     ax2.bar(list(acc), list(acc.values()), color=["tab:blue", "tab:orange"] * 2)
-    ax2.axhline(chance, color="gray", ls="--", label=f"chance {pct(chance)}")
-    ax2.set(ylim=(0, 1.05), ylabel="held-out accuracy", title=f"toy tagger, {steps} steps, length {length}")
+    ax2.axhline(chance, color="gray", ls="--", label=_("chance {chance}").format(chance=pct(chance)))
+    ax2.set(ylim=(0, 1.05), ylabel=_("held-out accuracy"),
+            title=_("toy tagger, {steps} steps, length {length}").format(steps=steps, length=length))
     ax2.tick_params(axis="x", labelrotation=20)
     ax2.legend()
     fig.tight_layout()
@@ -75,13 +77,14 @@ def run(out: Path, quick: bool = False) -> Result:
     no, yes = gaps["without PE"], gaps["with PE"]
     equivariant = no["max_abs_gap"] < 1e-4 * max(no["scale"], 1.0)
     rev_no, rev_yes = acc["reverse, without PE"], acc["reverse, with PE"]
-    conclusion = (
-        f"Without positional encoding, f([8,3,4]) equals f([3,8,4]) with rows swapped "
-        f"{'exactly' if no['max_abs_gap'] == 0 else 'to ' + format(no['max_abs_gap'], '.1e')} "
-        f"({'attention is blind to order' if equivariant else 'NOT equivariant'}); with PE the "
-        f"gap is {yes['max_abs_gap']:.2f}. Copy needs no order: {pct(acc['copy, without PE'])} without PE, "
-        f"{pct(acc['copy, with PE'])} with. Reverse needs it: {pct(rev_no)} without PE against {pct(rev_yes)} "
-        f"with ({'PE wins by ' + pct(rev_yes - rev_no) if rev_yes > rev_no else 'no gain from PE'}; "
-        f"chance {pct(chance)}).")
+    conclusion = _(
+        "Without positional encoding, f([8,3,4]) equals f([3,8,4]) with rows swapped {exact} ({verdict}); with PE "
+        "the gap is {gap:.2f}. Copy needs no order: {copy_no} without PE, {copy_yes} with. Reverse needs it: "
+        "{rev_no} without PE against {rev_yes} with ({gain}; chance {chance})."
+    ).format(exact=_("exactly") if no["max_abs_gap"] == 0 else _("to {gap:.1e}").format(gap=no["max_abs_gap"]),
+             verdict=_("attention is blind to order") if equivariant else _("NOT equivariant"),
+             gap=yes["max_abs_gap"], copy_no=pct(acc["copy, without PE"]), copy_yes=pct(acc["copy, with PE"]),
+             rev_no=pct(rev_no), rev_yes=pct(rev_yes), chance=pct(chance),
+             gain=_("PE wins by {d}").format(d=pct(rev_yes - rev_no)) if rev_yes > rev_no else _("no gain from PE"))
     numbers = {"steps": steps, "length": length, "permutation": gaps, "accuracy": acc, "chance": chance}
     return Result(numbers, conclusion, figure)

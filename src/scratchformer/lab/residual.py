@@ -14,6 +14,7 @@ from pathlib import Path
 
 from torch import Tensor
 
+from scratchformer.i18n import _
 from scratchformer.lab.common import (
     Result,
     Tagger,
@@ -83,25 +84,27 @@ def run(out: Path, quick: bool = False) -> Result:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.2))
     for name, values in grads.items():
         ax1.plot(range(1, len(values) + 1), values, "-o", label=name)
-    ax1.set(yscale="log", xlabel="encoder layer (1 = next to the input)", ylabel="|dL / dW_qkv| at init",
-            title=f"gradient reaching each layer, N={deep}")
+    ax1.set(yscale="log", xlabel=_("encoder layer (1 = next to the input)"), ylabel=_("|dL / dW_qkv| at init"),
+            title=_("gradient reaching each layer, N={n}").format(n=deep))
     ax1.legend()
     for name, r in runs.items():
         ax2.plot(r["curve"], ls="-" if "with " in name else "--", label=f"{name}: {pct(r['accuracy'])}")
-    ax2.set(yscale="log", xlabel="step", ylabel="training loss", title=f"tagger on `{TASK}`")
+    ax2.set(yscale="log", xlabel=_("step"), ylabel=_("training loss"), title=_("tagger on `{task}`").format(task=TASK))
     ax2.legend(fontsize=8)
     fig.tight_layout()
     figure = save_figure(fig, out, "residual")
     w, wo = grads["with residual"], grads["without residual"]
     acc = {name: r["accuracy"] for name, r in runs.items()}
-    parts = [f"N={n}: {pct(acc[f'N={n}, with residual'])} with, {pct(acc[f'N={n}, without residual'])} without"
-             for n in depths]
+    parts = [_("N={n}: {with_} with, {without} without").format(
+        n=n, with_=pct(acc[f"N={n}, with residual"]), without=pct(acc[f"N={n}, without residual"])) for n in depths]
     drop = {n: acc[f"N={n}, with residual"] - acc[f"N={n}, without residual"] for n in depths}
-    conclusion = (
-        f"At initialisation (N={deep}), the first layer gets {w[0] / w[-1]:.2f}x the last layer's gradient with "
-        f"residuals and {wo[0] / wo[-1]:.2g}x without (first layer: {w[0]:.2g} against {wo[0]:.2g}). Held-out "
-        f"accuracy after {steps} steps, {'; '.join(parts)}: removing the residuals costs "
-        + ", ".join(f"{pct(drop[n])} at N={n}" for n in depths) + ".")
+    conclusion = _(
+        "At initialisation (N={deep}), the first layer gets {ratio_w:.2f}x the last layer's gradient with residuals "
+        "and {ratio_wo:.2g}x without (first layer: {first_w:.2g} against {first_wo:.2g}). Held-out accuracy after "
+        "{steps} steps, {parts}: removing the residuals costs {costs}."
+    ).format(deep=deep, ratio_w=w[0] / w[-1], ratio_wo=wo[0] / wo[-1], first_w=w[0], first_wo=wo[0], steps=steps,
+             parts="; ".join(parts),
+             costs=", ".join(_("{drop} at N={n}").format(drop=pct(drop[n]), n=n) for n in depths))
     numbers = {"depths": list(depths), "steps": steps, "layer_gradients": grads,
                "training": {k: {"final_loss": v["final_loss"], "accuracy": v["accuracy"]} for k, v in runs.items()}}
     return Result(numbers, conclusion, figure)

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from scratchformer.i18n import _
 from scratchformer.lab.common import (
     Result,
     Tagger,
@@ -87,20 +88,23 @@ def run(out: Path, quick: bool = False) -> Result:
     curves, acc = {}, {}
     for kind in ("scaled", "unscaled"):
         curves[kind], acc[kind] = train_run(kind == "scaled", steps, train_dk)
+    names = {"scaled": _("scaled"), "unscaled": _("unscaled")}
     fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
     for key, ax, label in zip(("max_weight", "entropy", "grad_scores"), axes,
-                              ("mean max attention weight", "entropy of the weights (nats)",
-                               "gradient through softmax |dL/d scores|")):
+                              (_("mean max attention weight"), _("entropy of the weights (nats)"),
+                               _("gradient through softmax |dL/d scores|"))):
         for kind, style in (("scaled", "-o"), ("unscaled", "--s")):
-            ax.plot(d_ks, [s[key] for s in stats[kind]], style, label=f"{kind}")
+            ax.plot(d_ks, [s[key] for s in stats[kind]], style, label=names[kind])
         ax.set(xscale="log", xlabel="d_k", title=label)
-    axes[1].axhline(math.log(KEYS), color="gray", ls=":", label=f"uniform: ln {KEYS}")
+    axes[1].axhline(math.log(KEYS), color="gray", ls=":", label=_("uniform: ln {keys}").format(keys=KEYS))
     for ax in axes[:3]:
         ax.legend()
     axes[2].set_yscale("log")
     for kind in ("scaled", "unscaled"):
-        axes[3].plot(curves[kind], label=f"{kind}: accuracy {pct(acc[kind])}")
-    axes[3].set(xlabel="step", ylabel="training loss", yscale="log", title=f"tagger, reverse, d_k={train_dk}")
+        axes[3].plot(curves[kind], label=_("{kind}: accuracy {accuracy}").format(kind=names[kind],
+                                                                                  accuracy=pct(acc[kind])))
+    axes[3].set(xlabel=_("step"), ylabel=_("training loss"), yscale="log",
+                title=_("tagger, reverse, d_k={d_k}").format(d_k=train_dk))
     axes[3].legend()
     fig.tight_layout()
     figure = save_figure(fig, out, "scaling")
@@ -109,19 +113,22 @@ def run(out: Path, quick: bool = False) -> Result:
     tail = max(1, steps // 10)
     loss = {k: sum(v[-tail:]) / len(v[-tail:]) for k, v in curves.items()}
     better = min(loss, key=loss.get)
-    conclusion = (
-        f"At d_k={d_ks[-1]} without the scale, the largest attention weight averages {u_hi['max_weight']:.3f} "
-        f"(with it {s_hi['max_weight']:.3f}), the entropy is {u_hi['entropy']:.2f} nats against "
-        f"{s_hi['entropy']:.2f} (uniform: {math.log(KEYS):.2f}), and the gradient through the softmax "
-        f"is {u_hi['grad_scores'] / s_hi['grad_scores']:.3f}x the scaled one's (at q, where the unscaled scores "
-        f"are sqrt(d_k) times steeper in q, {u_hi['grad_q'] / s_hi['grad_q']:.2f}x); at d_k={d_ks[0]} the two "
-        f"differ by "
-        f"{abs(u_lo['max_weight'] - s_lo['max_weight']):.3f} in max weight. Unscaled, the max weight "
-        f"{'grows' if u_hi['max_weight'] > u_lo['max_weight'] else 'does not grow'} with d_k; scaled it stays "
-        f"between {min(s['max_weight'] for s in stats['scaled']):.3f} and "
-        f"{max(s['max_weight'] for s in stats['scaled']):.3f}. Training the tagger (d_k={train_dk}, {steps} "
-        f"steps): final loss {loss['scaled']:.3f} scaled, {loss['unscaled']:.3f} unscaled ({better} is lower), "
-        f"accuracy {pct(acc['scaled'])} against {pct(acc['unscaled'])}.")
+    conclusion = _(
+        "At d_k={d_hi} without the scale, the largest attention weight averages {u_hi[max_weight]:.3f} (with it "
+        "{s_hi[max_weight]:.3f}), the entropy is {u_hi[entropy]:.2f} nats against {s_hi[entropy]:.2f} (uniform: "
+        "{uniform:.2f}), and the gradient through the softmax is {grad_ratio:.3f}x the scaled one's (at q, where "
+        "the unscaled scores are sqrt(d_k) times steeper in q, {grad_q_ratio:.2f}x); at d_k={d_lo} the two differ "
+        "by {low_gap:.3f} in max weight. Unscaled, the max weight {grows} with d_k; scaled it stays between "
+        "{s_min:.3f} and {s_max:.3f}. Training the tagger (d_k={train_dk}, {steps} steps): final loss "
+        "{loss[scaled]:.3f} scaled, {loss[unscaled]:.3f} unscaled ({better} is lower), accuracy {acc_s} against "
+        "{acc_u}."
+    ).format(d_hi=d_ks[-1], d_lo=d_ks[0], u_hi=u_hi, s_hi=s_hi, uniform=math.log(KEYS),
+             grad_ratio=u_hi["grad_scores"] / s_hi["grad_scores"], grad_q_ratio=u_hi["grad_q"] / s_hi["grad_q"],
+             low_gap=abs(u_lo["max_weight"] - s_lo["max_weight"]),
+             grows=_("grows") if u_hi["max_weight"] > u_lo["max_weight"] else _("does not grow"),
+             s_min=min(s["max_weight"] for s in stats["scaled"]), s_max=max(s["max_weight"] for s in stats["scaled"]),
+             train_dk=train_dk, steps=steps, loss=loss, better=names[better], acc_s=pct(acc["scaled"]),
+             acc_u=pct(acc["unscaled"]))
     numbers = {"d_k": d_ks, "keys": KEYS, "softmax": stats, "training": {
         "d_k": train_dk, "steps": steps, "final_loss": loss, "accuracy": acc}}
     return Result(numbers, conclusion, figure)

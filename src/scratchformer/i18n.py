@@ -1,0 +1,149 @@
+"""The tools' language: English or Chinese, through Python's own `gettext` and the catalogs in locale/.
+
+    _(message)          the message in the chosen language (English when the catalog lacks it)
+    N_(message)         marks a message for translation where it is defined (a module constant), unchanged;
+                        `_()` translates it where it is shown
+    set_language(lang)  "zh", "en", or None: from the environment (LANGUAGE, LC_ALL, LC_MESSAGES, LANG, as
+                        gettext reads them: `LANG=zh_CN.UTF-8` -> "zh")
+    pad(text, width)    left-justify by display width: a Chinese character takes two columns in a terminal
+
+The catalog is locale/zh/LC_MESSAGES/scratchformer.po (edited by hand) and its compiled .mo (shipped as package
+data). `python -m scratchformer.i18n` recompiles the .mo from the .po; tests/i18n checks that the two agree, that
+every message marked with _() or N_() in the source has a Chinese entry, and that the entries use the glossary's
+terms (docs/zh/glossary.md). Error messages stay English: they are what a user pastes into a search box or an
+issue, and the tests match them. Floor 1: imports nothing of ours.
+"""
+
+from __future__ import annotations
+
+import ast
+import gettext
+import os
+import struct
+import unicodedata
+from collections.abc import Mapping
+from pathlib import Path
+
+DOMAIN = "scratchformer"
+LOCALE_DIR = Path(__file__).parent / "locale"
+LANGUAGES = ("en", "zh")
+_state: dict[str, object] = {"lang": None, "catalog": None}
+
+
+def language_from_env(environ: Mapping[str, str] | None = None) -> str:
+    """"zh" or "en" from the locale variables, in gettext's order: LANGUAGE (a list), LC_ALL, LC_MESSAGES, LANG."""
+    environ = os.environ if environ is None else environ
+    for name in ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"):
+        value = environ.get(name, "")
+        for entry in value.split(":") if name == "LANGUAGE" else [value]:
+            code = entry.strip().lower()
+            if code.startswith("zh"):
+                return "zh"
+            if code and (name != "LANGUAGE" or code.startswith("en")):
+                return "en"  # "C", "POSIX", "en_US.UTF-8", "de_DE": no Chinese asked for
+    return "en"
+
+
+def set_language(lang: str | None = None) -> str:
+    """Choose the language of `_()`; None reads the environment. Returns the language chosen."""
+    lang = language_from_env() if lang is None else lang
+    if lang not in LANGUAGES:
+        raise ValueError(f"--lang {lang}: choose one of {', '.join(LANGUAGES)}")
+    if lang == "en":
+        catalog: gettext.NullTranslations = gettext.NullTranslations()
+    else:
+        catalog = gettext.translation(DOMAIN, LOCALE_DIR, languages=[lang], fallback=True)
+    _state.update(lang=lang, catalog=catalog)
+    return lang
+
+
+def language() -> str:
+    """The language `_()` speaks now ("en" or "zh")."""
+    if _state["lang"] is None:
+        set_language(None)
+    return str(_state["lang"])
+
+
+def _(message: str) -> str:
+    """`message` in the chosen language."""
+    if _state["catalog"] is None:
+        set_language(None)
+    return _state["catalog"].gettext(message)  # type: ignore[union-attr]
+
+
+def N_(message: str) -> str:  # noqa: N802 (gettext's own name for it)
+    """Mark `message` for the catalog without translating it now."""
+    return message
+
+
+def width(text: str) -> int:
+    """Columns `text` takes in a terminal: wide (CJK) characters count two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def pad(text: str, columns: int, right: bool = False) -> str:
+    """`text` padded with spaces to `columns` display columns (on the left when `right`)."""
+    fill = " " * max(0, columns - width(text))
+    return fill + text if right else text + fill
+
+
+# -- the catalog: .po text -> .mo bytes (what GNU msgfmt does, for the subset of .po we write) -------------------
+
+def read_po(path: str | Path) -> dict[str, str]:
+    """msgid -> msgstr of a .po file (the header under ""); multi-line strings are joined."""
+    entries: dict[str, str] = {}
+    key, parts = None, {"msgid": [], "msgstr": []}
+
+    def flush() -> None:
+        if parts["msgid"] or parts["msgstr"]:
+            entries["".join(parts["msgid"])] = "".join(parts["msgstr"])
+
+    for line in Path(path).read_text(encoding="utf-8").splitlines() + [""]:
+        line = line.strip()
+        if line.startswith("msgid "):
+            flush()
+            parts = {"msgid": [], "msgstr": []}
+            key, line = "msgid", line[6:]
+        elif line.startswith("msgstr "):
+            key, line = "msgstr", line[7:]
+        if line.startswith('"') and key:
+            parts[key].append(ast.literal_eval(line))  # a C-style quoted string: \" \\ \n as in Python
+        elif not line or line.startswith("#"):
+            continue
+    flush()
+    return entries
+
+
+def mo_bytes(entries: Mapping[str, str]) -> bytes:
+    """The GNU .mo file of `entries` (untranslated ones left out, so gettext falls back to English)."""
+    items = sorted((k.encode(), v.encode()) for k, v in entries.items() if v)
+    ids = strs = b""
+    offsets = []
+    for k, v in items:
+        offsets.append((len(ids), len(k), len(strs), len(v)))
+        ids += k + b"\0"
+        strs += v + b"\0"
+    start = 7 * 4 + 16 * len(items)  # header, then the two tables of (length, offset)
+    table_ids = b"".join(struct.pack("<2I", n, start + o) for o, n, _, _ in offsets)
+    table_strs = b"".join(struct.pack("<2I", n, start + len(ids) + o) for _, _, o, n in offsets)
+    header = struct.pack("<7I", 0x950412DE, 0, len(items), 7 * 4, 7 * 4 + 8 * len(items), 0, 0)
+    return header + table_ids + table_strs + ids + strs
+
+
+def catalog_path(lang: str = "zh", suffix: str = ".po") -> Path:
+    return LOCALE_DIR / lang / "LC_MESSAGES" / f"{DOMAIN}{suffix}"
+
+
+def compile_catalogs() -> list[Path]:
+    """Rewrite every locale/*/LC_MESSAGES/scratchformer.mo from its .po; returns the files written."""
+    written = []
+    for lang in LANGUAGES[1:]:
+        mo = catalog_path(lang, ".mo")
+        mo.write_bytes(mo_bytes(read_po(catalog_path(lang))))
+        written.append(mo)
+    return written
+
+
+if __name__ == "__main__":
+    for path in compile_catalogs():
+        print(f"wrote {path}")
