@@ -121,7 +121,8 @@ def summary(run, samples: Sequence[dict], scores: dict) -> str:
     """One paragraph on top: the model's size and the best stored test score."""
     c = run.model_config
     best = max(scores["rows"], key=lambda r: r.get("bleu") or 0, default=None)
-    score = (f"test BLEU {best['bleu']:.2f}, chrF {best['chrf']:.2f} ({best['setting']}, {best['sentences']} "
+    chrf = f"{best['chrf']:.2f}" if best and isinstance(best.get("chrf"), (int, float)) else "not stored"
+    score = (f"test BLEU {best['bleu']:.2f}, chrF {chrf} ({best['setting']}, {best['sentences']} "
              "sentences)" if best else "no test scores")
     return (f'<p class="summary">{c.arch}, {run.model.num_parameters() / 1e6:.2f}M parameters: d_model={c.d_model}, '
             f"{c.n_heads} heads, {c.n_encoder_layers}+{c.n_decoder_layers} layers, {c.norm_placement}-norm, "
