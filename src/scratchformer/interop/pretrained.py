@@ -66,7 +66,8 @@ class PretrainedLM:
         """The prompt text of a conversation, by the model's chat template."""
         if not self.chat_template:
             raise ConfigError("this model has no chat template: use `generate` with a plain prompt")
-        return render_chat(self.chat_template, messages, self.source, add_generation_prompt=add_generation_prompt,
+        template = pick_template(self.chat_template, self.source)  # a library user may give HF's named templates
+        return render_chat(template, messages, self.source, add_generation_prompt=add_generation_prompt,
                            bos_token=self.token(self.bos_id), eos_token=self.token(self.eos_id))
 
 
