@@ -228,7 +228,7 @@ def test_metrics_lines_that_are_not_records_are_skipped(tmp_path):
 
     good = [{"kind": "train", "step": 1, "loss": 2.0}, {"kind": "valid", "step": 2, "valid_loss": 1.5, "bleu": None}]
     lines = [json.dumps(good[0]), "[1, 2, 3]", '"text"', '{"kind": "train", "step": "3", "loss": 1}',
-             '{"kind": "train", "step": 4}', '{"kind": "valid", "step": 5, "valid_loss": [1]}', DEEP, "{torn",
+'{"kind": "valid", "step": 5, "valid_loss": [1]}', DEEP, "{torn",
              json.dumps(good[1])]
     (tmp_path / "metrics.jsonl").write_bytes("\n".join(lines).encode() + b"\n\xff\xfe\n")
     assert read_records(tmp_path) == good
@@ -289,7 +289,7 @@ def test_report_on_damaged_metrics_and_a_null_chrf_writes_the_page(toy_run, tmp_
     run = tmp_path / "run"
     shutil.copytree(toy_run, run)
     with open(run / "metrics.jsonl", "a") as f:
-        f.write("[1, 2]\n")
+        f.write('[1, 2]\n{"kind": "train", "step": 13}\n{"kind": "valid", "step": 13, "valid_loss": null}\n')
     (run / "README.json").write_text(json.dumps({"test": {"beam1": {"bleu": 1.0, "chrf": None, "sentences": 3}}}))
     result = cli("report", str(run), "--out", str(tmp_path / "report.html"), "--samples", "1", timeout=300)
     assert result.code == 0, result.err[-3000:]

@@ -132,8 +132,9 @@ def plot_attention_grid(path: str | Path, rows: Sequence[Sequence[Tensor]], keys
 
 def plot_curves(path: str | Path, records: Sequence[dict], title: str = "training") -> Path:
     """Training loss per step and validation loss / BLEU from metrics.jsonl records."""
-    train = [(r["step"], r["loss"]) for r in records if r.get("kind") == "train"]
-    valid = [(r["step"], r["valid_loss"]) for r in records if r.get("kind") == "valid"]
+    train = [(r["step"], r["loss"]) for r in records if r.get("kind") == "train" and r.get("loss") is not None]
+    valid = [(r["step"], r["valid_loss"]) for r in records if r.get("kind") == "valid"
+             and r.get("valid_loss") is not None]  # a record without its number is no point (runs/metrics.py)
     bleu = [(r["step"], r["bleu"]) for r in records if r.get("kind") == "valid" and r.get("bleu") is not None]
     with chinese_text():  # the title names the corpus, which may be Chinese
         fig, ax = plt.subplots(figsize=(8, 4.5))

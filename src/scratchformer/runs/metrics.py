@@ -25,21 +25,17 @@ def append_record(run_dir: Path, record: dict[str, Any]) -> None:
 MAX_POINTS = 5000  # records kept per kind by read_records: a curve needs no more, a 300 MB log no more memory
 MAX_KINDS = 16  # distinct kinds read (the trainer writes train, valid, final)
 MAX_LINE = 1 << 20  # bytes of one record line (the trainer writes a few hundred)
-_NEEDS = {"train": "loss", "valid": "valid_loss"}  # the number each kind of record is plotted by
-
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def is_record(record: Any) -> bool:
-    """A record as the trainer writes it: an object with a `kind` string and a whole `step`, its plotted numbers
-    (loss, valid_loss, bleu) numbers or null, and the one its kind is plotted by present."""
+    """A record as the trainer writes it: an object with a `kind` string and a whole `step`, and the numbers that
+    curves are drawn from (loss, valid_loss, bleu), where present, numbers or null."""
     if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
         return False
     if not isinstance(record.get("step"), int) or isinstance(record.get("step"), bool):
-        return False
-    if record["kind"] in _NEEDS and not _number(record.get(_NEEDS[record["kind"]])):
         return False
     return all(_number(record[k]) or record[k] is None for k in ("loss", "valid_loss", "bleu") if k in record)
 
