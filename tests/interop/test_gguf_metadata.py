@@ -88,3 +88,17 @@ def test_a_tensor_the_model_does_not_use_is_named_not_dropped(tmp_path, extra):
     with pytest.raises(ConfigError, match="would be ignored") as info:
         read_gguf(path)
     assert next(iter(extra)) in str(info.value)
+
+
+@pytest.mark.parametrize(("fields", "needle"), [
+    ({}, "tokenizer.ggml.tokens"),
+    ({"tokenizer.ggml.tokens": "abc"}, "tokenizer.ggml.tokens"),
+    ({"tokenizer.ggml.tokens": ["a", "b"], "tokenizer.ggml.merges": ["a b c"]}, "merges"),
+    ({"tokenizer.ggml.tokens": ["a", "b"], "tokenizer.ggml.merges": ["a q"]}, "cannot be built"),
+    ({"tokenizer.ggml.tokens": ["a", "b"], "tokenizer.ggml.token_type": [1, "x"]}, "token_type"),
+])
+def test_bad_tokenizer_metadata_is_one_config_error(fields, needle):
+    from scratchformer.interop.gguf import gguf_tokenizer
+
+    with pytest.raises(ConfigError, match=needle):
+        gguf_tokenizer({"tokenizer.ggml.model": "gpt2", **fields})

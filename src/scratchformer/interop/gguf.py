@@ -223,18 +223,27 @@ def gguf_tokenizer(fields: dict[str, Any]):
     kind = fields.get("tokenizer.ggml.model")
     if kind != "gpt2":
         raise ConfigError(f"tokenizer.ggml.model={kind!r}: only byte-level BPE ('gpt2') tokenizers are rebuilt")
-    tokens, merges = fields["tokenizer.ggml.tokens"], fields.get("tokenizer.ggml.merges") or []
+    tokens, merges = fields.get("tokenizer.ggml.tokens"), fields.get("tokenizer.ggml.merges") or []
+    types = fields.get("tokenizer.ggml.token_type") or [1] * len(tokens or [])
+    for key, value, kind in (("tokens", tokens, str), ("merges", merges, str), ("token_type", types, int)):
+        if not isinstance(value, list) or not all(isinstance(v, kind) for v in value) or not (value or key != "tokens"):
+            raise ConfigError(f"metadata tokenizer.ggml.{key} must be a list of {kind.__name__} values"
+                              + (" (the vocabulary)" if key == "tokens" else ""))
+    if any(len(m.split(" ")) != 2 for m in merges):
+        raise ConfigError("metadata tokenizer.ggml.merges: each merge is two tokens separated by one space")
     spelling = _byte_alphabet()
     alphabet = set(spelling.values())
     vocab = {t if set(t) <= alphabet else "".join(spelling[b] for b in t.encode("utf-8")): i
              for i, t in enumerate(tokens)}
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[tuple(m.split(" ")) for m in merges]))
+    try:
+        tok = Tokenizer(models.BPE(vocab=vocab, merges=[tuple(m.split(" ")) for m in merges]))
+    except Exception as e:  # the tokenizers library's own error (a merge of tokens not in the vocabulary): one line
+        raise ConfigError(f"the GGUF tokenizer metadata cannot be built: {str(e).splitlines()[0][:200]}") from None
     split = SPLITS.get(fields.get("tokenizer.ggml.pre"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False) if split is None else pre_tokenizers.Sequence(
         [pre_tokenizers.Split(Regex(split), behavior="isolated"), pre_tokenizers.ByteLevel(add_prefix_space=False,
                                                                                          use_regex=False)])
     tok.decoder = decoders.ByteLevel()
-    types = fields.get("tokenizer.ggml.token_type") or [1] * len(tokens)
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
                             for t, kind in zip(tokens, types) if kind == 3 and set(t) <= alphabet])  # 3: CONTROL
     tok.add_tokens([AddedToken(t, normalized=False) for t, kind in zip(tokens, types) if kind == 4])  # USER_DEFINED
