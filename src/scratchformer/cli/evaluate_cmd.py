@@ -23,8 +23,8 @@ def _check_flags(args: argparse.Namespace) -> None:
     if args.alpha is not None:
         check_alpha(args.alpha, f"--alpha {args.alpha}")
     if not 2 <= args.confidence_n <= MAX_BOOTSTRAP_RESAMPLES:
-        raise ConfigError(f"--confidence-n {args.confidence_n}: give the number of bootstrap resamples, 2 to "
-                          f"{MAX_BOOTSTRAP_RESAMPLES:,} (1000 is usual)")
+        raise ConfigError(f"--confidence-n {args.confidence_n}: give the number of bootstrap resamples, 2 or more, "
+                          f"at most {MAX_BOOTSTRAP_RESAMPLES:,} (1000 is usual)")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
