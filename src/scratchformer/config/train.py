@@ -152,11 +152,11 @@ def upsample_factors(spec: str) -> dict[str, int]:
     factors: dict[str, int] = {}
     for item in spec.split(","):
         name, _, times = item.strip().partition("=")
-        if not name.strip() or not re.fullmatch(r"[0-9]+", times.strip()) or name.strip() in factors:
+        if not name.strip() or not re.fullmatch(r"[0-9]+", times.strip()) or int(times) < 1 or name.strip() in factors:
             raise ConfigError(f"--upsample {spec!r}: write SOURCE=N[,SOURCE=N...], each source once, N a whole "
                               "number >= 1 (e.g. gimp=4,django=2)")
-        if not 1 <= int(times) <= MAX_UPSAMPLE:
-            raise ConfigError(f"--upsample {name.strip()}={times.strip()}: N must be 1 to {MAX_UPSAMPLE} (the "
+        if int(times) > MAX_UPSAMPLE:
+            raise ConfigError(f"--upsample {name.strip()}={times.strip()}: N must be at most {MAX_UPSAMPLE} (the "
                               "source's pairs are held N times in memory)")
         factors[name.strip()] = int(times)
     return factors
