@@ -53,13 +53,6 @@ def test_a_deep_tokenizer_file_is_one_tokenizer_error(tmp_path):
         load_tokenizer(tmp_path / "tokenizer_src.json")
 
 
-def test_a_deep_run_marker_is_not_a_run_marker(tmp_path):
-    from scratchformer.runs.layout import MARKER, is_marked_run
-
-    (tmp_path / MARKER).write_text(DEEP)
-    assert is_marked_run(tmp_path) is False
-
-
 def test_a_deep_resume_state_is_one_checkpoint_error(tmp_path):
     from scratchformer.training.checkpoint import TRAINER_JSON, load_trainer_state
 

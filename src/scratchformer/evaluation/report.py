@@ -4,10 +4,10 @@ drawn by inspect/report.py."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from scratchformer.config.fields import read_json
 from scratchformer.data.corpus import load_pairs
 from scratchformer.errors import ConfigError
 from scratchformer.runs import Run, load_run
@@ -18,6 +18,17 @@ def _number(value: Any) -> float | None:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _readme(path: Path) -> dict[str, Any]:
+    """README.json as an object, or a one-line ConfigError naming it (this room reads no config: json here)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: nested too deeply
+        raise ConfigError(f"README.json {path} is not valid JSON: {str(e)[:200]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"README.json {path} must hold a JSON object, got {type(data).__name__}")
+    return data
+
+
 def stored_scores(run: Run) -> list[dict[str, Any]]:
     """README.json's "test" block as score rows ([] if the run has none). The file is not trusted: it must be a
     JSON object (else one ConfigError naming it); a setting whose BLEU is not a number is no row, and any other
@@ -25,7 +36,7 @@ def stored_scores(run: Run) -> list[dict[str, Any]]:
     from scratchformer.evaluation.metrics import chrf_signature
 
     readme = run.path / "README.json"
-    tests = read_json(readme, "README.json").get("test", {}) if readme.exists() else {}
+    tests = _readme(readme).get("test", {}) if readme.is_file() else {}
     rows = []
     for setting, figures in tests.items() if isinstance(tests, dict) else ():
         if isinstance(figures, dict) and _number(figures.get("bleu")) is not None:

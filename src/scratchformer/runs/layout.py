@@ -19,13 +19,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from scratchformer.config.fields import loads_json
 from scratchformer.errors import CheckpointError
 from scratchformer.runs.files import write_json
 
@@ -51,7 +51,7 @@ def write_marker(run_dir: Path) -> None:
 
 def is_marked_run(run_dir: Path) -> bool:
     try:
-        return loads_json((Path(run_dir) / MARKER).read_text()).get("created_by") == "scratchformer"
+        return json.loads((Path(run_dir) / MARKER).read_text()).get("created_by") == "scratchformer"
     except (OSError, ValueError, AttributeError):
         return False
 
