@@ -117,7 +117,7 @@ class Tuner:
         """The cached choices; {} when the file is missing, unreadable, corrupt or from another layout."""
         try:
             data = json.loads(self._file().read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # a damaged or planted cache: none
             return {}
         if not isinstance(data, dict) or data.get("version") != _VERSION or not isinstance(data.get("choices"), dict):
             return {}

@@ -7,6 +7,7 @@ reply is streamed as it is sampled on our KV cache. An empty line or end of inpu
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 
 from scratchformer.cli.generate_cmd import Streamer, add_sampling_args, check_sampling_options
@@ -24,11 +25,11 @@ def cmd_chat(args: argparse.Namespace) -> int:
     lm = load_lm(args.model, DTYPES[args.dtype])
     messages = [{"role": "system", "content": args.system}] if args.system else []
     lm.chat_prompt(messages + [{"role": "user", "content": ""}])  # no template: a one-line error before any turn
-    interactive = sys.stdin.isatty()
-    while True:
+    interactive = sys.stdin is not None and sys.stdin.isatty()
+    for turn in itertools.count(1):
         if interactive:
             print("> ", end="", flush=True)
-        line = sys.stdin.readline()
+        line = _read_turn(turn)
         if not line.strip():
             return 0
         messages.append({"role": "user", "content": line.strip()})
@@ -42,6 +43,21 @@ def cmd_chat(args: argparse.Namespace) -> int:
         finally:
             reply = streamer.finish()
         messages.append({"role": "assistant", "content": reply})
+    return 0  # not reached: the loop ends at an empty line
+
+
+def _read_turn(n: int) -> str:
+    """Line `n` of stdin ("" at its end), read as bytes: invalid UTF-8 is the one-line InputError `generate` gives
+    for it (data/corpus.py's decode_lines, told the line's number), never a TypeError from the tokenizer."""
+    from scratchformer.data.corpus import decode_lines
+    from scratchformer.errors import InputError
+
+    stream = sys.stdin
+    if stream is None:  # the shell closed it (`0<&-`)
+        return ""
+    raw = stream.buffer.readline() if hasattr(stream, "buffer") else stream.readline().encode("utf-8", "surrogatepass")
+    lines = decode_lines(b"\n" * (n - 1) + raw, "stdin", InputError)  # the newlines only number the line
+    return lines[-1] if raw else ""
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 import typing
 from typing import Any
 
 from scratchformer.config import PRESETS, RENAMED_FIELDS, ModelConfig
+from scratchformer.config.fields import loads_json
 from scratchformer.errors import ConfigError, InputError
 
 _TYPES = typing.get_type_hints(ModelConfig)
@@ -98,7 +98,7 @@ def parse_value(key: str, text: str) -> Any:
             return parse_bool(text)
         if base in (int, float, str):
             return base(text)
-        return json.loads(text)
+        return loads_json(text)  # nesting bounded: a deep value is one line, not a RecursionError
     except ValueError:
         raise ConfigError(f"cannot read {key}={text!r} as {getattr(base, '__name__', base)}") from None
 

@@ -12,6 +12,7 @@ def _check_flags(args: argparse.Namespace) -> None:
     """Flags that would silently score other data than asked (`--limit 0` meant all, `--limit -2` a slice)."""
     from scratchformer.config.decoding import check_alpha
     from scratchformer.errors import ConfigError
+    from scratchformer.evaluation.metrics import MAX_BOOTSTRAP_RESAMPLES
 
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit {args.limit}: give a number of sentences >= 1 (leave it out for all)")
@@ -21,9 +22,9 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise ConfigError(f"--beam {args.beam}: must be >= 1 (1 = greedy)")
     if args.alpha is not None:
         check_alpha(args.alpha, f"--alpha {args.alpha}")
-    if args.confidence_n < 2:
-        raise ConfigError(f"--confidence-n {args.confidence_n}: give the number of bootstrap resamples, 2 or more "
-                          "(1000 is usual)")
+    if not 2 <= args.confidence_n <= MAX_BOOTSTRAP_RESAMPLES:
+        raise ConfigError(f"--confidence-n {args.confidence_n}: give the number of bootstrap resamples, 2 or more, "
+                          f"at most {MAX_BOOTSTRAP_RESAMPLES:,} (1000 is usual)")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

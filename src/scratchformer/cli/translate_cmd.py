@@ -33,12 +33,13 @@ def _jsonl_inputs(lines: list[str], default_prefix: str | None) -> tuple[list[st
     optional, else --prefix); an empty line is an empty source."""
     import json
 
+    from scratchformer.config.fields import loads_json
     from scratchformer.errors import InputError
 
     texts, prefixes = [], []
     for n, line in enumerate(lines, start=1):
         try:
-            obj = json.loads(line) if line.strip() else {"src": ""}
+            obj = loads_json(line) if line.strip() else {"src": ""}
         except json.JSONDecodeError as e:
             raise InputError(f"input line {n} is not JSON ({e.msg}): --input-format jsonl reads "
                              '{"src": ..., "prefix": ...} lines') from None

@@ -5,12 +5,14 @@
     check_choices(obj)                       each `Literal[...]`-typed field holds one of its names
     literal_names(hint)                      Literal["post", "pre"] -> ("post", "pre"): a choice is written once
     regular_file(path) / read_json(path)     a file checked before it is read, and its JSON object
+    loads_json(text)                         json.loads with its nesting bounded (every JSON a user can hand us)
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import stat
 import types
 import typing
@@ -142,11 +144,57 @@ def regular_file(path: str | Path, error: type[Exception] = ConfigError) -> Path
     return path
 
 
+# -- JSON nested too deeply --------------------------------------------------------------------------------------
+MAX_JSON_DEPTH = 100  # levels of [ and {: our files use under 10, Hugging Face's tokenizer.json under 10
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{]|[\]}]')  # a string (skipped), an opening, a closing
+
+
+def _too_deep(text: str, limit: int) -> int | None:
+    """The offset of the first [ or { nested deeper than `limit` outside strings, else None. A fast pass first
+    (C-level string operations: strings cut out, brackets kept, the innermost pairs removed once per level); the
+    exact scan only when that pass finds more levels (or brackets it cannot pair: invalid JSON)."""
+    if text.count("[") + text.count("{") <= limit:
+        return None
+    outside = "".join(text.replace("\\\\", "").replace('\\"', "").split('"')[::2])  # escapes, then strings
+    brackets = outside.encode("utf-8", "surrogatepass").translate(None, _NOT_BRACKET)
+    brackets = brackets.replace(b"{", b"[").replace(b"}", b"]")
+    for _ in range(limit + 1):
+        if not brackets:
+            return None
+        inner = brackets.replace(b"[]", b"")
+        if inner == brackets:
+            break  # unpaired brackets: the exact scan decides, json.loads names the syntax error
+        brackets = inner
+    depth = 0
+    for token in _TOKEN.finditer(text):
+        kind = token.group()[0]
+        if kind in "[{":
+            depth += 1
+            if depth > limit:
+                return token.start()
+        elif kind in "]}":
+            depth -= 1
+    return None
+
+
+def loads_json(text: str, limit: int = MAX_JSON_DEPTH) -> Any:
+    """json.loads(text), but a document nested deeper than `limit` levels is a json.JSONDecodeError (a ValueError)
+    instead of a RecursionError: every caller's own except clause then names its file in one line."""
+    pos = _too_deep(text, limit)
+    if pos is not None:
+        raise json.JSONDecodeError(f"nested deeper than {limit} levels of [ and {{", text, pos)
+    try:
+        return json.loads(text)
+    except RecursionError:  # the scan above keeps this from happening; a second guard costs nothing
+        raise json.JSONDecodeError(f"nested deeper than {limit} levels of [ and {{", text, 0) from None
+
+
 def read_json(path: str | Path, what: str) -> dict[str, Any]:
     """A JSON file's object, or a one-line ConfigError naming `what` and the file. A UTF-8 BOM is allowed."""
     path = regular_file(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
+        data = loads_json(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise ConfigError(f"{what} {path} does not exist") from None
     except UnicodeDecodeError as e:

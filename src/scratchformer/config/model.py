@@ -92,7 +92,18 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         self._adopt_head_from_extra()
+        self._adopt_rope_type()
         self.validate()
+
+    def _adopt_rope_type(self) -> None:
+        """rope_scaling's older Hugging Face key: {"type": "linear"} is {"rope_type": "linear"} (model/rope.py reads
+        rope_type only, so left alone it would mean no scaling at all)."""
+        s = self.rope_scaling
+        if not isinstance(s, dict) or "type" not in s:
+            return
+        if "rope_type" in s and s["rope_type"] != s["type"]:
+            raise ConfigError(f"rope_scaling has type={s['type']!r} and rope_type={s['rope_type']!r}: keep one")
+        self.rope_scaling = {"rope_type": s["type"], **{k: v for k, v in s.items() if k != "type"}}
 
     def _adopt_head_from_extra(self) -> None:
         """Older config.json files recorded the head in `extra`: move those keys into their fields."""

@@ -11,9 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from scratchformer.config.fields import check_field_types, read_json, reject_unknown_fields
+from scratchformer.config.model import ModelConfig, upgrade_fields
 from scratchformer.errors import ConfigError
 
 TASKS = ("translate", "lm", "mlm", "classify")
+MAX_UPSAMPLE = 100  # --upsample SOURCE=N: N copies of a source's pairs are held in memory
+_ANY_VOCAB = 2**31 - 1  # a stand-in vocabulary size: ids are checked against the real one once it is known
 DEVICE_PATTERN = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 
 
@@ -84,6 +87,7 @@ class TrainConfig:
         if not 0 <= self.label_smoothing < 1:  # also refuses nan
             raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing} (--label-smoothing)")
         self._check_ranges()
+        self._check_model_overrides()
         if self.upsample is not None:
             upsample_factors(self.upsample)  # the syntax; the sources are checked against the corpus when it is read
             if self.task != "translate":
@@ -110,6 +114,22 @@ class TrainConfig:
         need(self.patience is None or self.patience >= 1, "patience", ">= 1 (evaluations), or none")
         need(self.patience is None or self.eval_every > 0, "patience", "used with --eval-every > 0")
         need(DEVICE_PATTERN.fullmatch(self.device) is not None, "device", "auto, cpu, cuda, cuda:N or mps")
+
+    def _check_model_overrides(self) -> None:
+        """The KEY=VALUE model overrides (`model`) meet ModelConfig's own checks here, as the flags meet theirs:
+        before anything is written (late, `dropout=1.5` failed only after --overwrite had cleared the run). The
+        vocabulary sizes come from the tokenizers later, so the ids are checked then; with --init the overrides
+        apply to that run's config, so only each value on its own is checked here."""
+        if not self.model:
+            return
+        try:
+            if self.init is not None:
+                reject_unknown_fields(ModelConfig, upgrade_fields(self.model), "model override(s)")
+            else:
+                unbounded = {"src_vocab_size": _ANY_VOCAB, "tgt_vocab_size": _ANY_VOCAB}  # the real ones come later
+                ModelConfig.preset(self.preset, **{**self.model, **unbounded})
+        except ConfigError as e:
+            raise ConfigError(f"model override: {e}") from None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -139,9 +159,12 @@ def upsample_factors(spec: str) -> dict[str, int]:
     factors: dict[str, int] = {}
     for item in spec.split(","):
         name, _, times = item.strip().partition("=")
-        if not name.strip() or not times.strip().isdigit() or int(times) < 1 or name.strip() in factors:
+        if not name.strip() or not re.fullmatch(r"[0-9]+", times.strip()) or int(times) < 1 or name.strip() in factors:
             raise ConfigError(f"--upsample {spec!r}: write SOURCE=N[,SOURCE=N...], each source once, N a whole "
                               "number >= 1 (e.g. gimp=4,django=2)")
+        if int(times) > MAX_UPSAMPLE:
+            raise ConfigError(f"--upsample {name.strip()}={times.strip()}: N must be at most {MAX_UPSAMPLE} (the "
+                              "source's pairs are held N times in memory)")
         factors[name.strip()] = int(times)
     return factors
 

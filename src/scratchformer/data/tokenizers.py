@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from scratchformer.config import regular_file
+from scratchformer.config.fields import loads_json
 from scratchformer.errors import ScratchformerError
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
@@ -312,7 +313,7 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
     path = regular_file(path, TokenizerError)
     hint = "the file is truncated or corrupt: copy it again from the run it came from"
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
+        data = loads_json(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise TokenizerError(f"{path} does not exist") from None
     except UnicodeDecodeError as e:

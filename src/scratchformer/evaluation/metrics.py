@@ -22,7 +22,10 @@ from sacrebleu.metrics import BLEU, CHRF
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from scratchformer.errors import ConfigError
+
 BOOTSTRAP_RESAMPLES = 1000  # sacreBLEU's --confidence-n default
+MAX_BOOTSTRAP_RESAMPLES = 10_000  # each resample scores the whole test set again: 1e9 of them never end
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
 
@@ -46,8 +49,9 @@ def bleu(hyps: Sequence[str], refs: Sequence[str], tokenize: str | None = None,
     its fixed seed (SACREBLEU_SEED, else 12345), so the same outputs give the same interval: "ci95" is half the
     width of the 95% interval of the resampled scores and "mean" their mean; the signature names bs and seed."""
     _check(hyps, refs)
-    if n_bootstrap < 1:
-        raise ValueError(f"n_bootstrap={n_bootstrap}: give 1 (no resampling) or the number of resamples, e.g. 1000")
+    if not 1 <= n_bootstrap <= MAX_BOOTSTRAP_RESAMPLES:
+        raise ConfigError(f"n_bootstrap={n_bootstrap}: give 1 (no resampling) or the number of resamples, at most "
+                          f"{MAX_BOOTSTRAP_RESAMPLES:,} (1000 is usual)")
     tokenize = tokenize or ("zh" if has_cjk(refs) else "13a")
     metric = BLEU(tokenize=tokenize)
     score = metric.corpus_score(list(hyps), [list(refs)], n_bootstrap=n_bootstrap)

@@ -14,19 +14,40 @@ from scratchformer.runs import Run, load_run
 from scratchformer.runs.metrics import read_records
 
 
+def _number(value: Any) -> float | None:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _readme(path: Path) -> dict[str, Any]:
+    """README.json as an object, or a one-line ConfigError naming it (this room reads no config: json here)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: nested too deeply
+        raise ConfigError(f"README.json {path} is not valid JSON: {str(e)[:200]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"README.json {path} must hold a JSON object, got {type(data).__name__}")
+    return data
+
+
 def stored_scores(run: Run) -> list[dict[str, Any]]:
-    """README.json's "test" block as score rows ([] if the run has none)."""
+    """README.json's "test" block as score rows ([] if the run has none). The file is not trusted: it must be a
+    JSON object (else one ConfigError naming it); a setting whose BLEU is not a number is no row, and any other
+    figure that is not a number (chrF null) or a string is shown as missing."""
     from scratchformer.evaluation.metrics import chrf_signature
 
     readme = run.path / "README.json"
-    tests = json.loads(readme.read_text(encoding="utf-8")).get("test", {}) if readme.is_file() else {}
+    tests = _readme(readme).get("test", {}) if readme.is_file() else {}
     rows = []
     for setting, figures in tests.items() if isinstance(tests, dict) else ():
-        if isinstance(figures, dict) and "bleu" in figures:
-            rows.append({"setting": "greedy" if setting == "beam1" else setting.replace("beam", "beam "),
-                         "sentences": figures.get("sentences"), "bleu": figures.get("bleu"),
-                         "chrf": figures.get("chrf"), "bleu_signature": figures.get("bleu_signature"),
-                         "chrf_signature": figures.get("chrf_signature") or f"{chrf_signature()} (chrF's default)"})
+        if isinstance(figures, dict) and _number(figures.get("bleu")) is not None:
+            text = {k: figures.get(k) if isinstance(figures.get(k), str) else None
+                    for k in ("bleu_signature", "chrf_signature")}
+            sentences = figures.get("sentences")
+            rows.append({"setting": "greedy" if setting == "beam1" else str(setting).replace("beam", "beam "),
+                         "sentences": sentences if isinstance(sentences, int) and not isinstance(sentences, bool)
+                         else None, "bleu": figures["bleu"], "chrf": _number(figures.get("chrf")),
+                         "bleu_signature": text["bleu_signature"],
+                         "chrf_signature": text["chrf_signature"] or f"{chrf_signature()} (chrF's default)"})
     return rows
 
 

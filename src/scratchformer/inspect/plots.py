@@ -141,15 +141,18 @@ def plot_curves(path: str | Path, records: Sequence[dict], title: str = "",
     """Training loss per step (raw, and its running mean over 20 logs) with the validation loss beside it on the
     same axis, validation BLEU on a second axis; from metrics.jsonl records. `earlier`: an earlier phase's records
     (the shipped model's metrics-base.jsonl, before fine-tuning), drawn first, the later steps shifted after it."""
-    offset = max((r["step"] for r in earlier if "step" in r), default=0)
+    offset = max((r["step"] for r in earlier if isinstance(r.get("step"), int)), default=0)
     phases = [(earlier, 0, _("phase 1")), (records, offset, _("phase 2"))] if earlier else [(records, 0, "")]
     with chinese_text():  # the title names the corpus, which may be Chinese
         fig, ax = plt.subplots(figsize=(8, 4.5))
         ax2 = None
         for recs, shift, phase in phases:
             tag = f"{phase}: " if phase else ""
-            train = [(r["step"] + shift, r["loss"]) for r in recs if r.get("kind") == "train"]
-            valid = [(r["step"] + shift, r["valid_loss"]) for r in recs if r.get("kind") == "valid"]
+            # a record without its number is no point (runs/metrics.py)
+            train = [(r["step"] + shift, r["loss"]) for r in recs if r.get("kind") == "train"
+                     and r.get("loss") is not None]
+            valid = [(r["step"] + shift, r["valid_loss"]) for r in recs if r.get("kind") == "valid"
+                     and r.get("valid_loss") is not None]
             bleu = [(r["step"] + shift, r["bleu"]) for r in recs
                     if r.get("kind") == "valid" and r.get("bleu") is not None]
             if train:

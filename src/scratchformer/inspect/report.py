@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import html
-import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +23,8 @@ from scratchformer.inspect.params import closed_form, parameter_rows, seeds_esti
 from scratchformer.inspect.plots import plot_curves, plot_positions
 from scratchformer.inspect.shapes import shape_report
 from scratchformer.runs.files import atomic_path
+from scratchformer.runs.metrics import read_records
+from scratchformer.runs.names import METRICS_BASE
 
 STYLE = """
 body { font-family: "EMBEDDED", sans-serif; margin: 2em auto; max-width: 1200px; color: #222; line-height: 1.4; }
@@ -134,8 +135,9 @@ def summary(run, samples: Sequence[dict], scores: dict) -> str:
     """One paragraph on top: the model's size and the best stored test score."""
     c = run.model_config
     best = max(scores["rows"], key=lambda r: r.get("bleu") or 0, default=None)
-    score = (_("{split} BLEU {bleu:.2f}, chrF {chrf:.2f} ({setting}, {sentences} sentences)").format(
-        split=best.get("split", "test"), bleu=best["bleu"], chrf=best["chrf"], setting=best["setting"],
+    chrf = f"{best['chrf']:.2f}" if best and isinstance(best.get("chrf"), (int, float)) else "-"
+    score = (_("{split} BLEU {bleu:.2f}, chrF {chrf} ({setting}, {sentences} sentences)").format(
+        split=best.get("split", "test"), bleu=best["bleu"], chrf=chrf, setting=best["setting"],
         sentences=best["sentences"]) if best else _("no test scores"))
     text = _("{arch}, {params:.2f}M parameters: d_model={d_model}, {heads} heads, {enc}+{dec} layers, "
              "{norm}-norm, {positions} positions; {score}; {samples} sample sentence(s).").format(
@@ -180,8 +182,5 @@ def render_report(run, records: Sequence[dict], samples: Sequence[dict], scores:
 
 def earlier_phase(run_dir: Path) -> list[dict]:
     """The records of the phase before fine-tuning, where a shipped model keeps them (metrics-base.jsonl: the
-    base run, with its validation losses), else []."""
-    path = Path(run_dir) / "metrics-base.jsonl"
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    base run, with its validation losses), else []; read as metrics.jsonl is, in bounded memory."""
+    return read_records(Path(run_dir), name=METRICS_BASE)

@@ -14,6 +14,7 @@ turn the pairs (x_i, x_{i+d/2}) instead. `unpermute` puts the rows back, as tran
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,40 +80,90 @@ def _hf_name(name: str) -> str | None:
     return None
 
 
+def _metadata(fields: dict[str, Any], path: Path) -> Any:
+    """get(key, default, kind): the metadata value `key` as a positive int (kind=int) or a finite number
+    (kind=float), else a one-line ConfigError naming the key: the file is not trusted (a 0 would divide, a list
+    of per-layer values would not fit one int)."""
+
+    def get(key: str, default: Any = None, kind: type = int) -> Any:
+        value = fields.get(key, default)
+        if value is None:
+            raise ConfigError(f"{path}: the metadata has no {key}")
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if kind is int and not (number and isinstance(value, int) and value > 0):
+            raise ConfigError(f"{path}: metadata {key}={_shown(value)} must be a positive whole number")
+        if kind is float and not (number and math.isfinite(value)):
+            raise ConfigError(f"{path}: metadata {key}={_shown(value)} must be a finite number")
+        return kind(value)
+
+    return get
+
+
+def _shown(value: Any) -> str:
+    return repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+
+
 def _config(fields: dict[str, Any], tensor_names: set[str], path: Path) -> dict[str, Any]:
-    """The Llama config.json (as a dict) a GGUF file's metadata describes."""
+    """The Llama config.json (as a dict) a GGUF file's metadata describes, its sizes checked against each other."""
     arch = fields.get("general.architecture")
     if arch != "llama":
         raise ConfigError(f"{path}: general.architecture={arch!r}; only 'llama' GGUF files are supported "
                           "(Llama 2/3, SmolLM2, TinyLlama, Mistral)")
+    meta = _metadata(fields, path)
 
-    def get(key: str, default: Any = None) -> Any:
-        value = fields.get(f"llama.{key}", default)
-        if value is None:
-            raise ConfigError(f"{path}: the metadata has no llama.{key}")
-        return value
+    def get(key: str, default: Any = None, kind: type = int) -> Any:
+        return meta(f"llama.{key}", default, kind)
 
-    heads, d = int(get("attention.head_count")), int(get("embedding_length"))
-    head_dim = int(fields.get("llama.attention.key_length", d // heads))
-    if int(fields.get("llama.rope.dimension_count", head_dim)) != head_dim:
+    heads, d = get("attention.head_count"), get("embedding_length")
+    kv_heads = get("attention.head_count_kv", heads)
+    if "llama.attention.key_length" not in fields and d % heads:
+        raise ConfigError(f"{path}: embedding_length={d} is not divisible by attention.head_count={heads}")
+    head_dim = get("attention.key_length", d // heads)
+    if heads % kv_heads or head_dim % 2:
+        raise ConfigError(f"{path}: attention.head_count={heads}, head_count_kv={kv_heads}, key_length={head_dim}: "
+                          "the key/value heads must divide the heads, and rope needs an even head size")
+    if get("rope.dimension_count", head_dim) != head_dim:
         raise ConfigError(f"{path}: rope over part of each head (rope.dimension_count < {head_dim}) is not supported")
-    rope: dict[str, Any] = {"rope_type": "default", "rope_theta": float(get("rope.freq_base", 10000.0))}
+    rope: dict[str, Any] = {"rope_type": "default", "rope_theta": get("rope.freq_base", 10000.0, float)}
     scaling = fields.get("llama.rope.scaling.type", "none")
     if scaling == "linear":
-        rope.update(rope_type="linear", factor=float(get("rope.scaling.factor")))
+        rope.update(rope_type="linear", factor=get("rope.scaling.factor", None, float))
     elif scaling != "none" or "rope_freqs.weight" in tensor_names:
-        raise ConfigError(f"{path}: rope scaling {scaling!r} / rope_freqs is not supported (default and linear are)")
+        raise ConfigError(f"{path}: rope scaling {_shown(scaling)} / rope_freqs is not supported (default and linear "
+                          "are)")
     tokens = fields.get("tokenizer.ggml.tokens")
     return {"model_type": "llama", "architectures": ["LlamaForCausalLM"],
-            "vocab_size": int(fields.get("llama.vocab_size", len(tokens) if tokens else 0)), "hidden_size": d,
-            "intermediate_size": int(get("feed_forward_length")), "num_hidden_layers": int(get("block_count")),
-            "num_attention_heads": heads, "num_key_value_heads": int(get("attention.head_count_kv", heads)),
-            "head_dim": head_dim, "max_position_embeddings": int(get("context_length")),
-            "rms_norm_eps": float(get("attention.layer_norm_rms_epsilon")), "rope_parameters": rope,
+            "vocab_size": get("vocab_size", len(tokens) if isinstance(tokens, list) and tokens else None),
+            "hidden_size": d, "intermediate_size": get("feed_forward_length"), "num_hidden_layers": get("block_count"),
+            "num_attention_heads": heads, "num_key_value_heads": kv_heads,
+            "head_dim": head_dim, "max_position_embeddings": get("context_length"),
+            "rms_norm_eps": get("attention.layer_norm_rms_epsilon", None, float), "rope_parameters": rope,
             "hidden_act": "silu", "tie_word_embeddings": "output.weight" not in tensor_names,
-            **{f"{k}_token_id": int(fields[f"tokenizer.ggml.{k}_token_id"]) for k in ("bos", "eos")
+            **{f"{k}_token_id": _token_id(fields, f"tokenizer.ggml.{k}_token_id", path) for k in ("bos", "eos")
                if f"tokenizer.ggml.{k}_token_id" in fields},
-            "pad_token_id": fields.get("tokenizer.ggml.padding_token_id")}
+            "pad_token_id": _token_id(fields, "tokenizer.ggml.padding_token_id", path)}
+
+
+def _token_id(fields: dict[str, Any], key: str, path: Path) -> int | None:
+    value = fields.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ConfigError(f"{path}: metadata {key}={_shown(value)} must be a token id (a whole number >= 0)")
+    return value
+
+
+def _expected_tensors(hf: dict[str, Any]) -> set[str]:
+    """The GGUF tensor names a Llama of config `hf` uses (no biases: llama.cpp's Llama files hold none)."""
+    names = {"token_embd.weight", "output_norm.weight", "output.weight"}
+    for i in range(hf["num_hidden_layers"]):
+        names |= {f"blk.{i}.{part}.weight" for part in _BLOCK_NAMES}
+    return names
+
+
+def _check_rows(name: str, rows: int, heads: int, head_dim: int, path: Path) -> None:
+    """attn_q / attn_k must hold heads x head_dim rows before their rows are un-permuted head by head."""
+    if rows != heads * head_dim:
+        raise ConfigError(f"{path}: {name} has {rows} rows, but the metadata's {heads} heads of size {head_dim} "
+                          f"need {heads * head_dim}")
 
 
 def read_gguf(path: str | Path) -> GGUFContents:
@@ -123,10 +174,15 @@ def read_gguf(path: str | Path) -> GGUFContents:
     reader = _reader(path)
     fields = read_fields(reader)
     hf = _config(fields, {t.name for t in reader.tensors}, path)
+    unused = sorted(t.name for t in reader.tensors if t.name not in _expected_tensors(hf))
+    if unused:
+        shown = ", ".join(unused[:4]) + (f" and {len(unused) - 4} more" if len(unused) > 4 else "")
+        raise ConfigError(f"{path}: {len(unused)} tensor(s) have no place in a Llama model of "
+                          f"{hf['num_hidden_layers']} layers without biases, and would be ignored: {shown}")
     state: dict[str, Tensor] = {}
     for t in reader.tensors:
         name = _hf_name(t.name)
-        if name is None:
+        if name is None:  # _expected_tensors holds only names _hf_name maps; kept as a guard
             raise ConfigError(f"{path}: tensor {t.name!r} has no place in a Llama model")
         try:
             array = dequantize(t.data, t.tensor_type)
@@ -135,7 +191,9 @@ def read_gguf(path: str | Path) -> GGUFContents:
                               "dequantise") from None
         w = torch.from_numpy(array.reshape(tuple(reversed(t.shape.tolist()))).copy()).float()  # (out, in)
         if ".attn_q." in t.name or ".attn_k." in t.name:
-            w = unpermute(w, hf["num_attention_heads"] if ".attn_q." in t.name else hf["num_key_value_heads"])
+            heads = hf["num_attention_heads"] if ".attn_q." in t.name else hf["num_key_value_heads"]
+            _check_rows(t.name, w.shape[0], heads, hf["head_dim"], path)
+            w = unpermute(w, heads)
         state[name] = w
     return GGUFContents(hf, state, fields)
 
@@ -165,18 +223,27 @@ def gguf_tokenizer(fields: dict[str, Any]):
     kind = fields.get("tokenizer.ggml.model")
     if kind != "gpt2":
         raise ConfigError(f"tokenizer.ggml.model={kind!r}: only byte-level BPE ('gpt2') tokenizers are rebuilt")
-    tokens, merges = fields["tokenizer.ggml.tokens"], fields.get("tokenizer.ggml.merges") or []
+    tokens, merges = fields.get("tokenizer.ggml.tokens"), fields.get("tokenizer.ggml.merges") or []
+    types = fields.get("tokenizer.ggml.token_type") or [1] * len(tokens or [])
+    for key, value, kind in (("tokens", tokens, str), ("merges", merges, str), ("token_type", types, int)):
+        if not isinstance(value, list) or not all(isinstance(v, kind) for v in value) or not (value or key != "tokens"):
+            raise ConfigError(f"metadata tokenizer.ggml.{key} must be a list of {kind.__name__} values"
+                              + (" (the vocabulary)" if key == "tokens" else ""))
+    if any(len(m.split(" ")) != 2 for m in merges):
+        raise ConfigError("metadata tokenizer.ggml.merges: each merge is two tokens separated by one space")
     spelling = _byte_alphabet()
     alphabet = set(spelling.values())
     vocab = {t if set(t) <= alphabet else "".join(spelling[b] for b in t.encode("utf-8")): i
              for i, t in enumerate(tokens)}
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[tuple(m.split(" ")) for m in merges]))
+    try:
+        tok = Tokenizer(models.BPE(vocab=vocab, merges=[tuple(m.split(" ")) for m in merges]))
+    except Exception as e:  # the tokenizers library's own error (a merge of tokens not in the vocabulary): one line
+        raise ConfigError(f"the GGUF tokenizer metadata cannot be built: {str(e).splitlines()[0][:200]}") from None
     split = SPLITS.get(fields.get("tokenizer.ggml.pre"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False) if split is None else pre_tokenizers.Sequence(
         [pre_tokenizers.Split(Regex(split), behavior="isolated"), pre_tokenizers.ByteLevel(add_prefix_space=False,
                                                                                          use_regex=False)])
     tok.decoder = decoders.ByteLevel()
-    types = fields.get("tokenizer.ggml.token_type") or [1] * len(tokens)
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
                             for t, kind in zip(tokens, types) if kind == 3 and set(t) <= alphabet])  # 3: CONTROL
     tok.add_tokens([AddedToken(t, normalized=False) for t, kind in zip(tokens, types) if kind == 4])  # USER_DEFINED

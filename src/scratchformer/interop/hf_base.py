@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from scratchformer.config import ModelConfig, regular_file
+from scratchformer.config.fields import loads_json
 from scratchformer.errors import ConfigError
 from scratchformer.model.feedforward import ACTIVATIONS
 
@@ -118,7 +119,7 @@ def read_json(file: Path) -> dict[str, Any]:
     if not file.is_file():
         raise ConfigError(f"{file} does not exist (a Hugging Face model folder holds config.json and weights)")
     try:
-        data = json.loads(file.read_text(encoding="utf-8-sig"))
+        data = loads_json(file.read_text(encoding="utf-8-sig"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{file} is not valid JSON: {e}") from None
     if not isinstance(data, dict):

@@ -5,21 +5,23 @@ file, as one object the `generate` and `chat` commands decode on our KV cache.
     ids = lm.encode(lm.chat_prompt([{"role": "user", "content": "Hi"}]))
     lm.model, lm.tokenizer, lm.eos_id, lm.chat_template
 
-The chat template is Jinja, rendered in a sandbox as transformers renders it (messages, add_generation_prompt,
-bos_token, eos_token).
+The chat template is Jinja, rendered in a bounded sandbox as transformers renders it (messages,
+add_generation_prompt, bos_token, eos_token, raise_exception, strftime_now): interop/chat_template.py.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from scratchformer.config.fields import loads_json
 from scratchformer.errors import ConfigError
+from scratchformer.interop.chat_template import pick_template, render_chat
 from scratchformer.interop.gguf import chat_template, gguf_tokenizer, read_gguf
+from scratchformer.interop.hf_base import read_json
 from scratchformer.interop.huggingface import FAMILIES, config_from_hf, from_pretrained, model_from_state
 from scratchformer.model.transformer import DecoderOnly
 
@@ -32,7 +34,7 @@ def is_pretrained(path: str | Path) -> bool:
     if path.suffix == ".gguf":
         return path.is_file()
     try:
-        return "model_type" in json.loads((path / "config.json").read_text(encoding="utf-8"))
+        return "model_type" in loads_json((path / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, TypeError):
         return False
 
@@ -47,6 +49,7 @@ class PretrainedLM:
     bos_id: int | None = None
     eos_id: int | None = None
     add_bos: bool = False  # start every prompt with BOS (Llama 2 style); SmolLM2 does not
+    source: str = "the model"  # the file the chat template came from, for its errors
 
     def token(self, i: int | None) -> str:
         return self.tokenizer.id_to_token(i) if i is not None else ""
@@ -63,12 +66,9 @@ class PretrainedLM:
         """The prompt text of a conversation, by the model's chat template."""
         if not self.chat_template:
             raise ConfigError("this model has no chat template: use `generate` with a plain prompt")
-        from jinja2.sandbox import ImmutableSandboxedEnvironment  # jinja2 is installed with torch
-
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-        template = env.from_string(self.chat_template)
-        return template.render(messages=messages, add_generation_prompt=add_generation_prompt,
-                               bos_token=self.token(self.bos_id), eos_token=self.token(self.eos_id))
+        template = pick_template(self.chat_template, self.source)  # a library user may give HF's named templates
+        return render_chat(template, messages, self.source, add_generation_prompt=add_generation_prompt,
+                           bos_token=self.token(self.bos_id), eos_token=self.token(self.eos_id))
 
 
 def _folder_tokenizer(folder: Path) -> tuple[Any, dict[str, Any]]:
@@ -76,13 +76,20 @@ def _folder_tokenizer(folder: Path) -> tuple[Any, dict[str, Any]]:
 
     if not (folder / "tokenizer.json").is_file():
         raise ConfigError(f"{folder} has no tokenizer.json: generate and chat need the model's tokenizer")
+    settings = read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").exists() else {}
+    settings["chat_template"] = pick_template(settings.get("chat_template"), str(folder / "tokenizer_config.json"))
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        try:
+            settings["chat_template"] = jinja.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{jinja} is not UTF-8 text: {e.reason} at byte {e.start}") from None
     try:
-        settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        settings = {}
-    if (folder / "chat_template.jinja").is_file():
-        settings["chat_template"] = (folder / "chat_template.jinja").read_text(encoding="utf-8")
-    return Tokenizer.from_file(str(folder / "tokenizer.json")), settings
+        return Tokenizer.from_file(str(folder / "tokenizer.json")), settings
+    except Exception as e:  # the tokenizers library's own error (damaged, truncated, too deep): one line
+        detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ConfigError(f"{folder / 'tokenizer.json'} cannot be read by the tokenizers library: "
+                          f"{detail[:200]}") from None
 
 
 def load_lm(path: str | Path, dtype: torch.dtype = torch.float32, fused: bool = True) -> PretrainedLM:
@@ -93,9 +100,9 @@ def load_lm(path: str | Path, dtype: torch.dtype = torch.float32, fused: bool = 
         config = config_from_hf(contents.hf_config, path, fused)
         model = model_from_state(FAMILIES["llama"], config, contents.state, contents.hf_config, str(path))
         fields = contents.fields
-        lm = PretrainedLM(model, gguf_tokenizer(fields), chat_template(fields),
+        lm = PretrainedLM(model, gguf_tokenizer(fields), pick_template(chat_template(fields), str(path)),
                           fields.get("tokenizer.ggml.bos_token_id"), fields.get("tokenizer.ggml.eos_token_id"),
-                          bool(fields.get("tokenizer.ggml.add_bos_token", False)))
+                          bool(fields.get("tokenizer.ggml.add_bos_token", False)), str(path))
     else:
         model = from_pretrained(path, fused)
         tokenizer, settings = _folder_tokenizer(path)
@@ -103,7 +110,7 @@ def load_lm(path: str | Path, dtype: torch.dtype = torch.float32, fused: bool = 
         eos = extra.get("eos_token_id")
         eos = eos[0] if isinstance(eos, list) and eos else eos  # Llama 3 lists several: the first ends a turn
         lm = PretrainedLM(model, tokenizer, settings.get("chat_template"), extra.get("bos_token_id"), eos,
-                          bool(settings.get("add_bos_token", False)))
+                          bool(settings.get("add_bos_token", False)), str(path))
     if not isinstance(lm.model, DecoderOnly):
         raise ConfigError(f"{path} holds a {lm.model.config.arch} model: generate and chat need a decoder")
     lm.model.to(dtype)

@@ -8,6 +8,7 @@ TRAIN_CONFIG = "train_config.json"  # TrainConfig
 TOKENIZER_SRC, TOKENIZER_TGT = "tokenizer_src.json", "tokenizer_tgt.json"
 WEIGHTS = "model.safetensors"  # also the weights inside checkpoints/step-N/
 METRICS = "metrics.jsonl"
+METRICS_BASE = "metrics-base.jsonl"  # a shipped model's first phase, before fine-tuning (its validation losses)
 CURVE = "curve.png"
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"  # checkpoints/latest: the name of the newest complete checkpoint

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file
 
+from scratchformer.config.fields import loads_json
 from scratchformer.errors import CheckpointError, CheckpointWriteError, UnsafeCheckpointError
 from scratchformer.runs import files
 from scratchformer.runs.folders import check_file
@@ -107,7 +108,7 @@ def load_trainer_state(ckpt: Path) -> dict[str, Any]:
         return _load_legacy_state(ckpt / LEGACY_STATE)
     path = ckpt / TRAINER_JSON
     try:
-        skeleton = json.loads(path.read_text(encoding="utf-8"))
+        skeleton = loads_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CheckpointError(f"{path} is missing: the checkpoint is incomplete") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
