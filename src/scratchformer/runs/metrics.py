@@ -56,7 +56,8 @@ def _lines(path: Path) -> Iterator[bytes]:
 def read_records(run_dir: Path, limit: int = MAX_POINTS, name: str = METRICS) -> list[dict[str, Any]]:
     """The records of RUN_DIR/metrics.jsonl (or RUN_DIR/`name`) in file order, read line by line in bounded memory:
     of each kind at most about 2 x `limit`, evenly thinned (every 2nd, then every 4th, ...: a long curve keeps its
-    shape) plus the last one. Lines that are not records (damaged, a list, a string for a step: `is_record`) are skipped."""
+    shape) plus the last one. Lines that are not records (damaged, a list, a string for a step: `is_record`) are
+    skipped."""
     path = Path(run_dir) / name
     if not path.is_file():
         return []
