@@ -19,6 +19,7 @@ detokenise, post-processing.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any
 
 from scratchformer.config.decoding import DecodingOptions
@@ -66,10 +67,13 @@ class Translator:
         return Translator(self.run, options, cli=self.cli, backend=self.backend)
 
     def translate(self, texts: Sequence[str], prefix: str | Sequence[str | None] | None = None,
-                  return_hyps: bool = False, progress: bool = False) -> list[str] | list[Translation]:
+                  return_hyps: bool = False, progress: bool = False, **changes: Any) -> list[str] | list[Translation]:
         """`texts` translated, in order: strings, or one Translation per text (results.py) with n_best > 1, align or
         `return_hyps`. prefix: target text forced at the start of every output, or one per text. progress: a tqdm
-        bar with an ETA on stderr."""
+        bar with an ETA on stderr. changes: options for this call only (beam=1, ...; as CTranslate2's
+        translate_batch takes them), checked as evolve does."""
+        if changes:
+            return self.evolve(**changes).translate(texts, prefix, return_hyps, progress)
         texts = check_texts(texts)
         if prefix is not None and any(prefix if not isinstance(prefix, str) else [prefix]):
             check_supported(self.options, self.engine, self.backend.SUPPORTS, self.cli, prefix=True)
@@ -79,6 +83,12 @@ class Translator:
                             o, prefix, structured, progress)
 
 
-def make_translator(run: Run, options: DecodingOptions | None = None, **settings: Any) -> Translator:
-    """Translator(run, options, **settings), under the name engines/ has always offered."""
-    return Translator(run, options, **settings)
+def make_translator(run: Run, options: DecodingOptions | str | None = None, **given: Any) -> Translator:
+    """Translator(run, options, **settings), under the name engines/ has always offered: `options` may be an
+    engine's name (the run's options on that engine), and `given` may mix options (int8=True) and settings."""
+    if isinstance(options, str):
+        options = run.decoding.pick(engine=options)
+    names = {f.name for f in fields(DecodingOptions)}
+    changes = {k: v for k, v in given.items() if k in names}
+    settings = {k: v for k, v in given.items() if k not in names}
+    return Translator(run, (options or run.decoding).pick(**changes), **settings)
