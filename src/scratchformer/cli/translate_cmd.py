@@ -119,8 +119,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
         return translator.translate(texts, prefix=prefix, return_hyps=structured)
 
     first: tuple[list[str], list] | None = None
-    for texts, outputs in translate_stream(translate, _inputs(args),
-                                             lambda outputs: _print(outputs, args, translator.options.n_best > 1)):
+    scores = translator.options.n_best > 1
+    for texts, outputs in translate_stream(translate, _inputs(args), lambda outputs: _print(outputs, args, scores),
+                                           CHUNK):
         first = first or (texts, outputs)
     if args.show_attention:
         _show_attention(args, run, first)
