@@ -13,7 +13,7 @@ on the first N test sentences; the int8 model is `quantize_int8` of the float on
 
 The decoding.json figures (only for a run whose decoding.json splits or repairs): every 7th valid pair of its
 corpus (all sources of `software`, mostly multi-sentence paragraphs outside LibreOffice), beam 4 at the file's
-alpha, translated with and without the text-level options (`decoding.translate.translate_with`, any engine's
+alpha, translated with and without the text-level options (`engines.Translator`: the pipeline of any engine's
 path), interleaved, the median of --repeats rounds (default 3).
 """
 
@@ -29,7 +29,6 @@ from benchlib import ROOT, add_common_args, emit, interleave, log, median, setup
 
 from scratchformer.data.corpus import load_pairs
 from scratchformer.decoding.quantize import quantize_int8
-from scratchformer.decoding.translate import translate_with
 from scratchformer.engines import make_translator
 from scratchformer.evaluation.metrics import bleu
 from scratchformer.evaluation.translation import evaluate_pairs
@@ -87,18 +86,14 @@ def decoding_file_figures(run, corpus: str, sentences: int, repeats: int, thread
         return
     pairs = load_pairs(corpus, "valid", on_error="skip")[::7][:sentences]
     texts, refs = [s for s, _ in pairs], [t for _, t in pairs]
-    translator = make_translator(run, "torch")
-
-    def translate(pieces: list[str]) -> list[str]:
-        return translator.translate(pieces, beam=4, alpha=d.alpha)
-
+    translator = make_translator(run, "torch")  # the run's decoding.json, on our own decoder
     outputs = {}
 
     def with_file() -> None:
-        outputs["file"] = translate_with(translate, texts, d.split_sentences, d.repair_copies)
+        outputs["file"] = translator.translate(texts, beam=4)
 
     def whole() -> None:
-        outputs["whole"] = translate(texts)
+        outputs["whole"] = translator.translate(texts, beam=4, split_sentences=False, repair_copies=False)
 
     times = interleave({"file": with_file, "whole": whole}, repeats)
     note = (f"{len(pairs)} valid pairs of {corpus} (every 7th), beam 4, alpha {d.alpha}; decoding.json: "

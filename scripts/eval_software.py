@@ -33,7 +33,7 @@ def sources() -> list[str]:
     return list(stats["sources"])
 
 
-def score_sources(run_dir: Path, split: str = "test", beam: int = 4, weights: Path | None = None,
+def score_sources(run_dir: Path, split: str = "test", beam: int | None = None, weights: Path | None = None,
                   only: list[str] | None = None, limit: int | None = None, split_sentences: bool | None = None,
                   alpha: float | None = None, repair_copies: bool | None = None,
                   confidence: int = 0, ensemble: list[Path] | None = None) -> dict[str, dict]:
@@ -43,9 +43,10 @@ def score_sources(run_dir: Path, split: str = "test", beam: int = 4, weights: Pa
     run's decoding.json's)."""
     run = load_run(run_dir, weights, ensemble=ensemble)
     targets = train_targets(run)
+    given = {k: v for k, v in dict(beam=beam, alpha=alpha, split_sentences=split_sentences,
+                                   repair_copies=repair_copies).items() if v is not None}
     return {source: evaluate_pairs(run, load_pairs("software", f"{split}-{source}", on_error="skip")[:limit],
-                                   beam, alpha, train_targets=targets, split_sentences=split_sentences,
-                                   repair_copies=repair_copies, confidence=confidence)
+                                   train_targets=targets, confidence=confidence, **given)
             for source in only or sources()}
 
 
@@ -53,7 +54,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--split", default="test", choices=("test", "valid"))
-    ap.add_argument("--beam", type=int, default=4)
+    ap.add_argument("--beam", type=int, default=None, help="beam size (default: the run's decoding.json, else 4)")
     ap.add_argument("--weights", type=Path, help="a checkpoint's weights instead of the run's model.safetensors "
                     "(decoded alone unless --ensemble is given too)")
     ap.add_argument("--ensemble", type=Path, nargs="+", metavar="WEIGHTS",
@@ -87,7 +88,7 @@ def main() -> None:
     for source, r in scores.items():
         row = {"label": args.label, "run": str(args.run_dir), "weights": str(args.weights or ""),
                **({"ensemble": [str(p) for p in args.ensemble]} if args.ensemble else {}), "source": source,
-               "split": args.split, "beam": args.beam, "alpha": r["alpha"], "split_sentences": r["split_sentences"],
+               "split": args.split, "beam": r["beam"], "alpha": r["alpha"], "split_sentences": r["split_sentences"],
                "repair_copies": r["repair_copies"],
                "date": datetime.date.today().isoformat(),
                **{k: r.get(k) for k in FIELDS}, **{k: r[k] for k in ("bleu_ci95", "ensemble_size") if k in r}}

@@ -92,12 +92,13 @@ def test_a_member_with_other_vocabularies_is_one_line(make_seq2seq, tiny_seq2seq
 
 
 def test_the_memory_check_counts_every_members_cache(make_seq2seq, monkeypatch):
-    from scratchformer.decoding import translate
+    from scratchformer.config import decoding
     from scratchformer.errors import ConfigError
 
     model = make_seq2seq(0)
-    need = translate.search_bytes(model, 8 * 4, 10)  # 8 sentences x beam 4, 10 steps
-    monkeypatch.setattr(translate, "available_memory", lambda: int(1.5 * need))
-    translate.check_translate_options(model, 4, 0.6, 8, None, 10, sentences=8)
+    options = decoding.DecodingOptions(beam=4, batch_size=8, max_len=10)
+    need = decoding.search_bytes(model.config, 8 * 4, 10)  # 8 sentences x beam 4, 10 steps
+    monkeypatch.setattr(decoding, "available_memory", lambda: int(1.5 * need))
+    options.check_model(model.config)
     with pytest.raises(ConfigError, match="would need about"):
-        translate.check_translate_options(model, 4, 0.6, 8, None, 10, sentences=8, members=2)
+        options.check_model(model.config, members=2)

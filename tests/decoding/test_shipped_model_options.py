@@ -125,8 +125,8 @@ def test_cli_jsonl_in_and_out(capsys, monkeypatch):
     (["--repetition-penalty", "-1"], "--repetition-penalty -1.0: the penalty must be a positive number"),
     (["--no-repeat-ngram", "-3"], "--no-repeat-ngram -3"),
     (["--max-len", "3", "--prefix", "打开文件。"], "prefix '打开文件。': 5 target tokens, more than the 3"),
-    (["--engine", "ctranslate2", "--n-best", "2"], "--n-best 2: only --engine torch"),
-    (["--engine", "onnxruntime", "--align"], "--align: only --engine torch"),
+    (["--engine", "ctranslate2", "--n-best", "2"], "--n-best 2: the ctranslate2 backend does not have this option"),
+    (["--engine", "onnxruntime", "--align"], "--align: the onnxruntime backend does not have this option"),
     (["--input-format", "jsonl"], "input line 1 is not JSON"),
 ])
 def test_cli_bad_options_are_one_line(capsys, args, message):

@@ -18,21 +18,21 @@ def model(make_seq2seq):
 
 
 def test_order_restored_and_batching_does_not_change_outputs(model):
-    one_by_one = [translate_texts(model, SRC_TOK, TGT_TOK, [t], max_len=10)[0] for t in TEXTS]
-    assert translate_texts(model, SRC_TOK, TGT_TOK, TEXTS, batch_size=3, max_len=10) == one_by_one
-    assert translate_texts(model, SRC_TOK, TGT_TOK, TEXTS, max_tokens=24, max_len=10) == one_by_one
+    one_by_one = [translate_texts(model, SRC_TOK, TGT_TOK, [t], beam=1, max_len=10)[0] for t in TEXTS]
+    assert translate_texts(model, SRC_TOK, TGT_TOK, TEXTS, batch_size=3, beam=1, max_len=10) == one_by_one
+    assert translate_texts(model, SRC_TOK, TGT_TOK, TEXTS, max_tokens=24, beam=1, max_len=10) == one_by_one
     assert len({o for o in one_by_one if o}) >= 2  # outputs differ between sentences
 
 
 def test_outputs_are_detokenized_greedy_tokens(model):
     ids = SRC_TOK.encode("hello world") + [2]  # encode_pairs: src ids + EOS
     tokens = greedy_decode(model, [ids], max_len=10)[0]
-    assert translate_texts(model, SRC_TOK, TGT_TOK, ["hello world"], max_len=10) == [TGT_TOK.decode(tokens)]
+    assert translate_texts(model, SRC_TOK, TGT_TOK, ["hello world"], beam=1, max_len=10) == [TGT_TOK.decode(tokens)]
     assert all("\u4e00" <= ch <= "\u9fff" for ch in TGT_TOK.decode(tokens))
 
 
 def test_empty_lines_give_empty_outputs(model):
-    out = translate_texts(model, SRC_TOK, TGT_TOK, ["", "abc", "  "], max_len=10)
+    out = translate_texts(model, SRC_TOK, TGT_TOK, ["", "abc", "  "], beam=1, max_len=10)
     assert out[0] == "" and out[2] == ""
     assert translate_texts(model, SRC_TOK, TGT_TOK, []) == []
 

@@ -14,6 +14,7 @@ import torch
 
 from scratchformer.cli import main
 from scratchformer.config import ModelConfig
+from scratchformer.config.decoding import DecodingOptions
 from scratchformer.data.tokenizers import EOS_ID, train_tokenizer
 from scratchformer.decoding import beam_search, greedy_decode, translate_texts
 from scratchformer.engines import export_run, make_translator
@@ -104,7 +105,7 @@ def test_greedy_ids_equal_ours(tmp_path, tiny_seq2seq, overrides, equal_up_to_ti
     run = load_run(write_run(tmp_path / "run", tiny_seq2seq, seed=1, **overrides))
     srcs = sources(run)
     ours = greedy_decode(run.model, [s + [EOS_ID] for s in srcs])
-    theirs = engine.Translator(run, threads=1).translate_ids(srcs, beam=1, batch_size=4)
+    theirs = engine.Backend(run, threads=1).translate_ids(srcs, beam=1, batch_size=4)
     equal_up_to_ties(run.model, [s + [EOS_ID] for s in srcs], ours, theirs)
     assert len({len(o) for o in ours}) > 1  # budgets differ per sentence (source length + 50): each is kept
 
@@ -115,7 +116,7 @@ def test_beam_ids_equal_ours(trained_dir, beam, alpha):
     srcs = sources(run, QUERIES)
     found = beam_search(run.model, [s + [EOS_ID] for s in srcs], beam_size=beam, alpha=alpha, n_best=beam)
     assert len({len(h.tokens) for hyps in found for h in hyps}) > 2  # finished at different lengths
-    theirs = engine.Translator(run, threads=1).translate_ids(srcs, beam=beam, alpha=alpha, batch_size=4)
+    theirs = engine.Backend(run, threads=1).translate_ids(srcs, beam=beam, alpha=alpha, batch_size=4)
     assert theirs == [hyps[0].tokens for hyps in found]
 
 
@@ -128,7 +129,7 @@ def test_beam_at_each_sentences_budget(tmp_path, tiny_seq2seq):
     srcs = sources(run)
     ours = [h[0].tokens for h in beam_search(run.model, [s + [EOS_ID] for s in srcs], beam_size=4)]
     assert len({len(o) for o in ours}) > 1
-    assert engine.Translator(run, threads=1).translate_ids(srcs, beam=4, batch_size=3) == ours
+    assert engine.Backend(run, threads=1).translate_ids(srcs, beam=4, batch_size=3) == ours
 
 
 def test_pad_is_never_emitted(tmp_path, tiny_seq2seq):
@@ -136,7 +137,7 @@ def test_pad_is_never_emitted(tmp_path, tiny_seq2seq):
     run = load_run(write_run(tmp_path / "run", tiny_seq2seq, pad_logit=100.0))
     srcs = sources(run)
     ours = greedy_decode(run.model, [s + [EOS_ID] for s in srcs])
-    assert engine.Translator(run, threads=1).translate_ids(srcs, beam=1) == ours
+    assert engine.Backend(run, threads=1).translate_ids(srcs, beam=1) == ours
     assert all(0 not in o for o in ours) and any(ours)
 
 
@@ -153,16 +154,16 @@ def test_translate_texts_as_ours(trained_dir):
 
 def test_cache_follows_the_weights(tmp_path, tiny_seq2seq):
     run_dir = write_run(tmp_path / "run", tiny_seq2seq, seed=2)
-    folder = engine.Translator(load_run(run_dir), threads=1).path
+    folder = engine.Backend(load_run(run_dir), threads=1).path
     assert folder == run_dir / "export" / "ctranslate2" and (folder / "model.bin").exists()
     built = (folder / "model.bin").stat().st_mtime_ns
-    engine.Translator(load_run(run_dir), threads=1)
+    engine.Backend(load_run(run_dir), threads=1)
     assert (folder / "model.bin").stat().st_mtime_ns == built  # same weights: reused
     before = json.loads((folder / engine.STAMP).read_text())
     other = tiny_seq2seq(3, load_run(run_dir).src_tok.vocab_size, tie_embeddings=False, max_len=64)
     save_weights(other, run_dir / "model.safetensors")
     run = load_run(run_dir)
-    translator = engine.Translator(run, threads=1)
+    translator = engine.Backend(run, threads=1)
     assert json.loads((folder / engine.STAMP).read_text())["weights_sha256"] != before["weights_sha256"]
     srcs = sources(run)
     assert translator.translate_ids(srcs, beam=1) == greedy_decode(run.model, [s + [EOS_ID] for s in srcs])
@@ -241,7 +242,7 @@ def test_shipped_model_matches_ours_on_the_test_split():
     run = load_run(ROOT / "models" / "en-zh")
     pairs = load_pairs("en-zh", "test")
     src, refs = [s for s, _ in pairs], [t for _, t in pairs]
-    translator = engine.Translator(run, threads=1)
+    translator = make_translator(run, DecodingOptions(engine="ctranslate2"), threads=1)  # translate_texts' options
     for beam, share in ((1, 0.99), (4, 0.97)):
         ours = translate_texts(run.model, run.src_tok, run.tgt_tok, src, beam=beam)
         theirs = translator.translate(src, beam=beam)

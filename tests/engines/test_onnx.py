@@ -21,11 +21,12 @@ from torch import nn
 
 from scratchformer.cli import main
 from scratchformer.config import ModelConfig
+from scratchformer.config.decoding import DecodingOptions
 from scratchformer.data.corpus import load_pairs
 from scratchformer.data.tokenizers import train_tokenizer
 from scratchformer.decoding import beam_search, greedy_decode, translate_texts
 from scratchformer.decoding.quantize import quantize_int8
-from scratchformer.engines import export_run, make_translator, onnx_graphs
+from scratchformer.engines import Translator, export_run, make_translator, onnx_graphs
 from scratchformer.engines import onnx as onnx_engine
 from scratchformer.errors import ConfigError
 from scratchformer.model import build_model
@@ -65,9 +66,14 @@ def write_run(run_dir, seed: int = 0, **overrides):
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):
-    """The run and its Translator: the first one exports into RUN_DIR/export/onnx/."""
+    """The run and its onnxruntime Backend: the first one exports into RUN_DIR/export/onnx/."""
     run = load_run(write_run(tmp_path_factory.mktemp("onnx") / "run"))
-    return run, onnx_engine.Translator(run, threads=1)
+    return run, onnx_engine.Backend(run, threads=1)
+
+
+def on(run, backend):
+    """The Translator of `run` on this backend (the default options, as translate_texts', engine onnxruntime)."""
+    return Translator(run, DecodingOptions(engine="onnxruntime"), backend=backend)
 
 
 def random_ids(vocab: int, seed: int, lengths) -> list[list[int]]:
@@ -184,9 +190,9 @@ def test_translate_gives_the_torch_engines_texts(engine, beam):
     run, translator = engine
     texts = [*SOURCES, "", "Open the window twice, then save the file."]
     ours = translate_texts(run.model, run.src_tok, run.tgt_tok, texts, beam=beam, batch_size=3)
-    assert translator.translate(texts, beam=beam, batch_size=3) == ours
+    assert on(run, translator).translate(texts, beam=beam, batch_size=3) == ours
     assert ours[len(SOURCES)] == ""  # an empty line stays empty
-    assert translator.translate(texts[:1], beam=beam) == ours[:1]  # a batch of one row
+    assert on(run, translator).translate(texts[:1], beam=beam) == ours[:1]  # a batch of one row
 
 
 def test_translate_cli_with_engine_onnxruntime(engine, capsys):
@@ -245,14 +251,14 @@ def test_int8_export_quantizes_the_graphs_and_still_translates(engine, tmp_path,
 
     ops = {node.op_type for node in onnx.load(str(out / "decoder_with_past_model.onnx")).graph.node}
     assert "MatMulInteger" in ops or "DynamicQuantizeLinear" in ops
-    outputs = onnx_engine.Translator(run, folder=out, threads=1).translate(SOURCES, beam=1)
+    outputs = on(run, onnx_engine.Backend(run, folder=out, threads=1)).translate(SOURCES, beam=1)
     assert len(outputs) == len(SOURCES) and all(isinstance(o, str) for o in outputs)
 
 
 def test_an_int8_quantized_torch_model_is_refused_in_one_line(engine):
     run, _ = engine
     with pytest.raises(ConfigError, match="--int8") as err:
-        onnx_engine.Translator(dataclasses.replace(run, model=quantize_int8(run.model)))
+        onnx_engine.Backend(dataclasses.replace(run, model=quantize_int8(run.model)))
     assert "\n" not in str(err.value)
 
 
@@ -289,7 +295,7 @@ def test_the_shipped_model_gives_our_logits_and_greedy_outputs(tmp_path):
     batches of 10 with padding) within 1e-4, and greedy outputs identical. Prints the figures as one JSON line:
     PYTHONPATH=src python -m pytest -m slow -s tests/engines/test_onnx.py -k shipped"""
     run = load_run(SHIPPED)
-    translator = onnx_engine.Translator(run, folder=export_run(SHIPPED, "onnx", tmp_path / "onnx"))
+    translator = onnx_engine.Backend(run, folder=export_run(SHIPPED, "onnx", tmp_path / "onnx"))
     pairs = load_pairs("en-zh", "test")[:100]
     cap = run.model_config.max_len
     worst = {"decoder_model": 0.0, "decoder_with_past_model": 0.0, "encoder_model": 0.0}
@@ -314,7 +320,8 @@ def test_the_shipped_model_gives_our_logits_and_greedy_outputs(tmp_path):
     same = {}
     for beam in (1, 4):
         ours = translate_texts(run.model, run.src_tok, run.tgt_tok, texts, beam=beam)
-        same[f"beam{beam}_identical"] = sum(a == b for a, b in zip(ours, translator.translate(texts, beam=beam)))
+        theirs = on(run, translator).translate(texts, beam=beam)
+        same[f"beam{beam}_identical"] = sum(a == b for a, b in zip(ours, theirs))
     print(json.dumps({"model": "models/en-zh", "sentences": len(pairs), "max_abs_diff": worst, **same}))
     assert max(worst.values()) < TOL
     assert same["beam1_identical"] == len(pairs)

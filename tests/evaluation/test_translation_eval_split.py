@@ -4,7 +4,7 @@ import pytest
 
 from scratchformer.decoding.copies import repair_all
 from scratchformer.decoding.sentences import join_translations
-from scratchformer.decoding.translate import translate_texts, translate_with
+from scratchformer.decoding.translate import translate_texts
 from scratchformer.evaluation.metrics import bleu
 from scratchformer.evaluation.translation import evaluate_pairs
 from scratchformer.runs import load_run
@@ -33,12 +33,3 @@ def test_an_exported_engine_splits_and_repairs_too(tiny_run):
     hyps = [join_translations(parts[:2]), parts[2]]
     assert result["split_sentences"] is True and result["repair_copies"] is True
     assert result["bleu"] == round(bleu(hyps, [t for _, t in pairs])["score"], 2)
-
-
-def test_translate_with_repairs_each_sentence_from_its_own_source():
-    def miscopy(texts):
-        return [t.replace("dlocate", "dlat").replace("gentoo", "gent").replace(".", "。") + "的" for t in texts]
-
-    out = translate_with(miscopy, ["Use dlocate. Use gentoo.", "x"], split_sentences=True, repair_copies=True)
-    assert out == ["Use dlocate。的Use gentoo。的", "x的"]
-    assert translate_with(miscopy, ["Use dlocate."]) == ["Use dlat。的"]

@@ -47,10 +47,10 @@ def exported(tiny_run, tmp_path_factory):
 
 
 def test_keras_is_a_format_and_an_engine_that_declares_its_options():
-    from scratchformer.engines.keras import Translator
+    from scratchformer.engines.keras import Backend
 
     assert "keras" in FORMATS and "keras" in ENGINES
-    assert Translator.SUPPORTS == {"beam", "alpha", "max_len", "batch_size"}
+    assert Backend.SUPPORTS == frozenset()  # beam, alpha, max_len and batching only: nothing optional
 
 
 @pytest.mark.parametrize("beam, max_len", [(1, None), (1, 3), (2, None), (4, None)])
@@ -67,7 +67,7 @@ def test_evaluate_with_engine_keras_scores_as_torch(tiny_run):
 
 
 def test_engine_options_it_does_not_have_are_one_line(run):
-    with pytest.raises(ConfigError, match="the keras engine has no option 'threads'") as err:
+    with pytest.raises(ConfigError, match="the keras engine has no setting 'threads'") as err:
         make_translator(run, "keras", threads=2)
     assert "\n" not in str(err.value)
 

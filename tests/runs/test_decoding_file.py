@@ -37,7 +37,9 @@ def test_the_file_round_trips_and_flags_win(own_run):
 @pytest.mark.parametrize("text,message", [
     ("{", "is not valid JSON"),
     ("[1]", "must hold a JSON object, got list"),
-    ('{"beam": 5}', "unknown decoding config field(s) ['beam']; known fields: alpha, chosen, ensemble, repair_copies"),
+    ('{"beams": 5}', "unknown decoding config field(s) ['beams']; known fields: align, alpha, batch_size, beam"),
+    ('{"beam": 0}', "beam=0: must be >= 1"),
+    ('{"beam": 4, "n_best": 5}', "n_best=5: beam search keeps only beam=4 hypotheses"),
     ('{"alpha": "1.5"}', "alpha='1.5' must be float (a number), got str"),
     ('{"alpha": true}', "alpha=True must be float (a number), got bool"),
     ('{"split_sentences": 1}', "split_sentences=1 must be bool (true or false), got int"),

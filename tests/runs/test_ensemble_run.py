@@ -100,11 +100,11 @@ def test_other_engines_refuse_the_flag_and_warn_of_the_file(own_run, capsys):
 
 
 def test_the_cli_memory_check_counts_the_members(own_run, monkeypatch, capsys):
-    from scratchformer.decoding import translate
+    from scratchformer.config import decoding
 
     run, member = load_run(own_run), str(own_run / "member-2.safetensors")
-    need = translate.search_bytes(run.model, 32 * 4, run.model.config.max_len)  # the CLI's default batch and beam
-    monkeypatch.setattr(translate, "available_memory", lambda: int(1.5 * need))
+    need = decoding.search_bytes(run.model.config, 32 * 4, run.model.config.max_len)  # the default batch and beam
+    monkeypatch.setattr(decoding, "available_memory", lambda: int(1.5 * need))
     assert main(["translate", str(own_run), "Hello."]) == 0
     capsys.readouterr()
     assert main(["translate", str(own_run), "Hello.", "--ensemble", member]) == 2

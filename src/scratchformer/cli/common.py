@@ -4,10 +4,12 @@ a file, or stdin) checked as UTF-8 line by line."""
 from __future__ import annotations
 
 import argparse
+import codecs
 import dataclasses
 import os
 import sys
 import typing
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from scratchformer.config import PRESETS, RENAMED_FIELDS, ModelConfig
@@ -115,18 +117,63 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def add_decoding_args(group: Any) -> None:
-    """--alpha, --split-sentences and --repair-copies, as translate, evaluate and serve take them: each defaults to
-    the run's decoding.json (config/decoding.py), else to the paper's alpha and off."""
-    group.add_argument("--alpha", type=float, default=None,
-                       help="GNMT length penalty ((5+|Y|)/6)^alpha (default: the run's decoding.json, else 0.6)")
-    group.add_argument("--split-sentences", action=argparse.BooleanOptionalAction, default=None,
-                       help="translate each line sentence by sentence (cut after . ! ? before a capital or digit, "
-                            "after 。！？) and join the parts (default: the run's decoding.json, else off)")
-    group.add_argument("--repair-copies", action=argparse.BooleanOptionalAction, default=None,
-                       help="put back names, numbers, paths and options the model miscopied from the source "
-                            "(gentoo.xmlent -> gentoo.1.xml; outputs with CJK text only; decoding/copies.py; "
-                            "default: the run's decoding.json, else off)")
+class _Engines:
+    """--engine's choices: engines/formats.py's ENGINES, looked up only when --engine is given or help is shown
+    (late: that module imports torch, which building the parser must not)."""
+
+    def _names(self) -> list[str]:
+        from scratchformer.engines.formats import ENGINES
+
+        return list(ENGINES)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
+
+
+def add_decoding_args(group: Any, command: str) -> None:
+    """The decoding flags of `command` (translate, evaluate, serve, report), made from config/decoding.py's FLAGS:
+    each defaults to the run's decoding.json, else to DecodingOptions' default."""
+    from scratchformer.config.decoding import add_decoding_args as add
+
+    add(group, command, _Engines())
+
+
+def iter_lines(file: str) -> Iterator[str]:
+    """The lines of `file` ('-' for stdin) one at a time, without line ends: what read_lines gives, never holding
+    the whole file (translate --file streams). Invalid UTF-8 is one InputError naming the line."""
+    if file == "-":
+        if sys.stdin is None:
+            raise InputError("stdin is closed: give the text as arguments or with --file, or pipe it in")
+        yield from _decoded(getattr(sys.stdin, "buffer", None) or _encoded(sys.stdin), "stdin")
+        return
+    try:
+        f = open(file, "rb")
+    except FileNotFoundError:
+        raise InputError(f"--file {file} does not exist") from None
+    except IsADirectoryError:
+        raise InputError(f"--file {file} is a folder: give a text file, one sentence per line") from None
+    with f:
+        yield from _decoded(f, file)
+
+
+def _encoded(stream: Any) -> Iterator[bytes]:
+    for line in stream:
+        yield line.encode("utf-8", "surrogateescape")
+
+
+def _decoded(lines: Iterable[bytes], name: str) -> Iterator[str]:
+    for n, raw in enumerate(lines, start=1):
+        if n == 1 and raw.startswith(codecs.BOM_UTF8):
+            raw = raw[len(codecs.BOM_UTF8):]
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"{name} line {n} is not valid UTF-8: {e.reason} at byte 0x{raw[e.start]:02x}; convert "
+                             "it with iconv (e.g. iconv -f latin1 -t utf-8)") from None
+        yield text.rstrip("\n").rstrip("\r") if text.endswith("\n") else text.rstrip("\r")
 
 
 def add_model_args(p: argparse.ArgumentParser, default_preset: str = "paper-base") -> None:

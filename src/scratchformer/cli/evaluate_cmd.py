@@ -10,7 +10,6 @@ import json
 
 def _check_flags(args: argparse.Namespace) -> None:
     """Flags that would silently score other data than asked (`--limit 0` meant all, `--limit -2` a slice)."""
-    from scratchformer.config.decoding import check_alpha
     from scratchformer.errors import ConfigError
     from scratchformer.evaluation.metrics import MAX_BOOTSTRAP_RESAMPLES
 
@@ -18,13 +17,18 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise ConfigError(f"--limit {args.limit}: give a number of sentences >= 1 (leave it out for all)")
     if args.show < 0:
         raise ConfigError(f"--show {args.show}: give a number of samples >= 0")
-    if args.beam < 1:
-        raise ConfigError(f"--beam {args.beam}: must be >= 1 (1 = greedy)")
-    if args.alpha is not None:
-        check_alpha(args.alpha, f"--alpha {args.alpha}")
+    from scratchformer.config.decoding import DecodingOptions, from_args
+
+    from_args(DecodingOptions(), args).check(cli=True)  # the flags alone, before any loading
     if not 2 <= args.confidence_n <= MAX_BOOTSTRAP_RESAMPLES:
         raise ConfigError(f"--confidence-n {args.confidence_n}: give the number of bootstrap resamples, 2 or more, "
                           f"at most {MAX_BOOTSTRAP_RESAMPLES:,} (1000 is usual)")
+
+
+def _flags() -> list:
+    from scratchformer.config.decoding import FLAGS
+
+    return [f for f in FLAGS if "evaluate" in f.commands]
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -37,9 +41,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from scratchformer.errors import ConfigError
 
         raise ConfigError(f"--explain takes BLEU apart: {args.run_dir} holds a {arch} model, which has no BLEU")
-    for flag, value in (("--split-sentences", args.split_sentences), ("--repair-copies", args.repair_copies),
-                        ("--confidence", args.confidence), ("--ensemble", args.ensemble)):
-        if value and arch != "encoder-decoder":
+    given = [("--" + f.name.replace("_", "-"), getattr(args, f.name)) for f in _flags()]
+    for flag, value in (*given, ("--confidence", args.confidence), ("--ensemble", args.ensemble)):
+        if value not in (None, False) and arch != "encoder-decoder":
             from scratchformer.errors import ConfigError
 
             raise ConfigError(f"{flag} is for translation: {args.run_dir} holds a {arch} model")
@@ -52,12 +56,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         result = evaluate_encoder(args.run_dir, args.split, weights=args.weights, corpus=args.corpus)
     else:
+        from scratchformer.config.decoding import given_flags
         from scratchformer.evaluation.translation import evaluate_run
 
-        result = evaluate_run(args.run_dir, args.split, args.beam, args.alpha, args.limit, args.show, args.corpus,
-                              args.weights, engine=args.engine, explain=args.explain,
-                              split_sentences=args.split_sentences, repair_copies=args.repair_copies,
-                              confidence=args.confidence_n if args.confidence else 0, ensemble=args.ensemble)
+        result = evaluate_run(args.run_dir, args.split, args.limit, args.show, args.corpus, args.weights,
+                              explain=args.explain, confidence=args.confidence_n if args.confidence else 0,
+                              ensemble=args.ensemble, progress=True, **given_flags(args))
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
         return 0
@@ -81,7 +85,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "(encoder tasks) on a split")
     p.add_argument("run_dir")
     p.add_argument("--split", default="test")
-    p.add_argument("--beam", type=int, default=1)
     p.add_argument("--limit", type=int, help="only the first N sentences")
     p.add_argument("--show", type=int, default=3, help="print N sample translations")
     p.add_argument("--corpus", help="evaluate on another corpus than the one trained on")
@@ -89,8 +92,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "decodes alone unless --ensemble is given too")
     p.add_argument("--ensemble", nargs="+", metavar="WEIGHTS", help="translation, --engine torch: more safetensors "
                    "files of the run, decoded with it (the mean of their probabilities; default: decoding.json's)")
-    p.add_argument("--engine", default="torch", choices=["torch", "ctranslate2", "onnxruntime"],
-                   help="translation: decode with our PyTorch code (default) or an exported copy")
     p.add_argument("--explain", action="store_true", help="translation: BLEU taken apart (1-4-gram precisions, "
                    "brevity penalty) beside sacreBLEU's score, and why seed 001's unigram 'simple BLEU' differs")
     p.add_argument("--confidence", action="store_true", help="translation: BLEU's 95%% interval, from bootstrap "
@@ -98,6 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     # metrics.BOOTSTRAP_RESAMPLES, not imported here: building the parser must not load sacreBLEU and torch
     p.add_argument("--confidence-n", type=int, default=1000, help="bootstrap resamples for --confidence")
     p.add_argument("--json", action="store_true")
-    add_decoding_args(p.add_argument_group("translation: decoding options (default: the run's decoding.json)"))
+    add_decoding_args(p.add_argument_group("translation: decoding options (config/decoding.py; default: the run's "
+                                           "decoding.json)"), "evaluate")
     p.set_defaults(func=cmd_evaluate)
 

@@ -10,13 +10,14 @@ from scratchformer.i18n import _
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the report and say where."""
+    from scratchformer.config.decoding import given_flags
     from scratchformer.evaluation.report import write_run_report
     from scratchformer.runs.folders import check_file
 
     out = check_file(args.out, "report", args.overwrite)  # before any work: never a run's file, nor one of yours
     if args.screenshot:
         check_file(args.screenshot, "report", args.overwrite, flag="--screenshot")
-    path = write_run_report(args.run_dir, out, args.samples, args.limit, args.corpus)
+    path = write_run_report(args.run_dir, out, args.samples, args.limit, args.corpus, given_flags(args))
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, self-contained: open it in any browser)")
     if args.screenshot:
         from scratchformer.inspect.browser import screenshot
@@ -29,6 +30,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `report` subcommand."""
+    from scratchformer.cli.common import add_decoding_args
+
     p = sub.add_parser("report", help="a self-contained HTML report of a translation run (config, curves, "
                        "attention of every kind, samples, test scores)")
     p.add_argument("run_dir")
@@ -40,4 +43,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=_("test sentences to score when the run has no stored test scores"))
     p.add_argument("--corpus", help=_("take the test sentences from another corpus than the one trained on"))
     p.add_argument("--screenshot", help=_("also save the top of the page, as headless chromium shows it, to this PNG"))
+    add_decoding_args(p.add_argument_group("decoding of the samples and the scores measured now (config/decoding.py; "
+                                           "default: the run's decoding.json)"), "report")
     p.set_defaults(func=cmd_report)

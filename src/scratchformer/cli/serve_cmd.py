@@ -8,6 +8,7 @@ import argparse
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from scratchformer.cli.common import set_threads
+    from scratchformer.config.decoding import given_flags
     from scratchformer.serve import Settings, serve
 
     set_threads(args.threads)
@@ -15,9 +16,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                         max_batch_tokens=args.max_batch_tokens, max_chars=args.max_chars,
                         max_sentences=args.max_sentences, max_beam=args.max_beam, timeout=args.timeout,
                         api_key=args.api_key, max_cost=args.max_cost, allowed_hosts=tuple(args.allowed_host))
-    return serve(args.run_dir, settings, host=args.host, port=args.port, engine=args.engine, weights=args.weights,
-                 int8=args.int8, alpha=args.alpha, batch_size=args.batch_size, max_len=args.max_len,
-                 log_level=args.log_level, split_sentences=args.split_sentences, repair_copies=args.repair_copies)
+    return serve(args.run_dir, settings, host=args.host, port=args.port, weights=args.weights,
+                 log_level=args.log_level, decoding=given_flags(args))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,25 +32,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                    help="a host name clients reach the server by, besides its address, localhost and IP addresses "
                         "(repeatable; '*': any). Other Host headers get 421, against DNS rebinding")
-    p.add_argument("--engine", default="torch", choices=["torch", "ctranslate2", "onnxruntime"],
-                   help="decode with our PyTorch code (default) or an exported copy (cached in the run directory)")
     p.add_argument("--weights", help="another safetensors file of the same run (e.g. averaged.safetensors)")
-    p.add_argument("--int8", action="store_true", help="dynamic int8 quantisation of Linear layers (CPU)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--source", help="source language code (default: from the run's corpus name, e.g. en-zh)")
     p.add_argument("--target", help="target language code (default: from the run's corpus name)")
-    d = p.add_argument_group("decoding (the same options as `translate`)")
-    d.add_argument("--beam", type=int, default=4, help="default beam size (requests may ask for another)")
+    d = p.add_argument_group("decoding (config/decoding.py, as `translate`; default: the run's decoding.json; a "
+                             "request may ask for another --beam)")
+    add_decoding_args(d, "serve")
     d.add_argument("--max-beam", type=int, default=16, help="the widest beam a request may ask for (default 16)")
-    add_decoding_args(d)
-    d.add_argument("--batch-size", type=int, default=32, help="sentences decoded together (default 32)")
-    d.add_argument("--max-len", type=int, default=None, help="most output tokens per sentence (default: source + 50)")
     b = p.add_argument_group("batching and limits")
     b.add_argument("--batch-wait-ms", type=float, default=10.0,
                    help="merge the requests that arrive within this many ms into one decoding batch (default 10; "
                         "0: no merging, one request per decoding call)")
     b.add_argument("--max-batch-tokens", type=int, default=4096,
-                   help="most source tokens merged into one decoding call (default 4096)")
+                   help="most source tokens (unpadded, with </s>) of the requests merged into one decoding call; "
+                        "not --max-tokens, which caps the padded tokens of each batch inside it (default 4096)")
     b.add_argument("--max-chars", type=int, default=5000, help="most characters per request (more: 413)")
     b.add_argument("--max-sentences", type=int, default=128, help="most sentences per request (more: 413)")
     b.add_argument("--timeout", type=float, default=60.0,

@@ -4,7 +4,10 @@
     greedy.py     greedy_decode                  argmax each step, finished sentences drop out of the batch
     beam.py       beam_search, beam_search_core  fairseq-style beam with the GNMT length penalty
     sampling.py   sample                         temperature / top-k / top-p for GPT-like models
-    translate.py  translate_texts                strings -> strings (or, asked for more, Translation objects)
+    pipeline.py   run_pipeline, batches, chunks  the steps of every translation: sentences, ids, token-budget
+                                                 batches, a backend's search, detokenise, copy repair
+    search.py     TorchSearch                    our own search as the pipeline's backend (ensembles live here)
+    translate.py  translate_texts                a bare model's strings -> strings (engines.Translator for a run)
     constraints.py  Constraints                  no-repeat n-grams, repetition penalty, forced target prefixes
     results.py    Translation, Hyp               n-best hypotheses with scores, tokens, alignments (--format jsonl)
     sentences.py  split_sentences                paragraphs translated sentence by sentence (--split-sentences)

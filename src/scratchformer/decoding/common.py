@@ -20,12 +20,12 @@ from contextlib import ExitStack, contextmanager
 import torch
 from torch import Tensor, nn
 
+from scratchformer.config.decoding import PAPER_EXTRA_LEN  # noqa: F401 (the rule's owner; decoders import it here)
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID, PAD_ID
 from scratchformer.decoding.packing import packed_linears
 from scratchformer.errors import InputError
 from scratchformer.model.transformer import EncoderDecoder
 
-PAPER_EXTRA_LEN = 50  # section 6.1: "maximum output length to input length + 50"
 NEG_INF = float("-inf")  # the score of a token or hypothesis that must never be chosen
 
 

@@ -19,28 +19,17 @@ Applied in this order, to each decoding row at each step (greedy and beam search
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from scratchformer.config.decoding import MIN_PENALTY, check_repetition  # noqa: F401 (MIN_PENALTY: re-exported)
 from scratchformer.decoding.common import NEG_INF
 from scratchformer.errors import ConfigError
 
-MIN_PENALTY = 0.01  # and 1 / 0.01 = 100 at most: far beyond any useful value, and logits / P stay finite
-
-
-def check_repetition_options(no_repeat_ngram: int, repetition_penalty: float, names: tuple[str, str]) -> None:
-    """One-line errors for a negative n-gram size and a penalty that is not a positive finite number."""
-    if isinstance(no_repeat_ngram, bool) or not isinstance(no_repeat_ngram, numbers.Integral) or no_repeat_ngram < 0:
-        raise ConfigError(f"{names[0]}: the n-gram size must be a whole number >= 0 (0 = off; fairseq users give 3)")
-    if not (isinstance(repetition_penalty, numbers.Real) and math.isfinite(repetition_penalty)
-            and MIN_PENALTY <= repetition_penalty <= 1 / MIN_PENALTY):
-        raise ConfigError(f"{names[1]}: the penalty must be a positive number in [{MIN_PENALTY}, {1 / MIN_PENALTY:g}] "
-                          "(1 = off, > 1 discourages repeats; CTRL used 1.2)")
+check_repetition_options = check_repetition  # the rule lives with the options (config/decoding.py)
 
 
 def banned_ngram_tokens(hyps: Tensor, n: int, vocab: int) -> Tensor:

@@ -2,7 +2,7 @@
 
     export(run, out, quantization="float32" | "int8")      a CTranslate2 model folder (model.bin, vocabularies)
     convert_model(model, src_tokens, tgt_tokens, out)      the same from a bare EncoderDecoder and token tables
-    Translator(run).translate(texts, beam=4, alpha=0.6)    ctranslate2.Translator with our decoding semantics
+    Backend(run).translate_ids(srcs, beam=4, alpha=0.6)    ctranslate2.Translator with our decoding semantics
 
 The mapping (ctranslate2.specs.TransformerSpec, filled by a `ctranslate2.converters.Converter` whose `_load`
 returns it): our fused projections are CTranslate2's layout as they are. Self-attention linear[0] = W_qkv
@@ -34,17 +34,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from scratchformer.config.decoding import DecodingOptions
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID, UNK_ID, Tokenizer
 from scratchformer.decoding.common import PAPER_EXTRA_LEN, length_penalty, special_ids
 from scratchformer.decoding.quantize import Int8Linear
-from scratchformer.decoding.translate import check_translate_options
+from scratchformer.decoding.results import Hyp
 from scratchformer.engines import formats
 from scratchformer.engines.formats import weights_digest
 from scratchformer.errors import ConfigError
@@ -270,20 +270,23 @@ def cached_export(run: Run) -> Path:
 BETA = 0.75
 
 
-class Translator:
-    """`translate` on ctranslate2.Translator (CPU), exported into the run directory on first use.
+class Backend:
+    """Our search's semantics on ctranslate2.Translator (CPU), exported into the run directory on first use.
 
-    compute_type: "float32" (default) or "int8" (quantised when loaded; int8=True says the same); threads: CT2's
-    intra_threads (0 = its default); patience: CT2 keeps searching until K * patience hypotheses have finished,
+    options.int8: CT2's own int8 compute type (quantised when loaded; compute_type="int8" says the same); threads:
+    CT2's intra_threads (0 = its default); patience: CT2 keeps searching until K * patience hypotheses have finished,
     and GNMT picks among them (models/en-zh, 1,000 test sentences, beam 4: outputs identical to ours for 965 at
     patience 1, 998 at 2, 1,000 at 3; benchmarks/bench_engines.py)."""
 
-    def __init__(self, run: Run, compute_type: str = "float32", threads: int = 0, patience: float = 2.0,
-                 int8: bool = False, **options: Any) -> None:
+    SUPPORTS = frozenset({"int8"})
+    models = 1
+
+    def __init__(self, run: Run, options: DecodingOptions | None = None, compute_type: str = "float32",
+                 threads: int = 0, patience: float = 2.0) -> None:
         import ctranslate2
 
         check_expressible(run)
-        compute_type = "int8" if int8 else compute_type
+        compute_type = "int8" if options is not None and options.int8 else compute_type
         self.run, self.patience = run, patience
         self.path = cached_export(run)
         self.engine = ctranslate2.Translator(str(self.path), device="cpu", compute_type=compute_type,
@@ -293,27 +296,17 @@ class Translator:
         self.tgt_ids = {t: i for i, t in enumerate(tgt_tokens)}
         self.eos = tgt_tokens[special_ids(run.model, None, None, None)[1]]
 
-    def translate(self, texts: Sequence[str], beam: int = 4, alpha: float = 0.6, max_len: int | None = None,
-                  batch_size: int = 32) -> list[str]:
-        """As decoding.translate_texts: empty lines give empty outputs, long sources are cut (one warning)."""
-        cap = self.run.model.config.max_len
-        ids = self.run.src_tok.encode_batch(list(texts))
-        long = sum(len(s) + 1 > cap for s in ids)
-        if long:
-            warnings.warn(f"cut {long} source sentence(s) to the model's max_len={cap} tokens", stacklevel=2)
-        todo = [i for i, t in enumerate(texts) if t.strip()]
-        outputs = [""] * len(texts)
-        for i, out in zip(todo, self.translate_ids([ids[i] for i in todo], beam, alpha, max_len, batch_size)):
-            outputs[i] = self.run.tgt_tok.decode(out)
-        return outputs
+    def decode_batch(self, srcs: list[list[int]], options: DecodingOptions, prefixes: list[list[int]] | None,
+                     structured: bool) -> list[list[Hyp]]:
+        """The pipeline's batch (EOS-terminated ids; CT2 adds its own </s>): the best hypothesis of each."""
+        found = self.translate_ids([s[:-1] for s in srcs], options.beam, options.alpha, options.max_len, len(srcs))
+        return [[Hyp("", 0.0, tokens)] for tokens in found]
 
     def translate_ids(self, srcs: Sequence[Sequence[int]], beam: int = 4, alpha: float = 0.6,
                       max_len: int | None = None, batch_size: int = 32) -> list[list[int]]:
         """Target ids (no BOS/EOS) of source ids as `src_tok.encode` gives them (</s> is added here), in order:
         what greedy_decode / beam_search return for `encode(s)[:max_len - 1] + [EOS]`."""
-        model = self.run.model
-        check_translate_options(model, beam, alpha, batch_size, None, max_len)
-        cap = model.config.max_len
+        cap = self.run.model.config.max_len
         srcs = [list(s)[: cap - 1] for s in srcs]  # CT2 appends </s> (add_source_eos)
         limits = [min(cap, max_len if max_len is not None else len(s) + 1 + PAPER_EXTRA_LEN) for s in srcs]
         order = sorted(range(len(srcs)), key=lambda i: -len(srcs[i]))  # longest first, batches as translate_texts

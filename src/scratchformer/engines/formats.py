@@ -2,8 +2,9 @@
 is runs/folders.py's (--overwrite only on its own earlier export), a missing optional package is one line naming
 `pip install ...`.
 
-A format module registers itself here by name (FORMATS: export functions; ENGINES: Translator classes); the
-CLI (`scratchformer export`, `translate --engine`, `evaluate --engine`) knows only these two tables.
+A format module registers itself here by name (FORMATS: export functions; ENGINES: modules whose `Backend` class
+searches, with `SUPPORTS`, for engines/translator.py's Translator); the CLI (`scratchformer export`, the `--engine`
+of translate, evaluate, serve and report) knows only these two tables.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from __future__ import annotations
 import hashlib
 import importlib
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
+from scratchformer.config.decoding import DecodingOptions
+from scratchformer.decoding.pipeline import Backend
 from scratchformer.errors import ConfigError
 from scratchformer.runs import Run, load_run
 from scratchformer.runs import cache as runs_cache
@@ -35,13 +38,6 @@ ENGINES: dict[str, tuple[str, str | None]] = {
     "onnxruntime": ("onnx", "onnxruntime onnx onnxscript"),
     "keras": ("keras", "keras tensorflow"),
 }
-
-
-class Translator(Protocol):
-    """What an engine offers: the same texts in, the same texts out, with the same decoding options."""
-
-    def translate(self, texts: Sequence[str], beam: int = 4, alpha: float = 0.6, max_len: int | None = None,
-                  batch_size: int = 32) -> list[str]: ...
 
 
 def require(package: str | None, what: str) -> None:
@@ -87,12 +83,13 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool =
     return out
 
 
-def make_translator(run: Run, engine: str = "torch", **options: Any) -> Translator:
-    """A Translator for `run` on `engine` (exported into the run directory on first use, cached)."""
-    module = _module(ENGINES, engine, "engine")
-    if engine != "torch":
-        warn_members(run, f"the {engine} engine decodes")
-    return module.Translator(run, **options)
+def make_backend(run: Run, options: DecodingOptions, **settings: Any) -> Backend:
+    """The search of `options.engine` for `run` (exported into the run directory on first use, cached); `settings`
+    are the engine's own (threads, patience, folder). engines/translator.py's Translator is the door that uses it."""
+    module = _module(ENGINES, options.engine, "engine")
+    if options.engine != "torch":
+        warn_members(run, f"the {options.engine} engine decodes")
+    return module.Backend(run, options, **settings)
 
 
 def warn_members(run: Run, who: str) -> None:

@@ -3,7 +3,8 @@ decodes with the Keras model (`translate --engine keras`, `evaluate --engine ker
 
     export(run, out)                         out/model.keras, saved_model/, tokenizer_src.json, tokenizer_tgt.json,
                                              README.md
-    Translator(run).translate(["Hello."])    greedy or beam search with scratchformer.keras (decode.py)
+    Backend(run).search(src_ids, beam=4)     greedy or beam search with scratchformer.keras (decode.py), the search
+                                             that engines/translator.py's Translator runs for --engine keras
 
 The tokenizer files are standard `tokenizers` files (`tokenizers.Tokenizer.from_file`; transformers'
 PreTrainedTokenizerFast(tokenizer_file=...)), converted as the Hugging Face export converts them (hf.py): the
@@ -15,14 +16,12 @@ TensorFlow SavedModel beside it needs neither: `tf.saved_model.load(DIR/saved_mo
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from scratchformer.data.tokenizers import EOS_ID
+from scratchformer.config.decoding import DecodingOptions
 from scratchformer.decoding.quantize import Int8Linear
-from scratchformer.decoding.translate import check_translate_options
+from scratchformer.decoding.results import Hyp
 from scratchformer.engines.hf import TEMPLATES, hf_tokenizer
 from scratchformer.errors import ConfigError
 from scratchformer.runs import Run
@@ -122,39 +121,29 @@ print(tgt_tok.decode(out))
 """
 
 
-class Translator:
-    """Our translate semantics on the Keras model (scratchformer/keras/decode.py); no options of its own."""
+class Backend:
+    """Our translate semantics on the Keras model (scratchformer/keras/decode.py): beam (1 is greedy), alpha and
+    max_len, nothing optional (n-best, constraints, prefixes, int8 are our own decoder's)."""
 
-    SUPPORTS = frozenset({"beam", "alpha", "max_len", "batch_size"})
+    SUPPORTS: frozenset[str] = frozenset()
+    models = 1
 
-    def __init__(self, run: Run, **options: Any) -> None:
-        if options:
-            raise ConfigError(f"the keras engine has no option {sorted(options)[0]!r}")
+    def __init__(self, run: Run, options: DecodingOptions | None = None, **settings: Any) -> None:
+        if settings:
+            raise ConfigError(f"the keras engine has no setting {sorted(settings)[0]!r}")
         check_expressible(run)
         self.run = run
         self.model = keras_model(run)
 
-    def translate(self, texts: Sequence[str], beam: int = 4, alpha: float = 0.6, max_len: int | None = None,
-                  batch_size: int = 32) -> list[str]:
-        """As decoding/translate.py's translate_texts: empty lines give empty outputs, sources longer than the
-        model's max_len are cut (one warning), batches of `batch_size` sentences, longest first."""
-        from scratchformer.keras.decode import beam_search, greedy_decode
+    def decode_batch(self, srcs: list[list[int]], options: DecodingOptions, prefixes: list[list[int]] | None,
+                     structured: bool) -> list[list[Hyp]]:
+        """The pipeline's batch: the best hypothesis of each EOS-terminated source."""
+        return [[Hyp("", 0.0, tokens)] for tokens in self.search(srcs, options.beam, options.alpha, options.max_len)]
 
-        r, texts = self.run, list(texts)
-        check_translate_options(r.model, beam, alpha, batch_size, None, max_len)
-        limit = r.model_config.max_len
-        ids = r.src_tok.encode_batch(texts)
-        long = sum(len(s) + 1 > limit for s in ids)
-        if long:
-            warnings.warn(f"cut {long} source sentence(s) to the model's max_len={limit} tokens", stacklevel=2)
-        srcs = [[*s[: limit - 1], EOS_ID] for s in ids]
-        todo = sorted((i for i, t in enumerate(texts) if t.strip()), key=lambda i: -len(srcs[i]))  # longest first
-        outputs = [""] * len(texts)
-        for start in range(0, len(todo), batch_size):
-            batch = todo[start: start + batch_size]
-            src = [srcs[i] for i in batch]
-            found = (greedy_decode(self.model, src, max_len) if beam == 1
-                     else beam_search(self.model, src, beam, alpha, max_len))
-            for i, tokens in zip(batch, found):
-                outputs[i] = r.tgt_tok.decode(tokens)
-        return outputs
+    def search(self, src: list[list[int]], beam: int = 4, alpha: float = 0.6,
+               max_len: int | None = None) -> list[list[int]]:
+        """Token ids of the best hypothesis per source id list (EOS-terminated), greedy for beam 1."""
+        from scratchformer.keras.decode import beam_search, greedy_decode  # late: it imports keras (seconds)
+
+        return greedy_decode(self.model, src, max_len) if beam == 1 else beam_search(self.model, src, beam, alpha,
+                                                                                       max_len)

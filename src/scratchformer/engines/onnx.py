@@ -3,7 +3,7 @@
     export(run, out)                         out/encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx,
                                              config.json, generation_config.json, tokenizer.json (+ config,
                                              target_tokenizer/), scratchformer_onnx.json, README.md
-    Translator(run).translate(["Hello."])    greedy or beam search on onnxruntime (CPUExecutionProvider)
+    Backend(run).search(src_ids, beam=4)     greedy or beam search on onnxruntime (CPUExecutionProvider)
 
 The folder is what Optimum's ORTModelForSeq2SeqLM.from_pretrained(out) loads: its file names, graph input and
 output names (onnx_graphs.py), a Marian-shaped config.json (only what Optimum reads: the graphs hold the weights)
@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import warnings
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -30,11 +28,12 @@ import torch
 from torch import Tensor
 
 from scratchformer import __version__
+from scratchformer.config.decoding import DecodingOptions
 from scratchformer.data.tokenizers import EOS_ID
 from scratchformer.decoding.beam import beam_search_core
 from scratchformer.decoding.common import NEG_INF, PAPER_EXTRA_LEN, length_limits, pad_ids, special_ids
 from scratchformer.decoding.quantize import Int8Linear
-from scratchformer.decoding.translate import check_translate_options
+from scratchformer.decoding.results import Hyp
 from scratchformer.engines import formats, hf, hf_card, onnx_graphs
 from scratchformer.engines.formats import weights_digest
 from scratchformer.errors import ConfigError
@@ -193,11 +192,15 @@ class OnnxSteps:
         return torch.from_numpy(out[0][:, -1])  # (N, V)
 
 
-class Translator:
-    """Our translate semantics on onnxruntime; options: `folder` (an export to use as is), `threads` (default:
-    torch's thread count, which `--threads` sets)."""
+class Backend:
+    """Our search on onnxruntime (beam_search_core, beam 1 is greedy there); settings: `folder` (an export to use as
+    is), `threads` (default: torch's thread count, which `--threads` sets)."""
 
-    def __init__(self, run: Run, folder: str | Path | None = None, threads: int | None = None) -> None:
+    SUPPORTS: frozenset[str] = frozenset()
+    models = 1
+
+    def __init__(self, run: Run, options: DecodingOptions | None = None, folder: str | Path | None = None,
+                 threads: int | None = None) -> None:
         check_expressible(run)
         if any(isinstance(m, Int8Linear) for m in run.model.modules()):
             raise ConfigError("--int8 quantizes the PyTorch model, which the onnxruntime engine does not export: drop "
@@ -207,25 +210,10 @@ class Translator:
         self.graphs = sessions(self.folder, threads or torch.get_num_threads())
         self.bos, self.eos, self.pad = special_ids(run.model, None, None, None)
 
-    def translate(self, texts: Sequence[str], beam: int = 4, alpha: float = 0.6, max_len: int | None = None,
-                  batch_size: int = 32) -> list[str]:
-        """As decoding/translate.py's translate_texts: empty lines give empty outputs, sources longer than the
-        model's max_len are cut (one warning), batches of `batch_size` sentences, longest first."""
-        r, texts = self.run, list(texts)
-        check_translate_options(r.model, beam, alpha, batch_size, None, max_len)
-        limit = r.model_config.max_len
-        ids = r.src_tok.encode_batch(texts)
-        long = sum(len(s) + 1 > limit for s in ids)
-        if long:
-            warnings.warn(f"cut {long} source sentence(s) to the model's max_len={limit} tokens", stacklevel=2)
-        srcs = [[*s[: limit - 1], EOS_ID] for s in ids]
-        todo = sorted((i for i, t in enumerate(texts) if t.strip()), key=lambda i: -len(srcs[i]))  # longest first
-        outputs = [""] * len(texts)
-        for start in range(0, len(todo), batch_size):
-            batch = todo[start: start + batch_size]
-            for i, tokens in zip(batch, self.search([srcs[i] for i in batch], beam, alpha, max_len)):
-                outputs[i] = r.tgt_tok.decode(tokens)
-        return outputs
+    def decode_batch(self, srcs: list[list[int]], options: DecodingOptions, prefixes: list[list[int]] | None,
+                     structured: bool) -> list[list[Hyp]]:
+        """The pipeline's batch: the best hypothesis of each EOS-terminated source."""
+        return [[Hyp("", 0.0, tokens)] for tokens in self.search(srcs, options.beam, options.alpha, options.max_len)]
 
     def search(self, src: list[list[int]], beam: int = 4, alpha: float = 0.6,
                max_len: int | None = None) -> list[list[int]]:

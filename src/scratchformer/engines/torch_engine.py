@@ -1,19 +1,16 @@
-"""The reference engine: our own decoder (decoding/translate.py) on PyTorch, as `translate` has always run."""
+"""The reference engine: our own search on PyTorch (decoding/search.py), with every decoding option."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
-from scratchformer.decoding import translate_texts
+from scratchformer.config.decoding import DecodingOptions
+from scratchformer.decoding.search import TorchSearch
 from scratchformer.runs import Run
 
 
-class Translator:
-    def __init__(self, run: Run, **options) -> None:
-        self.run = run
+class Backend(TorchSearch):
+    """The run's model, its ensemble members (decoding.json's or --ensemble's) and, with int8, both quantised."""
 
-    def translate(self, texts: Sequence[str], beam: int = 4, alpha: float = 0.6, max_len: int | None = None,
-                  batch_size: int = 32) -> list[str]:
-        r = self.run
-        return translate_texts(r.model, r.src_tok, r.tgt_tok, list(texts), beam=beam, alpha=alpha,
-                               batch_size=batch_size, max_len=max_len, ensemble=r.members)
+    def __init__(self, run: Run, options: DecodingOptions, **settings: Any) -> None:
+        super().__init__(run.model, run.members, int8=options.int8)

@@ -5,9 +5,11 @@ drawn by inspect/report.py."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from scratchformer.config.decoding import DecodingOptions, from_args
 from scratchformer.data.corpus import load_pairs
 from scratchformer.errors import ConfigError
 from scratchformer.runs import Run, load_run
@@ -51,32 +53,36 @@ def stored_scores(run: Run) -> list[dict[str, Any]]:
     return rows
 
 
-def report_figures(run: Run, pairs: list[tuple[str, str]], samples: int = 3, limit: int = 100) -> tuple[
-        list[dict], dict]:
-    """(samples [{src, ref, hyp, chrf}], scores {note, rows}) of `run` on the test `pairs`."""
-    from scratchformer.decoding import translate_texts
+def report_figures(run: Run, pairs: list[tuple[str, str]], samples: int = 3, limit: int = 100,
+                   options: DecodingOptions | None = None) -> tuple[list[dict], dict]:
+    """(samples [{src, ref, hyp, chrf}], scores {note, rows}) of `run` on the test `pairs`, translated with
+    `options` (default: the run's decoding.json) through engines.Translator."""
+    from scratchformer.engines import Translator
     from scratchformer.evaluation.metrics import sentence_chrf
     from scratchformer.evaluation.translation import evaluate_pairs
 
+    options = options or run.decoding
     chosen = [p for p in pairs if p[0].strip()][:samples]
-    hyps = translate_texts(run.model, run.src_tok, run.tgt_tok, [s for s, _ in chosen]) if chosen else []
+    hyps = Translator(run, options).translate([s for s, _ in chosen]) if chosen else []
     rows = [{"src": s, "ref": r, "hyp": h, "chrf": sentence_chrf(h, r)} for (s, r), h in zip(chosen, hyps)]
     stored = stored_scores(run)
     if stored:
         return rows, {"note": f"stored in {run.path / 'README.json'} when the model was shipped", "rows": stored}
     if not pairs:
         return rows, {"note": "the test split is empty: no scores", "rows": []}
-    result = evaluate_pairs(run, pairs[:limit])
-    row = {"setting": "greedy", "sentences": result["sentences"], "bleu": result["bleu"], "chrf": result["chrf"],
+    result = evaluate_pairs(run, pairs[:limit], options, progress=True)
+    setting = "greedy" if options.beam == 1 else f"beam {options.beam}"
+    row = {"setting": setting, "sentences": result["sentences"], "bleu": result["bleu"], "chrf": result["chrf"],
            "bleu_signature": result["bleu_signature"], "chrf_signature": result["chrf_signature"]}
-    note = (f"the run has no stored test scores: measured now, greedy, on the first {result['sentences']} of "
+    note = (f"the run has no stored test scores: measured now, {setting}, on the first {result['sentences']} of "
             f"{len(pairs)} test sentences")
     return rows, {"note": note, "rows": [row]}
 
 
 def write_run_report(run_dir: str | Path, out: str | Path, samples: int = 3, limit: int = 100,
-                     corpus: str | None = None) -> Path:
-    """The self-contained HTML report of a translation run; returns the file written."""
+                     corpus: str | None = None, decoding: Mapping[str, Any] | None = None) -> Path:
+    """The self-contained HTML report of a translation run; returns the file written. decoding: options by name
+    (report's decoding flags) over the run's decoding.json."""
     from scratchformer.inspect.report import render_report
 
     if samples < 1 or limit < 1:
@@ -89,5 +95,6 @@ def write_run_report(run_dir: str | Path, out: str | Path, samples: int = 3, lim
     if source is None:
         raise ConfigError(f"{run_dir} has no train_config.json naming its corpus: pass --corpus")
     holdout = run.train_config.holdout if run.train_config and not corpus else "none"  # the run's own test split
-    rows, scores = report_figures(run, load_pairs(source, "test", on_error="skip", holdout=holdout), samples, limit)
+    rows, scores = report_figures(run, load_pairs(source, "test", on_error="skip", holdout=holdout), samples, limit,
+                                  from_args(run.decoding, decoding or {}))
     return render_report(run, read_records(run.path), rows, scores, out, attention_samples=samples)

@@ -7,23 +7,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scratchformer.config.decoding import DecodingOptions
 from scratchformer.data.corpus import load_pairs
 from scratchformer.errors import ConfigError, ScratchformerError
 from scratchformer.runs import Run, load_run
 
 
-def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha: float | None = None,
-                   show: int = 0, train_targets: list[str] | None = None, engine: str = "torch",
-                   explain: bool = False, split_sentences: bool | None = None,
-                   repair_copies: bool | None = None, confidence: int = 0) -> dict[str, Any]:
+def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], options: DecodingOptions | None = None, *, show: int = 0,
+                   train_targets: list[str] | None = None, explain: bool = False, confidence: int = 0,
+                   progress: bool = False, **changes: Any) -> dict[str, Any]:
     """BLEU, chrF, exact match and time; for Chinese targets also the spurious-quote rate and, given the training
-    targets, the share of unseen character 4-grams in the outputs and in the references. explain: BLEU taken
-    apart too (metrics.bleu_explained), under "bleu_explained". alpha, split_sentences, repair_copies: None takes
-    the run's own (decoding.json, config/decoding.py); the result says which were used. Every engine splits and
-    repairs (decoding/translate.py: translate_with). confidence N > 1: "bleu_ci95", half the 95% interval of BLEU
-    over N bootstrap resamples of the sentences (metrics.bleu)."""
-    from scratchformer.decoding.translate import translate_with
-    from scratchformer.engines import make_translator
+    targets, the share of unseen character 4-grams in the outputs and in the references. The sources are translated
+    by engines.Translator with `options` (default: the run's decoding.json) and any option named in `changes`
+    (beam=2, engine="ctranslate2", split_sentences=False, ...); the result says which were used. explain: BLEU
+    taken apart too (metrics.bleu_explained), under "bleu_explained". confidence N > 1: "bleu_ci95", half the 95%
+    interval of BLEU over N bootstrap resamples of the sentences (metrics.bleu). progress: a bar with an ETA."""
+    from scratchformer.engines import Translator
     from scratchformer.evaluation.metrics import (
         bleu,
         bleu_explained,
@@ -34,19 +33,18 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha:
         unseen_ngram_rate,
     )
 
-    decoding = run.decoding.pick(alpha=alpha, split_sentences=split_sentences, repair_copies=repair_copies)
+    decoding = (options or run.decoding).pick(**changes)
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
-    translator = make_translator(run, engine)
+    translator = Translator(run, decoding)
     start = time.time()
-    hyps = translate_with(lambda texts: translator.translate(texts, beam=beam, alpha=decoding.alpha), sources,
-                          decoding.split_sentences, decoding.repair_copies)
+    hyps = translator.translate(sources, progress=progress)
     seconds = time.time() - start
     b, c = bleu(hyps, refs, n_bootstrap=max(confidence, 1)), chrf(hyps, refs)
     result: dict[str, Any] = {
-        "sentences": len(pairs), "beam": beam, "bleu": round(b["score"], 2),
+        "sentences": len(pairs), "beam": decoding.beam, "bleu": round(b["score"], 2),
         **({"bleu_ci95": round(b["ci95"], 2)} if "ci95" in b else {}), "chrf": round(c["score"], 2),
         "exact_match": round(exact_match(hyps, refs), 4), "seconds": round(seconds, 1), **decoding.options(),
-        **({"ensemble_size": 1 + len(run.members)} if run.members and engine == "torch" else {}),
+        **({"ensemble_size": 1 + len(run.members)} if run.members and decoding.engine == "torch" else {}),
         "bleu_signature": b["signature"], "chrf_signature": c["signature"],
     }
     if has_cjk(refs):
@@ -61,16 +59,17 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], beam: int = 1, alpha:
     return result
 
 
-def evaluate_run(run_dir: str | Path, split: str = "test", beam: int = 1, alpha: float | None = None,
-                 limit: int | None = None, show: int = 0, corpus: str | None = None,
-                 weights: str | Path | None = None, engine: str = "torch", explain: bool = False,
-                 split_sentences: bool | None = None, repair_copies: bool | None = None,
-                 confidence: int = 0, ensemble: list[str] | None = None) -> dict[str, Any]:
+def evaluate_run(run_dir: str | Path, split: str = "test", limit: int | None = None, show: int = 0,
+                 corpus: str | None = None, weights: str | Path | None = None, explain: bool = False,
+                 confidence: int = 0, ensemble: list[str] | None = None, progress: bool = False,
+                 **changes: Any) -> dict[str, Any]:
     """Translation scores of a run on `split` of its training corpus (or of `corpus`), the first `limit` pairs;
-    decoding options left None are the run's own (decoding.json); confidence: evaluate_pairs'; ensemble: more
-    members' weights (load_run; None: decoding.json's)."""
-    if ensemble and engine != "torch":
-        raise ConfigError(f"--ensemble: only --engine torch (our own decoder) decodes an ensemble, not {engine}")
+    the decoding options are the run's own (decoding.json) with `changes` (beam=1, engine=..., any option)
+    laid over them; confidence, progress: evaluate_pairs'; ensemble: more members' weights (load_run; None:
+    decoding.json's)."""
+    if ensemble and changes.get("engine") not in (None, "torch"):
+        raise ConfigError(f"--ensemble: only --engine torch (our own decoder) decodes an ensemble, not "
+                          f"{changes['engine']}")
     run = load_run(run_dir, weights, ensemble=ensemble)
     if run.model_config.arch != "encoder-decoder":
         raise ConfigError(f"{run_dir} holds a {run.model_config.arch} model: translation metrics need an "
@@ -83,8 +82,8 @@ def evaluate_run(run_dir: str | Path, split: str = "test", beam: int = 1, alpha:
     if limit:
         pairs = pairs[:limit]
     return {"run_dir": str(run_dir), "corpus": source, "split": split,
-            **evaluate_pairs(run, pairs, beam, alpha, show, train_targets(run), engine, explain, split_sentences,
-                             repair_copies, confidence)}
+            **evaluate_pairs(run, pairs, show=show, train_targets=train_targets(run), explain=explain,
+                             confidence=confidence, progress=progress, **changes)}
 
 
 def train_targets(run: Run) -> list[str] | None:

@@ -109,7 +109,7 @@ def plot_sentence_attention(run, source: str, path: str | Path, kind: str = "cro
     if translation is None:
         from scratchformer.decoding import translate_texts
 
-        translation = translate_texts(run.model, run.src_tok, run.tgt_tok, [source])[0]
+        translation = translate_texts(run.model, run.src_tok, run.tgt_tok, [source], beam=1)[0]
     maps = attention_maps(run, source, translation)
     title = f"{_(KINDS[kind])}: {source} -> {translation}"
     return plot_kind(maps, path, kind, layer, head, title), translation

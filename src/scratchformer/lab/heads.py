@@ -97,7 +97,7 @@ def masked_bleu(run, pairs: list[tuple[str, str]], kinds: tuple[str, ...]) -> di
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
 
     def score() -> float:
-        return float(bleu(translate_texts(run.model, run.src_tok, run.tgt_tok, sources), refs)["score"])
+        return float(bleu(translate_texts(run.model, run.src_tok, run.tgt_tok, sources, beam=1), refs)["score"])
 
     mods = attention_modules(run.model)
     result: dict[str, object] = {"baseline": score(), "per_head": {}, "whole_kind": {}}

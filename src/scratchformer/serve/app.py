@@ -37,11 +37,12 @@ PATHS = ("/", "/translate", "/languages", "/detect", "/health", "/metrics", "/at
 
 @dataclass
 class Settings:
-    """The server-wide choices of `scratchformer serve` (its flags)."""
+    """The server-wide choices of `scratchformer serve` (its flags). beam: a request's default (None: the run's
+    decoding options', set when the run is loaded)."""
 
     source: str
     target: str
-    beam: int = 4
+    beam: int | None = None
     batch_wait_ms: float = 10.0
     max_batch_tokens: int = 4096
     max_chars: int = 5000

@@ -1,15 +1,17 @@
-"""The serve room's decoding side: one loaded run that translates a batch of texts with the CLI's own functions
-(`translate_texts` for --engine torch, `make_translator` for the others), so the service prints what
-`scratchformer translate` prints for the same options."""
+"""The serve room's decoding side: one loaded run and its engines.Translator (the CLI's own door), so the service
+prints what `scratchformer translate` prints for the same options. The server-wide options are the run's
+decoding.json with serve's flags over it (every option the file holds is honoured); a request may choose its beam
+and n-best (Options), each checked once by `Translator.evolve`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from scratchformer.config.decoding import from_args
 from scratchformer.data.corpus import corpus_languages
-from scratchformer.decoding import translate_texts
-from scratchformer.decoding.translate import check_translate_options, translate_with
-from scratchformer.engines import make_translator
+from scratchformer.engines import Translator
 from scratchformer.errors import ConfigError, InputError
 from scratchformer.runs import Run
 
@@ -41,49 +43,33 @@ def run_languages(run: Run, source: str | None, target: str | None) -> tuple[str
 
 
 class RunTranslator:
-    """A run, its engine and the server-wide decoding options (alpha, sentence splitting and copy repair: None
-    takes the run's decoding.json; batch size, max_len)."""
+    """A run and its Translator: the run's decoding.json with `flags` (serve's decoding flags, by option name; None
+    or absent: the file's) over it, checked once here."""
 
-    def __init__(self, run: Run, engine: str = "torch", alpha: float | None = None, batch_size: int = 32,
-                 max_len: int | None = None, int8: bool = False, split_sentences: bool | None = None,
-                 repair_copies: bool | None = None) -> None:
+    def __init__(self, run: Run, flags: Mapping[str, Any] | None = None) -> None:
         if run.model_config.arch != "encoder-decoder":
             raise ConfigError(f"{run.path} holds a {run.model_config.arch} run, which does not translate: serve "
                               "an encoder-decoder (translation) run")
-        if int8 and engine != "ctranslate2":  # as `translate --int8`: ctranslate2 quantizes its own export
-            from scratchformer.decoding.quantize import quantize_int8
+        self.run = run
+        self.translator = Translator(run, from_args(run.decoding, flags or {}).pick(n_best=1, align=False), cli=True)
+        self.options = self.translator.options
+        self.engine = self.options.engine
+        self._for: dict[Options, Translator] = {}
 
-            run.model, run.members = quantize_int8(run.model), [quantize_int8(m) for m in run.members]
-        self.decoding = run.decoding.pick(alpha=alpha, split_sentences=split_sentences, repair_copies=repair_copies)
-        self.run, self.engine, self.alpha = run, engine, self.decoding.alpha
-        self.batch_size, self.max_len = batch_size, max_len
-        self.models = 1 + len(run.members) if engine == "torch" else 1  # decoded together: each holds a KV cache
-        options = {"int8": True} if int8 and engine == "ctranslate2" else {}
-        self.translator = make_translator(run, engine, **options) if engine != "torch" else None
-
-    def check(self, options: Options) -> None:
-        """A one-line error for options that cannot work (before they join a batch)."""
-        if options.n_best > 1 and self.engine != "torch":
-            raise InputError(f"alternatives: only --engine torch (our own decoder) gives n-best lists; this server "
-                             f"decodes with {self.engine}")
-        check_translate_options(self.run.model, options.beam, self.alpha, self.batch_size, None, self.max_len,
-                                n_best=options.n_best, members=self.models)
+    def check(self, options: Options) -> Translator:
+        """The Translator of a request's options, or a one-line error for options that cannot work (before they
+        join a batch)."""
+        if options not in self._for:
+            if options.n_best > 1 and "n_best" not in self.translator.backend.SUPPORTS:
+                raise InputError(f"alternatives: only --engine torch (our own decoder) gives n-best lists; this "
+                                 f"server decodes with {self.engine}")
+            self._for[options] = self.translator.evolve(beam=options.beam, n_best=options.n_best)
+        return self._for[options]
 
     def translate(self, texts: list[str], options: Options) -> list[list[tuple[str, float | None]]]:
         """Per text, its hypotheses (text, score) best first: n_best of them (score None without n-best)."""
-        d = self.decoding
-        if self.translator is not None:
-            translator = self.translator
-            out = translate_with(lambda pieces: translator.translate(pieces, beam=options.beam, alpha=self.alpha,
-                                                                     max_len=self.max_len, batch_size=self.batch_size),
-                                 texts, d.split_sentences, d.repair_copies)
-            return [[(t, None)] for t in out]
-        r = self.run
-        out = translate_texts(r.model, r.src_tok, r.tgt_tok, texts, beam=options.beam, alpha=self.alpha,
-                              batch_size=self.batch_size, max_len=self.max_len, n_best=options.n_best,
-                              split_sentences=d.split_sentences, repair_copies=d.repair_copies,
-                              ensemble=r.members)
-        if options.n_best == 1:  # the CLI's plain path (return_hyps only with --n-best > 1)
+        out = self.check(options).translate(texts)
+        if options.n_best == 1:  # the CLI's plain path (hypotheses only with --n-best > 1)
             return [[(t, None)] for t in out]
         return [[(h.text, h.score) for h in t.hyps] for t in out]
 

@@ -11,9 +11,10 @@ import signal
 import socket
 import sys
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from scratchformer.decoding.translate import check_translate_options
 from scratchformer.errors import ConfigError
 from scratchformer.runs import load_run
 from scratchformer.serve.app import Settings, create_app
@@ -24,9 +25,10 @@ SHUTDOWN_GRACE = 10.0  # seconds SIGTERM leaves the requests in flight (as a pro
 
 def check_settings(settings: Settings, port: int) -> None:
     """One-line ConfigErrors for flags that cannot work, before the (slow) model load."""
+    beam = 1 if settings.beam is None else settings.beam  # None: the run's own, checked when the run is loaded
     for flag, value, low in (("--port", port, 0), ("--max-batch-tokens", settings.max_batch_tokens, 1),
                              ("--max-chars", settings.max_chars, 1), ("--max-sentences", settings.max_sentences, 1),
-                             ("--max-beam", settings.max_beam, 1), ("--beam", settings.beam, 1),
+                             ("--max-beam", settings.max_beam, 1), ("--beam", beam, 1),
                              ("--max-cost", settings.max_cost, 1)):
         if value < low:
             raise ConfigError(f"{flag} {value}: must be >= {low}")
@@ -36,7 +38,7 @@ def check_settings(settings: Settings, port: int) -> None:
         raise ConfigError(f"--batch-wait-ms {settings.batch_wait_ms}: give 0 (no merging) to 10000 milliseconds")
     if not 0 < settings.timeout <= 86_400:
         raise ConfigError(f"--timeout {settings.timeout}: give seconds > 0 (a request that waits longer gets 408)")
-    if settings.beam > settings.max_beam:
+    if settings.beam is not None and settings.beam > settings.max_beam:  # the run's own beam: checked once loaded
         raise ConfigError(f"--beam {settings.beam}: more than --max-beam {settings.max_beam}")
     if settings.api_key is not None:
         if not settings.api_key:
@@ -84,12 +86,11 @@ def _uvicorn_server(config, on_exit):
 
 
 def serve(run_dir: str | Path, settings: Settings | None = None, host: str = "127.0.0.1", port: int = 5000,
-          engine: str = "torch", weights: str | None = None, int8: bool = False, alpha: float | None = None,
-          batch_size: int = 32, max_len: int | None = None, source: str | None = None,
-          target: str | None = None, log_level: str = "warning", split_sentences: bool | None = None,
-          repair_copies: bool | None = None) -> int:
+          weights: str | None = None, source: str | None = None, target: str | None = None,
+          log_level: str = "warning", decoding: Mapping[str, Any] | None = None) -> int:
     """Serve the run in `run_dir` until SIGTERM or Ctrl-C; returns 0 after a graceful stop. `settings.source` /
-    `.target` are filled from `source` / `target` or the run's corpus name."""
+    `.target` are filled from `source` / `target` or the run's corpus name; `decoding`: decoding options by name
+    (serve's flags; engine, alpha, int8, ...) over the run's decoding.json."""
     import uvicorn  # late: only this command needs the web stack
 
     settings = settings or Settings("", "")
@@ -99,13 +100,13 @@ def serve(run_dir: str | Path, settings: Settings | None = None, host: str = "12
         warnings.warn(f"--host {host}: anyone who can reach this port can use the service (no authentication); "
                       "add --api-key KEY to require a key", stacklevel=2)
     run = load_run(run_dir, weights)
-    translator = RunTranslator(run, engine, alpha, batch_size, max_len, int8, split_sentences, repair_copies)
-    check_translate_options(run.model, settings.beam, translator.alpha, batch_size, None, max_len, cli=True,
-                            members=translator.models)
+    translator = RunTranslator(run, {**(decoding or {}), "beam": settings.beam})
+    settings.beam = translator.options.beam  # the run's own unless --beam was given
+    check_settings(settings, port)
     settings.source, settings.target = run_languages(run, source or settings.source, target or settings.target)
     sock = bind(host, port)
     where = f"[{host}]" if ":" in host else host
-    print(f"scratchformer serve: {run_dir} ({settings.source}->{settings.target}, engine {engine}, beam "
+    print(f"scratchformer serve: {run_dir} ({settings.source}->{settings.target}, engine {translator.engine}, beam "
           f"{settings.beam}, batch wait {settings.batch_wait_ms:g} ms) on http://{where}:{sock.getsockname()[1]}",
           file=sys.stderr, flush=True)
     # SIGTERM: requests in flight get up to SHUTDOWN_GRACE s to be answered; then the batcher answers the rest 503

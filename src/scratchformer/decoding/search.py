@@ -1,0 +1,56 @@
+"""Our own search as a backend of the pipeline (pipeline.py): greedy or beam search on the KV cache, with every
+option (n-best, repetition rules, forced prefixes, alignments, int8 weights, an ensemble's step function).
+
+    TorchSearch(model, members=()).decode_batch(srcs, options, prefixes, structured) -> [[Hyp], ...]
+
+The ensemble lives here only: more models are handed to beam search, which averages their probabilities at each
+step (ensemble.py's step-function wrapper); beam 1 is then beam search of width 1, i.e. greedy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scratchformer.config.decoding import DecodingOptions
+from scratchformer.decoding.alignment import align as word_alignments
+from scratchformer.decoding.beam import beam_search
+from scratchformer.decoding.common import special_ids
+from scratchformer.decoding.greedy import greedy_decode
+from scratchformer.decoding.results import Hyp
+from scratchformer.model.transformer import EncoderDecoder
+
+
+class TorchSearch:
+    """`model` (and its ensemble `members`) decoding batches of EOS-terminated source id lists."""
+
+    SUPPORTS = frozenset({"n_best", "no_repeat_ngram", "repetition_penalty", "align", "int8", "prefix"})
+
+    def __init__(self, model: EncoderDecoder, members: Sequence[EncoderDecoder] = (), int8: bool = False) -> None:
+        if int8:
+            from scratchformer.decoding.quantize import quantize_int8
+
+            model, members = quantize_int8(model), [quantize_int8(m) for m in members]
+        self.model, self.members = model, list(members)
+        self.models = 1 + len(self.members)
+
+    def decode_batch(self, srcs: list[list[int]], options: DecodingOptions, prefixes: list[list[int]] | None,
+                     structured: bool) -> list[list[Hyp]]:
+        """Per source, its hypotheses (text empty: the pipeline detokenises): n_best scored ones from beam search
+        when `structured` (beam 1 included: its scores carry the length penalty), else the best tokens alone."""
+        o = options
+        kw = dict(max_len=o.max_len, no_repeat_ngram=o.no_repeat_ngram, repetition_penalty=o.repetition_penalty,
+                  prefixes=prefixes)
+        if self.members:
+            kw["ensemble"] = self.members
+        if not structured:
+            if o.beam == 1 and not self.members:
+                return [[Hyp("", 0.0, tokens)] for tokens in greedy_decode(self.model, srcs, **kw)]
+            return [[Hyp("", 0.0, hs[0].tokens)] for hs in beam_search(self.model, srcs, o.beam, o.alpha, **kw)]
+        found = beam_search(self.model, srcs, o.beam, o.alpha, n_best=o.n_best, **kw)
+        alignments: list = [None] * sum(map(len, found))
+        if o.align:
+            bos, eos, pad = special_ids(self.model, None, None, None)
+            alignments = word_alignments(self.model, [s for s, hs in zip(srcs, found) for _ in hs],
+                                         [h.tokens for hs in found for h in hs], bos, eos, pad)
+        flat = iter(alignments)
+        return [[Hyp("", h.score, h.tokens, next(flat)) for h in hs] for hs in found]

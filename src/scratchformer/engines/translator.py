@@ -1,0 +1,94 @@
+"""One way into translation: `Translator(run, options).translate(texts)`, for translate, evaluate, serve, report,
+the lab and the exports' checks, on every engine.
+
+    from scratchformer.engines import Translator
+    from scratchformer.runs import load_run
+
+    run = load_run("models/en-zh")
+    Translator(run).translate(["Open the file."])                      # the run's own decoding.json
+    Translator(run, run.decoding.pick(beam=1, engine="onnxruntime"))    # one option changed, another engine
+    Translator(run).translate(texts, progress=True)                    # a tqdm bar with an ETA on stderr
+
+The options (config/decoding.py: DecodingOptions) are checked once, here: against the model (beam vs its
+vocabulary, max_len vs its positions, the memory of the worst batch) and against the backend, which declares what
+it supports (`SUPPORTS`): an option it does not honour is one line naming it. The steps themselves are
+decoding/pipeline.py's: sentences (pre-processor), ids, one token-budget batcher, the backend's search,
+detokenise, post-processing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields
+from typing import Any
+
+from scratchformer.config.decoding import DecodingOptions
+from scratchformer.decoding.pipeline import Backend, check_supported, check_texts, run_pipeline
+from scratchformer.decoding.results import Translation
+from scratchformer.decoding.translate import check_translates
+from scratchformer.engines.formats import ENGINES, _module, make_backend
+from scratchformer.runs import Run
+
+
+def check_options(options: DecodingOptions, cli: bool = False) -> None:
+    """The options' own checks and the engine's SUPPORTS, before any model is loaded (a one-line error each)."""
+    options.check(cli)
+    supports = _module(ENGINES, options.engine, "engine").Backend.SUPPORTS
+    check_supported(options, options.engine, supports, cli)
+
+
+class Translator:
+    """A run, its decoding options (default: the run's decoding.json) and the search of `options.engine`.
+
+    cli: messages name options as flags (`--beam 0`) rather than fields (`beam=0`); settings: the engine's own
+    (threads; CTranslate2's patience; onnxruntime's export folder); backend: a search to share (evolve)."""
+
+    def __init__(self, run: Run, options: DecodingOptions | None = None, *, cli: bool = False,
+                 backend: Backend | None = None, **settings: Any) -> None:
+        check_translates(run.model)
+        self.run, self.options, self.cli = run, options or run.decoding, cli
+        self.options.check(cli)
+        self.backend = backend or make_backend(run, self.options, **settings)
+        check_supported(self.options, self.options.engine, self.backend.SUPPORTS, cli)
+        self.options.check_model(run.model_config, members=self.backend.models, cli=cli)
+
+    @property
+    def engine(self) -> str:
+        return self.options.engine
+
+    def evolve(self, **changes: Any) -> Translator:
+        """The same run and search with some options changed (checked again): serve's per-request beam and n-best.
+        The engine and int8 stay (they are the search itself)."""
+        options = self.options.pick(**changes)
+        if (options.engine, options.int8) != (self.options.engine, self.options.int8):
+            from scratchformer.errors import ConfigError
+
+            raise ConfigError("engine and int8 are the search itself: make another Translator to change them")
+        return Translator(self.run, options, cli=self.cli, backend=self.backend)
+
+    def translate(self, texts: Sequence[str], prefix: str | Sequence[str | None] | None = None,
+                  return_hyps: bool = False, progress: bool = False, **changes: Any) -> list[str] | list[Translation]:
+        """`texts` translated, in order: strings, or one Translation per text (results.py) with n_best > 1, align or
+        `return_hyps`. prefix: target text forced at the start of every output, or one per text. progress: a tqdm
+        bar with an ETA on stderr. changes: options for this call only (beam=1, ...; as CTranslate2's
+        translate_batch takes them), checked as evolve does."""
+        if changes:
+            return self.evolve(**changes).translate(texts, prefix, return_hyps, progress)
+        texts = check_texts(texts)
+        if prefix is not None and any(prefix if not isinstance(prefix, str) else [prefix]):
+            check_supported(self.options, self.engine, self.backend.SUPPORTS, self.cli, prefix=True)
+        o = self.options
+        structured = o.n_best > 1 or o.align or return_hyps
+        return run_pipeline(self.backend, self.run.src_tok, self.run.tgt_tok, self.run.model_config.max_len, texts,
+                            o, prefix, structured, progress)
+
+
+def make_translator(run: Run, options: DecodingOptions | str | None = None, **given: Any) -> Translator:
+    """Translator(run, options, **settings), under the name engines/ has always offered: `options` may be an
+    engine's name (the run's options on that engine), and `given` may mix options (int8=True) and settings."""
+    if isinstance(options, str):
+        options = run.decoding.pick(engine=options)
+    names = {f.name for f in fields(DecodingOptions)}
+    changes = {k: v for k, v in given.items() if k in names}
+    settings = {k: v for k, v in given.items() if k not in names}
+    return Translator(run, (options or run.decoding).pick(**changes), **settings)
