@@ -201,7 +201,7 @@ def test_marian_folder_files_and_model_card(tmp_path):
 def test_hf_export_follows_the_runs_decoding_json(tmp_path):
     """decoding.json's alpha becomes a length_penalty of the same slope at |Y| = 25; what generate cannot do
     (split sentences, repair copies) is said in the card."""
-    from scratchformer.engines.hf import length_penalty_for
+    from scratchformer.config.decoding import length_penalty_for
 
     assert (length_penalty_for(0.6), length_penalty_for(1.5), length_penalty_for(0.0)) == (0.5, 1.25, 0.0)
     run_dir = _marian_run(tmp_path)

@@ -47,6 +47,18 @@ MIN_PENALTY = 0.01  # and 1 / 0.01 = 100 at most: far beyond any useful value, a
 PAPER_EXTRA_LEN = 50  # section 6.1: "maximum output length to input length + 50"
 
 
+# Hugging Face and CTranslate2 rank finished beams by logP / |Y|^lp, GNMT (ours) by logP / ((5 + |Y|) / 6)^alpha.
+# Their slopes in log |Y| are lp and alpha * |Y| / (5 + |Y|): with alpha = 0.6 they agree at |Y| = 25 for lp = 0.5.
+# An export writes the lp of the run's alpha at SLOPE_AT (length_penalty_for).
+SLOPE_AT = 25
+
+
+def length_penalty_for(alpha: float) -> float:
+    """A client's |Y|^lp length_penalty with the slope of GNMT's `alpha` at |Y| = SLOPE_AT (0.6 -> 0.5, 1.5 -> 1.25):
+    what the HF, ONNX and CTranslate2 exports carry for the run's alpha."""
+    return round(alpha * SLOPE_AT / (5 + SLOPE_AT), 4)
+
+
 def check_alpha(alpha: float, named: str) -> None:
     """A one-line ConfigError unless 0 <= alpha <= MAX_ALPHA (NaN fails too; a huge alpha overflows
     ((5 + |Y|) / 6) ** alpha); `named` is how the message names it (`--alpha -1`, `alpha=-1`)."""

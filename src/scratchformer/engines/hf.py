@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from scratchformer.config import ModelConfig
-from scratchformer.config.decoding import DecodingConfig
+from scratchformer.config.decoding import DecodingConfig, length_penalty_for
 from scratchformer.data.tokenizers import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, SPECIALS, UNK, Tokenizer
 from scratchformer.engines.hf_card import model_card
 from scratchformer.errors import ConfigError
@@ -36,11 +36,6 @@ from scratchformer.model import build_model
 from scratchformer.model.transformer import TransformerBase
 from scratchformer.runs import Run
 
-# Hugging Face ranks finished beams by logP / |Y|^lp, GNMT (ours) by logP / ((5 + |Y|) / 6)^alpha. Their slopes in
-# log |Y| are lp and alpha * |Y| / (5 + |Y|): with alpha = 0.6 they agree at |Y| = 25 for lp = 0.5 (README: measured).
-# The export writes the lp of the run's alpha at SLOPE_AT (length_penalty_for).
-SLOPE_AT = 25
-BEAM = 4
 PAD_LOGIT = -1e4  # the output bias of ids past the target vocabulary (even_vocabularies): exp(-1e4 - max) is 0
 # What the tokenizer adds around a text, per arch and side (our batching: src + </s>, <s> + tgt + </s>; LM
 # prompts <s> + text; encoder inputs <s> + text + </s>).
@@ -85,12 +80,8 @@ def token_ids(c: ModelConfig) -> dict[str, int | None]:
     return ids
 
 
-def length_penalty_for(alpha: float) -> float:
-    """Hugging Face's length_penalty with the slope of GNMT's `alpha` at |Y| = SLOPE_AT (0.6 -> 0.5, 1.5 -> 1.25)."""
-    return round(alpha * SLOPE_AT / (5 + SLOPE_AT), 4)
-
-
-def generation_config(c: ModelConfig, alpha: float = DecodingConfig.alpha) -> dict[str, Any] | None:
+def generation_config(c: ModelConfig, alpha: float = DecodingConfig.alpha,
+                      beam: int = DecodingConfig.beam) -> dict[str, Any] | None:
     """generation_config.json: our search's defaults as far as Hugging Face's options reach (None: an encoder);
     alpha: the run's own (decoding.json), as a length_penalty of the same slope (length_penalty_for)."""
     if c.arch == "encoder":
@@ -99,7 +90,7 @@ def generation_config(c: ModelConfig, alpha: float = DecodingConfig.alpha) -> di
     # max_length counts the start symbol: max_len + 1 lets the decoder see positions 0 .. max_len - 1, as ours
     gen: dict[str, Any] = {**ids, "max_length": c.max_len + 1, "do_sample": False}
     if c.arch == "encoder-decoder":
-        gen.update(num_beams=BEAM, length_penalty=length_penalty_for(alpha), early_stopping=False,
+        gen.update(num_beams=beam, length_penalty=length_penalty_for(alpha), early_stopping=False,
                    forced_eos_token_id=None,
                    bad_words_ids=[[ids["pad_token_id"]]])  # ours never emits PAD (greedy and beam search)
     return gen
@@ -216,7 +207,7 @@ def export(run: Run, out: Path, quantization: str | None = None, **options: Any)
     (out / "model.safetensors").chmod((out / "config.json").stat().st_mode & 0o777)  # safetensors writes 0600
     hf.update({k: v for k, v in token_ids(c).items() if hf.get(k) is None})
     _write_json(out / "config.json", hf)
-    gen = generation_config(c, run.decoding.alpha)
+    gen = generation_config(c, run.decoding.alpha, run.decoding.beam)
     if gen is not None:
         _write_json(out / "generation_config.json", gen)
     (out / "README.md").write_text(model_card(run, hf, gen, write_tokenizers(run, out)), encoding="utf-8")

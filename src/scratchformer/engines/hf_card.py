@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from scratchformer.config.decoding import DecodingConfig
+from scratchformer.config.decoding import DecodingConfig, length_penalty_for
 from scratchformer.data.corpus import CORPORA_DIR, bundled_corpora, corpus_languages
 from scratchformer.runs import Run
 from scratchformer.runs.metrics import read_records
@@ -186,8 +186,6 @@ def text_level_note(decoding: DecodingConfig, client: str) -> list[str]:
 def client_readme(run: Run, fmt: str, tokenizer_dirs: list[str], options: dict[str, Any] | None = None) -> str:
     """README.md of an ONNX or CTranslate2 export: how to use it without scratchformer, the decoding settings it
     carries, and what the client cannot do."""
-    from scratchformer.engines.hf import BEAM, length_penalty_for
-
     d, name = run.decoding, run.path.name
     target = "target_tokenizer" in tokenizer_dirs
     out_tok = 'DIR + "/target_tokenizer"' if target else "DIR"
@@ -246,6 +244,6 @@ def client_readme(run: Run, fmt: str, tokenizer_dirs: list[str], options: dict[s
     lines = [f"# {name}: {title}", "", f"Exported by `scratchformer export {name} --format {fmt}`; it loads "
              "without scratchformer.", "", "## Use", "", *use, "", "## What the client does not do", "",
              *(text_level_note(d, client) or ["- Nothing: the run's decoding.json turns on no text-level step."]),
-             f"- Beam {BEAM} as the export's default; ensembles (decoding.json `ensemble`) are scratchformer's own.",
+             f"- Beam {d.beam} as the export's default; ensembles (decoding.json `ensemble`) are scratchformer's own.",
              ""]
     return "\n".join(lines)

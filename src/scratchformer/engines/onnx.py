@@ -69,7 +69,7 @@ def export(run: Run, out: Path, quantization: str | None = None, **options: obje
             quantize_dynamic(path, path, weight_type=QuantType.QInt8)
     write_json(out / "config.json", optimum_config(run))
     write_json(out / "generation_config.json", hf.generation_config(hf.exportable_config(run.model_config),
-                                                                    run.decoding.alpha))
+                                                                    run.decoding.alpha, run.decoding.beam))
     tokenizer_dirs = tokenizer_files(run, out)
     write_json(out / META, _meta(run, quantization or "float32"))
     (out / "README.md").write_text(hf_card.client_readme(run, "onnx", tokenizer_dirs), encoding="utf-8")
@@ -120,7 +120,7 @@ def _meta(run: Run, quantization: str) -> dict:
             "decoding": {"source": f"tokenizer_src ids[:max_len - 1] + [{EOS_ID}]",
                          "max_output_tokens": f"source length + {PAPER_EXTRA_LEN}, at most max_len, EOS not counted",
                          "length_penalty": "score = log P(Y) / ((5 + |Y|) / 6) ** alpha, |Y| counting EOS",
-                         "beam": hf.BEAM, "alpha": run.decoding.alpha,
+                         "beam": run.decoding.beam, "alpha": run.decoding.alpha,
                          "split_sentences": run.decoding.split_sentences,
                          "repair_copies": run.decoding.repair_copies}}
 

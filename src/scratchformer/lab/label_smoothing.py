@@ -17,18 +17,8 @@ from torch import Tensor
 
 from scratchformer.evaluation.metrics import bleu
 from scratchformer.i18n import _
-from scratchformer.lab.common import (
-    FIRST_ID,
-    PAD,
-    Result,
-    Tagger,
-    make_batch,
-    pct,
-    save_figure,
-    seed_all,
-    tagger_config,
-    train_tagger,
-)
+from scratchformer.lab import common
+from scratchformer.lab.common import FIRST_ID, PAD, Result, Tagger, make_batch, train_tagger
 
 SEED = 0
 VOCAB, LENGTH, NOISE, BINS = 16, 8, 0.1, 10
@@ -65,7 +55,7 @@ def sentence_bleu_corpus(logits: Tensor, clean: Tensor) -> float:
 
 def run_eps(eps: float, steps: int, train_size: int) -> dict[str, object]:
     """Train with label-smoothing eps on a fixed noisy training set; scores on held-out data."""
-    g = seed_all(SEED)
+    g = common.seed_all(SEED)
     ids, clean = make_batch("reverse", train_size, LENGTH, VOCAB, g)
     labels = noisy(clean, g)
     test_ids, test_clean = make_batch("reverse", 1024, LENGTH, VOCAB, g)
@@ -76,7 +66,7 @@ def run_eps(eps: float, steps: int, train_size: int) -> dict[str, object]:
         pick = torch.randint(0, train_size, (64,), generator=order)
         return ids[pick], labels[pick]
 
-    model = Tagger(tagger_config(vocab=VOCAB))
+    model = Tagger(common.tagger_config(vocab=VOCAB))
     log = train_tagger(model, batches, steps, lr=2e-3, warmup=30, eps=eps)
     with torch.no_grad():
         logits = model(test_ids)  # (N, L, V)
@@ -101,7 +91,7 @@ def run(out: Path, quick: bool = False) -> Result:
         ax1.plot([b["confidence"] for b in bins], [b["accuracy"] for b in bins], "-o",
                  label=f"{name}: ECE {r['ece']:.3f}")
     ax1.set(xlabel=_("confidence (max probability)"), ylabel=_("accuracy in that bin"),
-            title=_("reliability diagram (held-out, labels {noise} noisy)").format(noise=pct(NOISE)))
+            title=_("reliability diagram (held-out, labels {noise} noisy)").format(noise=common.pct(NOISE)))
     ax1.legend()
     keys = ("accuracy_clean", "confidence", "ece")
     width = 0.38
@@ -112,7 +102,7 @@ def run(out: Path, quick: bool = False) -> Result:
     ax2.set(title=_("tagger, `reverse`, {steps} steps on {size} noisy sequences").format(steps=steps, size=train_size))
     ax2.legend()
     fig.tight_layout()
-    figure = save_figure(fig, out, "label-smoothing")
+    figure = common.save_figure(fig, out, "label-smoothing")
     a, b = runs["eps=0.0"], runs["eps=0.1"]
     conclusion = _(
         "Without smoothing the tagger's mean confidence is {a[confidence]:.3f} for an accuracy of "
@@ -121,7 +111,8 @@ def run(out: Path, quick: bool = False) -> Result:
         "({ratio:.1f}x). Against the clean references: accuracy {acc_a} vs {acc_b}, BLEU {a[bleu_clean]:.1f} vs "
         "{b[bleu_clean]:.1f} ({higher})."
     ).format(a=a, b=b, lowers=_("lowers") if b["ece"] < a["ece"] else _("does not lower"),
-             ratio=a["ece"] / max(b["ece"], 1e-9), acc_a=pct(a["accuracy_clean"]), acc_b=pct(b["accuracy_clean"]),
+             ratio=a["ece"] / max(b["ece"], 1e-9), acc_a=common.pct(a["accuracy_clean"]),
+             acc_b=common.pct(b["accuracy_clean"]),
              higher=_("eps=0.1 higher") if b["bleu_clean"] > a["bleu_clean"] else _("eps=0 higher or equal"))
     return Result({"steps": steps, "train_size": train_size, "noise": NOISE, "bins": BINS, "runs": runs},
                   conclusion, figure)

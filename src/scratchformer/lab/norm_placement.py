@@ -15,27 +15,16 @@ import math
 from pathlib import Path
 
 from scratchformer.i18n import _
-from scratchformer.lab.common import (
-    FIRST_ID,
-    Result,
-    Tagger,
-    evaluate_tagger,
-    make_batch,
-    pct,
-    placement,
-    save_figure,
-    seed_all,
-    tagger_config,
-    train_tagger,
-)
+from scratchformer.lab import common
+from scratchformer.lab.common import FIRST_ID, Result, Tagger, evaluate_tagger, make_batch, placement, train_tagger
 
 SEED = 0
 VOCAB, LR = 16, 1e-2
 
 
 def train_run(norm: str, layers: int, warmup: int, steps: int) -> dict[str, object]:
-    g = seed_all(SEED)
-    model = Tagger(tagger_config(vocab=VOCAB, d_model=32, n_heads=2, layers=layers, **placement(norm)))
+    g = common.seed_all(SEED)
+    model = Tagger(common.tagger_config(vocab=VOCAB, d_model=32, n_heads=2, layers=layers, **placement(norm)))
     log = train_tagger(model, lambda step: make_batch("reverse", 32, 8, VOCAB, g), steps, lr=LR, warmup=warmup,
                        clip=None)
     ids, targets = make_batch("reverse", 512, 8, VOCAB, g)
@@ -67,7 +56,7 @@ def run(out: Path, quick: bool = False) -> Result:
     ax2.set(xlabel=_("step"), ylabel=_("training loss"), yscale="log", title=f"N={deep}")
     ax2.legend()
     fig.tight_layout()
-    figure = save_figure(fig, out, "norm-placement")
+    figure = common.save_figure(fig, out, "norm-placement")
 
     def failed(r: dict) -> bool:
         return r["diverged"] or r["final_loss"] > 0.8 * chance_loss
@@ -81,8 +70,9 @@ def run(out: Path, quick: bool = False) -> Result:
     conclusion = _(
         "With lr {lr}: post-norm without warm-up {post}; at N={deep}: post-norm {post_0} without warm-up and "
         "{post_w} with {warm} warm-up steps, pre-norm {pre_0} without. Runs that did not train: {fails}."
-    ).format(lr=LR, post=post, deep=deep, post_0=pct(acc[f"post, N={deep}, warm-up 0"]),
-             post_w=pct(acc[f"post, N={deep}, warm-up {warm}"]), warm=warm, pre_0=pct(acc[f"pre, N={deep}, warm-up 0"]),
+    ).format(lr=LR, post=post, deep=deep, post_0=common.pct(acc[f"post, N={deep}, warm-up 0"]),
+             post_w=common.pct(acc[f"post, N={deep}, warm-up {warm}"]), warm=warm,
+             pre_0=common.pct(acc[f"pre, N={deep}, warm-up 0"]),
              fails="; ".join(fails) if fails else _("none"))
     numbers = {"lr": LR, "steps": steps, "depths": list(depths), "chance_loss": chance_loss,
                "runs": {k: {key: v for key, v in r.items() if key != "curve"} for k, r in runs.items()},

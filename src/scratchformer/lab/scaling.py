@@ -16,17 +16,8 @@ import torch
 from torch import Tensor, nn
 
 from scratchformer.i18n import _
-from scratchformer.lab.common import (
-    Result,
-    Tagger,
-    evaluate_tagger,
-    make_batch,
-    pct,
-    save_figure,
-    seed_all,
-    tagger_config,
-    train_tagger,
-)
+from scratchformer.lab import common
+from scratchformer.lab.common import Result, Tagger, evaluate_tagger, make_batch, train_tagger
 from scratchformer.model.attention import MultiHeadAttention
 
 SEED = 0
@@ -69,8 +60,8 @@ def unscale(model: nn.Module) -> list:
 
 def train_run(scaled: bool, steps: int, d_k: int) -> tuple[list[float], float]:
     """Loss curve and held-out accuracy of the tagger on `reverse` with wide heads (d_k), scaled or not."""
-    g = seed_all(SEED)
-    model = Tagger(tagger_config(n_heads=2, d_k=d_k))
+    g = common.seed_all(SEED)
+    model = Tagger(common.tagger_config(n_heads=2, d_k=d_k))
     if not scaled:
         unscale(model)
     log = train_tagger(model, lambda step: make_batch("reverse", 64, 8, 16, g), steps, lr=2e-3, warmup=20)
@@ -102,12 +93,12 @@ def run(out: Path, quick: bool = False) -> Result:
     axes[2].set_yscale("log")
     for kind in ("scaled", "unscaled"):
         axes[3].plot(curves[kind], label=_("{kind}: accuracy {accuracy}").format(kind=names[kind],
-                                                                                  accuracy=pct(acc[kind])))
+                                                                                  accuracy=common.pct(acc[kind])))
     axes[3].set(xlabel=_("step"), ylabel=_("training loss"), yscale="log",
                 title=_("tagger, reverse, d_k={d_k}").format(d_k=train_dk))
     axes[3].legend()
     fig.tight_layout()
-    figure = save_figure(fig, out, "scaling")
+    figure = common.save_figure(fig, out, "scaling")
     s_hi, u_hi = stats["scaled"][-1], stats["unscaled"][-1]
     s_lo, u_lo = stats["scaled"][0], stats["unscaled"][0]
     tail = max(1, steps // 10)
@@ -127,8 +118,8 @@ def run(out: Path, quick: bool = False) -> Result:
              low_gap=abs(u_lo["max_weight"] - s_lo["max_weight"]),
              grows=_("grows") if u_hi["max_weight"] > u_lo["max_weight"] else _("does not grow"),
              s_min=min(s["max_weight"] for s in stats["scaled"]), s_max=max(s["max_weight"] for s in stats["scaled"]),
-             train_dk=train_dk, steps=steps, loss=loss, better=names[better], acc_s=pct(acc["scaled"]),
-             acc_u=pct(acc["unscaled"]))
+             train_dk=train_dk, steps=steps, loss=loss, better=names[better], acc_s=common.pct(acc["scaled"]),
+             acc_u=common.pct(acc["unscaled"]))
     numbers = {"d_k": d_ks, "keys": KEYS, "softmax": stats, "training": {
         "d_k": train_dk, "steps": steps, "final_loss": loss, "accuracy": acc}}
     return Result(numbers, conclusion, figure)
