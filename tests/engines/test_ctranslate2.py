@@ -224,6 +224,7 @@ def test_cli_export_needs_overwrite_for_a_full_out(tmp_path, run_dir, capsys):
     out = tmp_path / "out"
     assert main(["export", str(run_dir), "--format", "ctranslate2", "--out", str(out)]) == 0
     (out / "keep.txt").write_text("x")
+    capsys.readouterr()  # the first export's progress lines
     assert main(["export", str(run_dir), "--format", "ctranslate2", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--overwrite" in err

@@ -293,6 +293,7 @@ def test_cli_export_and_existing_folder(tmp_path, capsys):
     run_dir = _marian_run(tmp_path)
     argv = ["export", str(run_dir), "--format", "hf", "--out", str(tmp_path / "hf")]
     assert main(argv) == 0 and (tmp_path / "hf" / "model.safetensors").is_file()
+    capsys.readouterr()  # the first export's progress lines
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "--overwrite" in err and "\n" not in err

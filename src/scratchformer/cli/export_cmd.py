@@ -12,11 +12,10 @@ import time
 def cmd_export(args: argparse.Namespace) -> int:
     from scratchformer.engines import export_run
 
-    # one line per phase on stderr: an ONNX export traces the model for a minute or more on a small CPU
-    print(f"export: {args.run_dir} -> {args.format} in {args.out} (loading, converting and writing; onnx traces "
-          "the model, a minute or more) ...", file=sys.stderr, flush=True)
+    # one line per phase on stderr, once the checks have passed: an ONNX export traces the model for a minute or more
     start = time.perf_counter()
-    out = export_run(args.run_dir, args.format, args.out, overwrite=args.overwrite, quantization=args.quantization)
+    out = export_run(args.run_dir, args.format, args.out, overwrite=args.overwrite, quantization=args.quantization,
+                     progress=lambda line: print(f"export: {line} ...", file=sys.stderr, flush=True))
     print(f"export: done in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
     print(json.dumps({"run_dir": args.run_dir, "format": args.format, "out": str(out)}))
     return 0

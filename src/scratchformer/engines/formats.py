@@ -66,9 +66,11 @@ def prepare_out(out: Path, overwrite: bool) -> Path:
 
 
 def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool = False,
-               quantization: str | None = None, **options: Any) -> Path:
+               quantization: str | None = None, progress: Callable[[str], None] | None = None,
+               **options: Any) -> Path:
     """Export the run in `run_dir` to `out` in format `fmt`; returns `out`. The export is written beside `out` and
-    moved in when complete: a failure leaves `out` as it was; --overwrite keeps (and names) the user's files."""
+    moved in when complete: a failure leaves `out` as it was; --overwrite keeps (and names) the user's files.
+    progress: told what runs now, once every check has passed (the CLI prints it: an ONNX trace takes a minute)."""
     module = _module(FORMATS, fmt, "export format")
     out = prepare_out(Path(out), overwrite)
     run = load_run(run_dir)
@@ -79,6 +81,8 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool =
         raise ConfigError(f"--quantization {quantization}: format {fmt} writes "
                           f"{' or '.join(q for q in allowed if q)} weights")
     with writing_folder(out, "export", overwrite, format=fmt) as tmp:
+        if progress is not None:
+            progress(f"{run_dir} -> {fmt} in {out} (converting and writing; onnx traces the model, a minute or more)")
         module.export(run, tmp, quantization=quantization, **options)
     return out
 

@@ -135,7 +135,7 @@ def summary(run, samples: Sequence[dict], scores: dict) -> str:
     """One paragraph on top: the model's size and the best stored test score."""
     c = run.model_config
     best = max(scores["rows"], key=lambda r: r.get("bleu") or 0, default=None)
-    chrf = f"{best['chrf']:.2f}" if best and isinstance(best.get("chrf"), (int, float)) else "-"
+    chrf = f"{best['chrf']:.2f}" if best and isinstance(best.get("chrf"), (int, float)) else _("not stored")
     score = (_("{split} BLEU {bleu:.2f}, chrF {chrf} ({setting}, {sentences} sentences)").format(
         split=best.get("split", "test"), bleu=best["bleu"], chrf=chrf, setting=best["setting"],
         sentences=best["sentences"]) if best else _("no test scores"))

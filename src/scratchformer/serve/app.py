@@ -107,12 +107,12 @@ def _language(fields: dict, name: str, expected: str) -> str:
 def text_costs(translator: RunTranslator, texts: list[str], beam: int) -> list[int]:
     """Per text, the most decoding row-steps it can take at `beam`: request_cost's terms."""
     cap = translator.run.model.config.max_len
-    split = translator.decoding.split_sentences
+    split = translator.options.split_sentences
     owners = [(i, p) for i, t in enumerate(texts) for p in (split_sentences(t) if split else [t]) if p.strip()]
     costs = [0] * len(texts)
     if not owners:
         return costs
-    budget = translator.max_len
+    budget = translator.options.max_len
     for (i, _), ids in zip(owners, translator.run.src_tok.encode_batch([p for _, p in owners])):
         n = min(len(ids) + 1, cap)  # with </s>
         costs[i] += beam * min(cap, budget if budget is not None else n + PAPER_EXTRA_LEN)
