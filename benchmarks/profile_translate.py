@@ -32,6 +32,7 @@ from benchlib import ROOT, describe_machine, log, machine_info
 import scratchformer.decoding.translate as translate_module
 from scratchformer.data.corpus import load_pairs
 from scratchformer.decoding import translate_texts
+from scratchformer.decoding.fast_step import LeanDecoder
 from scratchformer.runs import load_run
 
 PARTS = ("tokenisation", "encoder", "search bookkeeping", "target embedding", "decoder layers", "output layer",
@@ -45,13 +46,14 @@ class Clock:
         self.seconds: dict[str, float] = defaultdict(float)
         self.steps = 0
 
-    def wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap(self, name: str, fn: Callable[..., Any], count_steps: bool = False) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
                 self.seconds[name] += time.perf_counter() - start
+                self.steps += count_steps
         return timed
 
     def hook(self, module: torch.nn.Module, name: str, count_steps: bool = False) -> list[Any]:
@@ -73,12 +75,12 @@ def instrumented(run: Any, clock: Clock):
     """Wrap the run's tokenizers, model parts and the searches translate_texts calls; undone on exit."""
     model = run.model
     with ExitStack() as stack:
-        def patch(obj: Any, attr: str, name: str) -> None:
+        def patch(obj: Any, attr: str, name: str, count_steps: bool = False) -> None:
             if not hasattr(obj, attr):
                 return
             original = getattr(obj, attr)
             in_dict = attr in vars(obj)
-            setattr(obj, attr, clock.wrap(name, original))
+            setattr(obj, attr, clock.wrap(name, original, count_steps))
             stack.callback(lambda: setattr(obj, attr, original) if in_dict else delattr(obj, attr))
 
         patch(run.src_tok, "encode_batch", "tokenisation")
@@ -86,6 +88,7 @@ def instrumented(run: Any, clock: Clock):
         patch(run.tgt_tok, "decode", "detokenisation")
         patch(model, "encode", "encoder")
         patch(model.generator, "logits", "output layer")
+        patch(LeanDecoder, "__call__", "decoder layers", count_steps=True)  # the lean step (fast_step.py)
         for fn in ("greedy_decode", "beam_search"):  # the searches as translate.py calls them
             patch(translate_module, fn, "search (all)")
         handles = clock.hook(model.decoder, "decoder layers", count_steps=True) + clock.hook(model.tgt_embed,
