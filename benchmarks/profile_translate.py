@@ -89,6 +89,7 @@ def instrumented(run: Any, clock: Clock):
         patch(model, "encode", "encoder")
         patch(model.generator, "logits", "output layer")
         patch(LeanDecoder, "__call__", "decoder layers", count_steps=True)  # the lean step (fast_step.py)
+        patch(LeanDecoder, "embed", "target embedding")
         for fn in ("greedy_decode", "beam_search"):  # the searches as translate.py calls them
             patch(translate_module, fn, "search (all)")
         handles = clock.hook(model.decoder, "decoder layers", count_steps=True) + clock.hook(model.tgt_embed,

@@ -19,10 +19,12 @@ def _both(monkeypatch, fn):
     return modules, fn()
 
 
-@pytest.mark.parametrize("norm", PLACEMENTS)
-def test_greedy_tokens_and_logits_equal_the_modules(monkeypatch, tiny_model, tiny_sources, norm):
-    model = tiny_model(seed=1, norm=norm)
-    assert LeanDecoder.for_model(model) is not None
+@pytest.mark.parametrize("overrides", [{"norm": p} for p in PLACEMENTS] + [
+    {"positions": "learned", "ffn_kind": "gated", "activation": "silu"}, {"positions": "sinusoidal-concat"}],
+    ids=PLACEMENTS + ["learned-gated", "sinusoidal-concat"])
+def test_greedy_tokens_and_logits_equal_the_modules(monkeypatch, tiny_model, tiny_sources, overrides):
+    model = tiny_model(seed=1, **overrides)
+    assert LeanDecoder.for_model(model).embedding is not None  # the embedding's lean path runs too
     src = tiny_sources(seed=3)
     modules, lean = _both(monkeypatch, lambda: greedy_decode(model, src, max_len=12, return_logits=True))
     assert lean.tokens == modules.tokens

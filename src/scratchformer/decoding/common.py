@@ -167,10 +167,11 @@ class Seq2SeqSteps:
         if self._pack_pending:  # first step of a packed call: pack for the row count it starts with
             self._pack_pending = False
             self._packing.enter_context(packed_linears(m, [m.decoder, m.generator], self.rows))
-        x = m.tgt_embed(new, offset=cache.length)  # (N, 1, D)
-        if self.lean is not None:
-            hidden = self.lean(x, self.memory, self.src_mask, cache)  # (N, 1, D), the modules' numbers
+        if self.lean is not None:  # the modules' numbers, less Python (fast_step.py)
+            x = self.lean.embed(new, cache.length)  # (N, 1, D)
+            hidden = self.lean(x, self.memory, self.src_mask, cache)  # (N, 1, D)
         else:
+            x = m.tgt_embed(new, offset=cache.length)  # (N, 1, D)
             hidden = m.decoder(x, self.memory, None, self.src_mask, cache)  # (N, 1, D)
         self.memory = None  # from now on cross-attention reads its keys/values from the cache
         return m.generator.logits(hidden[:, -1])  # (N, V)

@@ -1,6 +1,7 @@
 """The decoder's cached step written as one plain function: the same kernels on the same weights, less Python.
 
     lean = LeanDecoder.for_model(model)      # None when the model has a layer this step does not cover
+    x = lean.embed(new (N, 1), offset)       # as model.tgt_embed(new, offset=offset)
     hidden = lean(x (N, 1, D), memory | None, src_mask (N / G, 1, 1, L_src), cache)   # as model.decoder(...)
 
 A decoding step of the shipped en-zh model at batch 1 is ~40 small kernels; through the modules each also pays
@@ -50,6 +51,18 @@ class LeanDecoder:
         self.placement = c.norm_placement
         self.layers = list(model.decoder.layers)
         self.final = model.decoder.norm
+        emb = model.tgt_embed
+        plain = emb.token_type is None and emb.norm is None and emb.position is not None
+        position = getattr(emb.position, "table", getattr(emb.position, "weight", None))  # (max_len, D)
+        self.embedding = (emb.token.weight, emb.token.scale, position) if plain and position is not None else None
+
+    def embed(self, new: Tensor, offset: int) -> Tensor:
+        """InputLayer.forward for new (N, 1) ids at position `offset`, as model.tgt_embed(new, offset=offset):
+        the position's row is sliced rather than gathered through an arange (the same values are added)."""
+        if self.embedding is None:
+            return self.model.tgt_embed(new, offset=offset)
+        weight, scale, position = self.embedding
+        return F.embedding(new, weight) * scale + position[offset : offset + 1]  # (N, 1, D)
 
     @staticmethod
     def for_model(model: nn.Module) -> LeanDecoder | None:
