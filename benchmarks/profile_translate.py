@@ -5,7 +5,8 @@
                                                      [--threads 1] [--cells 1x1,32x1,1x4,32x4] [--json FILE]
 
 Timing wrappers placed from outside (no edit to the model or the decoders): the tokenizers' encode_batch / decode,
-`model.encode`, forward hooks around the target embedding, the decoder layers and the output layer, and the search
+`model.encode`, the output layer, the target embedding and the decoder layers (forward hooks on the modules' step,
+the class's methods for the lean step of decoding/fast_step.py, which steps aside for hooks), and the search
 functions `translate_texts` calls. What is left inside a search once the model's calls are subtracted is the
 search's own bookkeeping (limits, constraints, active-row compaction, beam reorder, device syncs, the Python of
 each step); what is left of the call outside the searches and the tokenizers is batching and post-processing.
@@ -92,9 +93,10 @@ def instrumented(run: Any, clock: Clock):
         patch(LeanDecoder, "embed", "target embedding")
         for fn in ("greedy_decode", "beam_search"):  # the searches as translate.py calls them
             patch(translate_module, fn, "search (all)")
-        handles = clock.hook(model.decoder, "decoder layers", count_steps=True) + clock.hook(model.tgt_embed,
-                                                                                             "target embedding")
-        stack.callback(lambda: [h.remove() for h in handles])
+        if LeanDecoder.for_model(model) is None:  # the modules' step: time them by hooks (a hook turns lean off)
+            handles = clock.hook(model.decoder, "decoder layers", count_steps=True) + clock.hook(model.tgt_embed,
+                                                                                                 "target embedding")
+            stack.callback(lambda: [h.remove() for h in handles])
         yield
 
 

@@ -73,3 +73,18 @@ def test_off_in_training_mode_when_weights_are_kept_and_by_env(monkeypatch, tiny
     model.keep_attention_weights(False)
     monkeypatch.setenv(ENV, "0")
     assert LeanDecoder.for_model(model) is None
+
+
+def test_a_forward_hook_in_the_step_runs_the_modules(monkeypatch, tiny_model, tiny_sources):
+    """lab/heads.py masks a head with a pre-hook on W^O: the lean step would skip it, so it steps aside."""
+    model = tiny_model(seed=3)
+    w_o = model.decoder.layers[0].self_attn.w_o
+    handle = w_o.register_forward_pre_hook(lambda m, args: (args[0] * 0,))
+    try:
+        assert LeanDecoder.for_model(model) is None
+        modules, lean = _both(monkeypatch, lambda: greedy_decode(model, tiny_sources(seed=1), max_len=8,
+                                                                 return_logits=True))
+        torch.testing.assert_close(lean.logits, modules.logits, rtol=0, atol=0)  # both ran the hooked modules
+    finally:
+        handle.remove()
+    assert LeanDecoder.for_model(model) is not None

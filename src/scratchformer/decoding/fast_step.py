@@ -16,8 +16,8 @@ logits within 1e-5) for greedy and beam search.
 
 Covered: the encoder-decoder with LayerNorm (post-, pre- or seed placements), the paper's FFN or a gated one with
 any activation, learned or sinusoidal positions, h_kv = h and d_k = d_v, fused attention; anything else (rope, GQA,
-RMSNorm, attention pictures kept, training mode) returns None and the modules run, as before. The modules stay
-the readable reference; SCRATCHFORMER_LEAN_STEP=0 turns this off.
+RMSNorm, attention pictures kept, training mode, a forward hook on any part of the step) returns None and the
+modules run, as before. The modules stay the readable reference; SCRATCHFORMER_LEAN_STEP=0 turns this off.
 """
 
 from __future__ import annotations
@@ -39,6 +39,16 @@ ENV = "SCRATCHFORMER_LEAN_STEP"
 
 def _norm(norm: LayerNorm) -> tuple[Tensor, Tensor, float]:
     return norm.weight, norm.bias, norm.eps
+
+
+def _hooked(parts: list[nn.Module]) -> bool:
+    """Whether any forward (pre-)hook would run inside `parts` (lab/heads.py masks heads by a hook on W^O; a global
+    hook counts too): the lean step calls no module, so it would skip them."""
+    from torch.nn.modules import module as nn_module  # the global hook registries live here
+
+    if nn_module._global_forward_hooks or nn_module._global_forward_pre_hooks:
+        return True
+    return any(m._forward_hooks or m._forward_pre_hooks for part in parts for m in part.modules())
 
 
 class LeanDecoder:
@@ -70,6 +80,8 @@ class LeanDecoder:
         if os.environ.get(ENV, "1").strip() == "0" or not isinstance(model, EncoderDecoder) or model.training:
             return None
         if not _SDPA_ZEROES_EMPTY_ROWS:  # older torch: the modules zero all-masked rows themselves
+            return None
+        if _hooked([model.tgt_embed, model.decoder, model.generator]):  # a hook must see its module's call
             return None
         c = model.config
         if c.norm_kind != "layer" or c.positions == "rope" or c.kv_heads != c.n_heads or c.head_dim_k != c.head_dim_v:
