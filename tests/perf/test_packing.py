@@ -78,6 +78,21 @@ def test_fixed_length_decoding_with_packs_equals_without(tiny_model, tiny_source
     drop_packs(model)
 
 
+@needs_mkl
+def test_greedy_over_one_sentence_packs_its_one_row(tiny_model, tiny_sources, monkeypatch, fake_tuner):
+    """One sentence decodes one row until it ends (batch 1: interactive translation), so greedy packs for it."""
+    model = tiny_model(0)
+    one = tiny_sources(2)[:1]
+    ref = greedy_decode(model, one, max_len=12, return_logits=True)  # autotune off: unpacked
+    fake_tuner(**PACKED_FASTER)
+    calls = _count_packed_calls(monkeypatch)
+    got = greedy_decode(model, one, max_len=12, return_logits=True)
+    assert calls and set(calls) == {1}
+    assert got.tokens == ref.tokens
+    torch.testing.assert_close(got.logits, ref.logits, atol=1e-5, rtol=0)
+    drop_packs(model)
+
+
 def _owner() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
     torch.manual_seed(0)
     owner = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8)).eval()

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 
 from scratchformer.config.decoding import PAPER_EXTRA_LEN  # noqa: F401 (the rule's owner; decoders import it here)
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID, PAD_ID
+from scratchformer.decoding.fast_step import LeanDecoder
 from scratchformer.decoding.packing import packed_linears
 from scratchformer.errors import InputError
 from scratchformer.model.transformer import EncoderDecoder
@@ -127,6 +128,7 @@ class Seq2SeqSteps:
                  group: int = 1, pack: bool = False) -> None:
         self.model, self.memory, self.src_mask, self.group = model, memory, src_mask, group
         self.cache = model.new_cache() if use_cache else None
+        self.lean = LeanDecoder.for_model(model) if use_cache else None  # the same step with less Python (fast_step.py)
         self.rows = memory.size(0) * group
         self.sents = torch.arange(memory.size(0), device=memory.device)  # (N / G,) original sentence of each
         # pack=True: GEMM weights packed for the starting row count (CPU, where autotune measures it faster;
@@ -165,8 +167,12 @@ class Seq2SeqSteps:
         if self._pack_pending:  # first step of a packed call: pack for the row count it starts with
             self._pack_pending = False
             self._packing.enter_context(packed_linears(m, [m.decoder, m.generator], self.rows))
-        x = m.tgt_embed(new, offset=cache.length)  # (N, 1, D)
-        hidden = m.decoder(x, self.memory, None, self.src_mask, cache)  # (N, 1, D)
+        if self.lean is not None:  # the modules' numbers, less Python (fast_step.py)
+            x = self.lean.embed(new, cache.length)  # (N, 1, D)
+            hidden = self.lean(x, self.memory, self.src_mask, cache)  # (N, 1, D)
+        else:
+            x = m.tgt_embed(new, offset=cache.length)  # (N, 1, D)
+            hidden = m.decoder(x, self.memory, None, self.src_mask, cache)  # (N, 1, D)
         self.memory = None  # from now on cross-attention reads its keys/values from the cache
         return m.generator.logits(hidden[:, -1])  # (N, V)
 

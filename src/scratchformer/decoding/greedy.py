@@ -80,7 +80,8 @@ def greedy_decode(
         limits = constrained_limits(length_limits(src, pad, max_len, cap), constraints, cap)  # (B,)
         src_mask = model.src_mask(src)  # (B, 1, 1, L_src)
         memory = model.encode(src, src_mask)  # (B, L_src, D)
-        with Seq2SeqSteps(model, memory, src_mask, use_cache, pack=force_len is not None) as steps:
+        # packed GEMMs (packing.py) where the row count holds to the end: one sentence, or a forced length
+        with Seq2SeqSteps(model, memory, src_mask, use_cache, pack=force_len is not None or src.size(0) == 1) as steps:
             out = _greedy_loop(steps, limits, bos, eos, pad, min_len, return_scores, return_logits,
                                constraints if constraints.active else None)
     if return_scores or return_logits:

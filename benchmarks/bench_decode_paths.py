@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Our decoder's step paths against each other and against CTranslate2, interleaved, on the shipped model.
+
+    .venv/bin/python benchmarks/bench_decode_paths.py [--run-dir models/en-zh] [--sentences 200]
+                                                      [--batch1-sentences 30] [--repeats 3] [--threads 1]
+
+Three candidates translate the same test sentences, text in and text out, in one process harness (benchlib.
+interleave: alternating order, medians of `--repeats` rounds): ours through the modules (`SCRATCHFORMER_LEAN_STEP=0`,
+the reference), ours through the lean step (decoding/fast_step.py, the default), and scratchformer's CTranslate2
+engine (float32, in a child process: ct2_worker.py). Cells: greedy and beam 4 at batch 32 (all `--sentences`)
+and at batch 1 (the first `--batch1-sentences`). Also: the share of sentences whose lean output equals the
+modules' output (the target is all of them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from benchlib import ROOT, add_common_args, emit, interleave, log, median, setup_threads
+from ct2_worker import CT2Process
+
+from scratchformer.data.corpus import load_pairs
+from scratchformer.decoding import translate_texts
+from scratchformer.decoding.fast_step import ENV as LEAN_ENV
+from scratchformer.runs import load_run
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_common_args(p)
+    p.add_argument("--run-dir", type=Path, default=ROOT / "models" / "en-zh")
+    p.add_argument("--sentences", type=int, default=200)
+    p.add_argument("--batch1-sentences", type=int, default=30)
+    args = p.parse_args()
+    threads = setup_threads(args.threads)
+    run = load_run(args.run_dir)
+    corpus = run.train_config.corpus if run.train_config else "en-zh"
+    texts = [s for s, _ in load_pairs(corpus, "test", on_error="skip")[: args.sentences]]
+    workers = {}
+    try:  # CTranslate2 patience 2, as bench_engines.py
+        workers["ct2"] = CT2Process(None, threads)
+        workers["ct2"].request({"engine": str(args.run_dir), "name": "ctranslate2", "threads": threads,
+                                "patience": 2.0})
+    except (ImportError, RuntimeError) as e:
+        log(f"bench_decode_paths: the ctranslate2 engine is unavailable ({e}); ours only")
+    repeats = args.repeats or 3
+    for beam in (1, 4):
+        what = "greedy" if beam == 1 else f"beam {beam}"
+        for batch, use in ((32, texts), (1, texts[: args.batch1_sentences])):
+            keep: dict[str, list[str]] = {}
+
+            def ours(lean: str, key: str, use=use, batch=batch, keep=keep, beam=beam):
+                def call() -> None:
+                    os.environ[LEAN_ENV] = lean
+                    keep[key] = translate_texts(run.model, run.src_tok, run.tgt_tok, use, beam=beam, batch_size=batch)
+                return call
+
+            candidates = {"modules": ours("0", "modules"), "lean": ours("1", "lean")}
+            if "ct2" in workers:
+                candidates["ct2"] = lambda use=use, batch=batch, beam=beam: workers["ct2"].ask(
+                    {"translate": use, "beam": beam, "batch_size": batch})
+            log(f"bench_decode_paths: {what}, batch {batch}: {len(use)} sentences x {repeats}")
+            times = interleave(candidates, repeats, warmup=1)
+            same = sum(a == b for a, b in zip(keep["modules"], keep["lean"]))
+            common = {"threads": threads, "sentences": len(use), "run": str(args.run_dir),
+                      "times": {k: [round(t, 2) for t in v] for k, v in times.items()}}
+            emit(f"decode paths: {what}, batch {batch}, lean step vs modules", "sentences/s",
+                 len(use) / median(times["lean"]), len(use) / median(times["modules"]), "our modules' step",
+                 note=f"identical outputs: {same} of {len(use)}", **common)
+            if "ct2" in times:
+                for key in ("lean", "modules"):
+                    emit(f"decode paths: {what}, batch {batch}, {key} vs CTranslate2", "sentences/s",
+                         len(use) / median(times[key]), len(use) / median(times["ct2"]),
+                         "CTranslate2 engine (float32)", **common)
+    os.environ.pop(LEAN_ENV, None)
+    for worker in workers.values():
+        worker.close()
+
+
+if __name__ == "__main__":
+    main()
