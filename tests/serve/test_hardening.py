@@ -128,7 +128,8 @@ def test_a_shutdown_past_its_grace_answers_503_and_stops_the_decoding(translator
 
     async def scenario(app):
         running = asyncio.ensure_future(post(app, {"q": ["Hello", "Bye"]}))
-        while not started.is_set():
+        while not started.is_set():  # a request answered before decoding would never set it: say what it got
+            assert not running.done(), f"answered before decoding: {running.result()}"
             await asyncio.sleep(0.001)
         queued = asyncio.ensure_future(post(app, {"q": "Hi", "beam": 1}))  # other options: waits in the queue
         await asyncio.sleep(0.01)
@@ -200,7 +201,7 @@ def test_a_long_request_goes_in_slices_and_a_short_one_is_not_charged_for_it():
 
 
 def test_the_worst_request_at_the_default_limits_is_refused_by_its_cost(tiny_run):
-    translator = RunTranslator(load_run(tiny_run), split_sentences=True)  # as the shipped model's decoding.json
+    translator = RunTranslator(load_run(tiny_run), {"split_sentences": True})  # as the shipped model's decoding.json
     defaults = Settings("en", "zh")  # the shipped limits: 128 sentences, 5,000 characters, beam 16
     worst = ["A. " * 13] * 128  # 4,992 characters of three-character sentences: 1,664 after splitting
     cost = request_cost(translator, worst, defaults.max_beam)

@@ -165,7 +165,10 @@ def _font_file() -> Path | None:
 
 
 def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
-    """The service for one loaded run; the batcher starts and stops with the app's lifespan."""
+    """The service for one loaded run; the batcher starts and stops with the app's lifespan. A request's default
+    beam is settings.beam, else the run's own (its decoding.json, through the Translator's options)."""
+    if settings.beam is None:
+        settings.beam = translator.options.beam
     metrics = Metrics()
     batcher = Batcher(translator.translate, translator.count_tokens, settings.batch_wait_ms,
                       settings.max_batch_tokens, metrics, settings.slice_cost)
