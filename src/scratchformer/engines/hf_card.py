@@ -16,6 +16,7 @@ from scratchformer.config.decoding import DecodingConfig, length_penalty_for
 from scratchformer.data.corpus import CORPORA_DIR, bundled_corpora, corpus_languages
 from scratchformer.runs import Run
 from scratchformer.runs.metrics import read_records
+from scratchformer.runs.run import read_readme, setting_name
 
 SPDX = {"MPL-2.0": "mpl-2.0", "MIT": "mit", "Apache-2.0": "apache-2.0", "CC-BY-4.0": "cc-by-4.0",
         "CC-BY-SA-4.0": "cc-by-sa-4.0", "GPL-2.0+": "gpl-2.0", "GPL-3.0": "gpl-3.0", "GFDL-1.2": "gfdl"}
@@ -42,11 +43,12 @@ def _languages(corpus: str | None) -> list[str]:
 
 def measured(run: Run) -> list[dict[str, Any]]:
     """[{type, value, name, split}] of the run's measured figures (README.json test block, else last valid BLEU)."""
-    readme = run.path / "README.json"
-    tests = json.loads(readme.read_text(encoding="utf-8")).get("test", {}) if readme.is_file() else {}
+    tests = read_readme(run.path).get("test", {})
     out = []
     for setting, figures in tests.items() if isinstance(tests, dict) else ():
-        how = "greedy" if setting == "beam1" else setting.replace("beam", "beam ")
+        if not isinstance(figures, dict):  # a damaged block is no figure (as evaluation/report.py reads it)
+            continue
+        how = setting_name(setting)
         n = figures.get("sentences")
         for key, label in (("bleu", "BLEU"), ("chrf", "chrF")):
             if isinstance(figures.get(key), (int, float)):

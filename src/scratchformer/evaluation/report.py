@@ -4,7 +4,6 @@ drawn by inspect/report.py."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,21 +13,11 @@ from scratchformer.data.corpus import load_pairs
 from scratchformer.errors import ConfigError
 from scratchformer.runs import Run, load_run
 from scratchformer.runs.metrics import read_records
+from scratchformer.runs.run import read_readme, setting_name
 
 
 def _number(value: Any) -> float | None:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _readme(path: Path) -> dict[str, Any]:
-    """README.json as an object, or a one-line ConfigError naming it (this room reads no config: json here)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:  # RecursionError: nested too deeply
-        raise ConfigError(f"README.json {path} is not valid JSON: {str(e)[:200]}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"README.json {path} must hold a JSON object, got {type(data).__name__}")
-    return data
 
 
 def stored_scores(run: Run) -> list[dict[str, Any]]:
@@ -37,15 +26,14 @@ def stored_scores(run: Run) -> list[dict[str, Any]]:
     figure that is not a number (chrF null) or a string is shown as missing."""
     from scratchformer.evaluation.metrics import chrf_signature
 
-    readme = run.path / "README.json"
-    tests = _readme(readme).get("test", {}) if readme.is_file() else {}
+    tests = read_readme(run.path).get("test", {})
     rows = []
     for setting, figures in tests.items() if isinstance(tests, dict) else ():
         if isinstance(figures, dict) and _number(figures.get("bleu")) is not None:
             text = {k: figures.get(k) if isinstance(figures.get(k), str) else None
                     for k in ("bleu_signature", "chrf_signature")}
             sentences = figures.get("sentences")
-            rows.append({"setting": "greedy" if setting == "beam1" else str(setting).replace("beam", "beam "),
+            rows.append({"setting": setting_name(setting),
                          "sentences": sentences if isinstance(sentences, int) and not isinstance(sentences, bool)
                          else None, "bleu": figures["bleu"], "chrf": _number(figures.get("chrf")),
                          "bleu_signature": text["bleu_signature"],

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from scratchformer.config.fields import loads_json
 from scratchformer.errors import ConfigError
 from scratchformer.runs.names import EXPORT
 
@@ -84,8 +85,8 @@ def intact(folder: Path, stamp: dict[str, Any]) -> bool:
     if folder.is_symlink() or not folder.is_dir():
         return False
     try:
-        record = json.loads((folder / CONTENT).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        record = loads_json((folder / CONTENT).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # unreadable, not UTF-8, not JSON, nested too deeply: rebuilt
         return False
     return isinstance(record, dict) and record.get("stamp") == stamp and record.get("files") == content_digests(folder)
 

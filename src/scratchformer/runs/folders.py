@@ -15,7 +15,6 @@ The rule, once:
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -25,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from scratchformer.config.fields import loads_json
 from scratchformer.errors import CheckpointError, ConfigError
 from scratchformer.runs.files import write_json
 from scratchformer.runs.names import CHECKPOINTS, CONFIG, LOCK, MARKER, TRAIN_ENTRIES, WEIGHTS
@@ -40,8 +40,8 @@ def read_marker(folder: Path) -> dict[str, Any] | None:
     try:
         if not path.is_file() or path.stat().st_size > MAX_MARKER_BYTES:
             return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        data = loads_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # unreadable, not UTF-8, not JSON, nested too deeply: not ours
         return None
     if not isinstance(data, dict) or data.get("created_by") != "scratchformer":
         return None

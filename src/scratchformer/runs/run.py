@@ -14,13 +14,14 @@ from pathlib import Path
 import torch
 
 from scratchformer.config import DecodingConfig, ModelConfig, TrainConfig
+from scratchformer.config.fields import loads_json
 from scratchformer.data.tokenizers import Tokenizer, load_tokenizer
-from scratchformer.errors import CheckpointError
+from scratchformer.errors import CheckpointError, ConfigError
 from scratchformer.model import build_model
 from scratchformer.model.transformer import TransformerBase
 from scratchformer.runs.files import write_json
 from scratchformer.runs.layout import DECODING_FILE, weights_path
-from scratchformer.runs.names import CONFIG, TOKENIZER_SRC, TOKENIZER_TGT, TRAIN_CONFIG
+from scratchformer.runs.names import CONFIG, README_JSON, TOKENIZER_SRC, TOKENIZER_TGT, TRAIN_CONFIG
 from scratchformer.runs.weights import load_weights
 
 
@@ -83,6 +84,26 @@ def load_decoding(run_dir: Path) -> DecodingConfig:
     """RUN_DIR/decoding.json if there is one (config/decoding.py), else the defaults; errors name the file."""
     path = Path(run_dir) / DECODING_FILE
     return DecodingConfig.load(path) if path.exists() else DecodingConfig()
+
+
+def read_readme(run_dir: Path) -> dict:
+    """RUN_DIR/README.json (the shipped model's card: its stored test scores), {} when there is none. The file is
+    not trusted: anything but a JSON object (damaged, nested too deeply, a list) is one ConfigError naming it."""
+    path = Path(run_dir) / README_JSON
+    if not path.is_file():
+        return {}
+    try:
+        data = loads_json(path.read_text(encoding="utf-8-sig"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ConfigError(f"README.json {path} is not valid JSON: {str(e)[:200]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"README.json {path} must hold a JSON object, got {type(data).__name__}")
+    return data
+
+
+def setting_name(key: str) -> str:
+    """How a README.json "test" key reads: beam1 -> greedy, beam4 -> beam 4."""
+    return "greedy" if key == "beam1" else str(key).replace("beam", "beam ")
 
 
 def save_decoding(run_dir: Path, decoding: DecodingConfig) -> Path:
