@@ -5,7 +5,7 @@
 
 One random paper-base model (d_model 512, 6+6 layers, 8 heads, FFN 2048, vocabulary 8000, Marian's layout:
 sinusoid halves, decoder starting from the zero pad embedding) is built by us, written with our
-`save_pretrained` as a Marian folder, loaded by transformers, and exported by scratchformer.engines.ctranslate2
+`save_pretrained` as a Marian folder, loaded by transformers, and exported by scratchformer.export.ctranslate2
 through CTranslate2's spec API (float32, and int8 at load time); CTranslate2 runs in a child process
 (ct2_worker.py says why). All of them
 decode the same 16-token sources with the KV cache, forced to exactly 64 new tokens (ours: force_len /
@@ -81,9 +81,9 @@ def hf_fn(model, src: torch.Tensor, beam: int) -> Callable[[], object]:
 
 
 def ct2_convert(model: EncoderDecoder, out: Path) -> Path:
-    """Our model as a CTranslate2 folder, through scratchformer.engines.ctranslate2 (CTranslate2's public spec
+    """Our model as a CTranslate2 folder, through scratchformer.export.ctranslate2 (CTranslate2's public spec
     API); the vocabulary is TOKENS on both sides."""
-    from scratchformer.engines.ctranslate2 import convert_model
+    from scratchformer.export.ctranslate2 import convert_model
 
     return convert_model(model, TOKENS, TOKENS, out)
 

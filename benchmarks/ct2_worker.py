@@ -43,7 +43,7 @@ def serve() -> None:
                              ensure_ascii=False), flush=True)
             continue
         if "engine" in msg:
-            from scratchformer.engines.formats import make_translator
+            from scratchformer.engines import make_translator
             from scratchformer.runs import load_run
 
             name = msg.get("name", "ctranslate2")

@@ -23,7 +23,7 @@ from scratchformer import ModelConfig, build_model
 from scratchformer.config import TrainConfig
 from scratchformer.data.tokenizers import train_tokenizer
 from scratchformer.decoding.translate import translate_texts
-from scratchformer.engines import export_run
+from scratchformer.export import export_run
 from scratchformer.runs import load_run, save_weights
 
 PAIRS = [("Open the file.", "打开文件。"), ("Close the window now.", "现在关闭窗口。"),

@@ -16,7 +16,7 @@ import pytest
 
 from scratchformer.data.tokenizers import EOS_ID
 from scratchformer.decoding.translate import translate_texts
-from scratchformer.engines import export_run
+from scratchformer.export import export_run
 from scratchformer.runs import load_run
 
 ROOT = Path(__file__).resolve().parents[2]

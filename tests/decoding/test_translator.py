@@ -17,7 +17,7 @@ from scratchformer.decoding.pipeline import OPTIONAL, batches, chunks, run_pipel
 from scratchformer.decoding.results import Hyp
 from scratchformer.decoding.translate import translate_texts
 from scratchformer.engines import ENGINES, Translator
-from scratchformer.engines.formats import _module
+from scratchformer.engines.backends import engine_module
 from scratchformer.errors import ConfigError
 from scratchformer.evaluation.translation import evaluate_pairs
 from scratchformer.runs import load_decoding, load_run
@@ -98,7 +98,7 @@ def test_an_unsupported_option_is_one_line_naming_the_backend(own_run, engine, c
     if not installed(engine):
         pytest.skip(f"{engine} is not installed")
     run = load_run(own_run)
-    supports = _module(ENGINES, engine, "engine").Backend.SUPPORTS
+    supports = engine_module(engine).Backend.SUPPORTS
     on = {"n_best": 2, "no_repeat_ngram": 2, "repetition_penalty": 1.5, "align": True, "int8": True}
     for name, value in on.items():
         options = DecodingOptions(engine=engine, **{name: value})
@@ -118,7 +118,7 @@ def test_an_unsupported_option_is_one_line_naming_the_backend(own_run, engine, c
 
 
 def test_torch_supports_every_option():
-    assert _module(ENGINES, "torch", "engine").Backend.SUPPORTS == frozenset(OPTIONAL)
+    assert engine_module("torch").Backend.SUPPORTS == frozenset(OPTIONAL)
 
 
 def test_old_decoding_files_load(own_run):

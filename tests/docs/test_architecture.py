@@ -102,6 +102,6 @@ def test_the_house_maps_of_both_readmes_give_each_room_its_floor():
     rooms = table((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8"))
     for readme in ("README.md", "README.zh-CN.md"):
         text = (ROOT / readme).read_text(encoding="utf-8")
-        mapped = {name: int(floor) for floor, cell in re.findall(r"^\| (\d) \| ([^|]+) \|", text, re.M)
+        mapped = {name: int(floor) for floor, cell in re.findall(r"^\| (\d+) \| ([^|]+) \|", text, re.M)
                   for name in ROOM.findall(cell)}
         assert mapped == {name: room.floor for name, room in rooms.items()}, readme

@@ -1,4 +1,5 @@
-"""engines/ctranslate2.py: the export through CTranslate2's spec API decodes as ours does (greedy and beam, on
+"""export/ctranslate2.py and engines/ctranslate2.py: the export through CTranslate2's spec API decodes as ours
+does (greedy and beam, on
 tiny random runs of several architectures), the cache in the run directory follows the weights, and the bad
 inputs (a missing package, an architecture CTranslate2 cannot express, an --out that holds files) are one line.
 The shipped model's full test split is the slow test at the end."""
@@ -17,12 +18,14 @@ from scratchformer.config import ModelConfig
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.data.tokenizers import EOS_ID, train_tokenizer
 from scratchformer.decoding import beam_search, greedy_decode, translate_texts
-from scratchformer.engines import export_run, make_translator
+from scratchformer.engines import make_translator
 from scratchformer.errors import ConfigError
+from scratchformer.export import export_run
 from scratchformer.runs import load_run, save_weights
 
 ct2 = pytest.importorskip("ctranslate2")
 from scratchformer.engines import ctranslate2 as engine  # noqa: E402 (after the skip: it needs the package)
+from scratchformer.export import ctranslate2 as converter  # noqa: E402
 
 TEXTS = ["Open the file.", "Close the window now.", "Save the page as text.", "Print it.", "Quit?",
          "Move the window to the left of the screen."]
@@ -159,12 +162,12 @@ def test_cache_follows_the_weights(tmp_path, tiny_seq2seq):
     built = (folder / "model.bin").stat().st_mtime_ns
     engine.Backend(load_run(run_dir), threads=1)
     assert (folder / "model.bin").stat().st_mtime_ns == built  # same weights: reused
-    before = json.loads((folder / engine.STAMP).read_text())
+    before = json.loads((folder / converter.STAMP).read_text())
     other = tiny_seq2seq(3, load_run(run_dir).src_tok.vocab_size, tie_embeddings=False, max_len=64)
     save_weights(other, run_dir / "model.safetensors")
     run = load_run(run_dir)
     translator = engine.Backend(run, threads=1)
-    assert json.loads((folder / engine.STAMP).read_text())["weights_sha256"] != before["weights_sha256"]
+    assert json.loads((folder / converter.STAMP).read_text())["weights_sha256"] != before["weights_sha256"]
     srcs = sources(run)
     assert translator.translate_ids(srcs, beam=1) == greedy_decode(run.model, [s + [EOS_ID] for s in srcs])
 
@@ -175,7 +178,7 @@ def test_export_float32_and_int8(tmp_path, run_dir):
     for folder in (fp32, int8):
         names = {p.name for p in folder.iterdir()}
         assert {"model.bin", "config.json", "tokenizer.json", "translate_options.json", "README.md",
-                engine.STAMP} <= names
+                converter.STAMP} <= names
     config = json.loads((fp32 / "config.json").read_text())
     assert config["add_source_eos"] and config["decoder_start_token"] == "<s>" and config["eos_token"] == "</s>"
     assert (int8 / "model.bin").stat().st_size < 0.6 * (fp32 / "model.bin").stat().st_size

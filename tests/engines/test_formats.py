@@ -1,12 +1,12 @@
-"""The checks every export shares (engines/formats.py), on a stand-in format module: what --quantization each
+"""The checks every export shares (export/formats.py), on a stand-in format module: what --quantization each
 format takes, and that a refusal comes before --out is touched."""
 
 import types
 
 import pytest
 
-from scratchformer.engines import formats
 from scratchformer.errors import ConfigError
+from scratchformer.export import formats
 
 
 @pytest.fixture
@@ -14,7 +14,7 @@ def fake_format(monkeypatch, tmp_path):
     written = []
     module = types.SimpleNamespace(QUANTIZATIONS=("float32", "int8"), check_expressible=lambda run: None,
                                    export=lambda run, out, quantization=None: written.append(quantization))
-    monkeypatch.setattr(formats, "_module", lambda table, name, what: module)
+    monkeypatch.setattr(formats, "load_module", lambda table, name, what, room: module)
     monkeypatch.setattr(formats, "load_run", lambda run_dir: types.SimpleNamespace(members=[]))  # a Run of one model
     return module, written
 
@@ -37,6 +37,6 @@ def test_a_quantization_the_format_lacks_is_refused_before_out_exists(fake_forma
 def test_the_onnx_and_ctranslate2_formats_take_int8():
     pytest.importorskip("onnxruntime")
     pytest.importorskip("ctranslate2")
-    from scratchformer.engines import ctranslate2, onnx
+    from scratchformer.export import ctranslate2, onnx
 
     assert "int8" in onnx.QUANTIZATIONS and "int8" in ctranslate2.QUANTIZATIONS

@@ -21,8 +21,8 @@ from scratchformer.data.tokenizers import BOS_ID, EOS_ID, PAD_ID, train_tokenize
 from scratchformer.decoding.beam import beam_search
 from scratchformer.decoding.greedy import greedy_decode
 from scratchformer.decoding.sampling import sample
-from scratchformer.engines import export_run
-from scratchformer.engines.hf import exportable_model
+from scratchformer.export import export_run
+from scratchformer.export.hf import exportable_model
 from scratchformer.interop.hf_marian import concat_permutation, interleaved_to_concat
 from scratchformer.model.embedding import sinusoid_table
 from scratchformer.runs import load_run, save_weights
@@ -146,7 +146,7 @@ def test_unequal_vocabularies_are_padded_to_one_size_for_transformers_4(tmp_path
     (tests/clients loads it in 4.57.6 itself)."""
     from safetensors.torch import load_file
 
-    from scratchformer.engines.hf import PAD_LOGIT
+    from scratchformer.export.hf import PAD_LOGIT
 
     run = load_run(_marian_run(tmp_path))
     c = run.model_config

@@ -1,4 +1,4 @@
-"""The ONNX export and the onnxruntime engine (engines/onnx.py, engines/onnx_graphs.py).
+"""The ONNX export and the onnxruntime engine (export/onnx.py, export/onnx_graphs.py, engines/onnx.py).
 
 A tiny random translation model (separate source and target vocabularies, post-norm, as the shipped one) is
 written as a run directory and exported once for the module (the dynamo exporter takes about a minute on a busy
@@ -26,9 +26,11 @@ from scratchformer.data.corpus import load_pairs
 from scratchformer.data.tokenizers import train_tokenizer
 from scratchformer.decoding import beam_search, greedy_decode, translate_texts
 from scratchformer.decoding.quantize import quantize_int8
-from scratchformer.engines import Translator, export_run, make_translator, onnx_graphs
+from scratchformer.engines import Translator, make_translator
 from scratchformer.engines import onnx as onnx_engine
 from scratchformer.errors import ConfigError
+from scratchformer.export import export_run, onnx_graphs
+from scratchformer.export import onnx as onnx_export
 from scratchformer.model import build_model
 from scratchformer.runs import load_run, save_weights
 
@@ -97,7 +99,7 @@ def test_export_folder_holds_the_graphs_tokenizers_and_their_names(engine):
     run, translator = engine
     folder = translator.folder
     assert folder == run.path / "export" / "onnx"
-    meta = json.loads((folder / onnx_engine.META).read_text())
+    meta = json.loads((folder / onnx_export.META).read_text())
     for graph in ("decoder_model", "decoder_with_past_model"):
         session = translator.graphs[graph]
         assert [i.name for i in session.get_inputs()] == meta["inputs"][graph]
@@ -120,7 +122,7 @@ def test_export_folder_is_optimums_contract_with_the_runs_settings(engine):
     assert (config["vocab_size"], config["decoder_start_token_id"]) == (c.tgt_vocab_size, 1)  # the logits' width
     gen = json.loads((folder / "generation_config.json").read_text())
     assert (gen["num_beams"], gen["length_penalty"], gen["decoder_start_token_id"]) == (4, 0.5, 1)
-    meta = json.loads((folder / onnx_engine.META).read_text())["decoding"]
+    meta = json.loads((folder / onnx_export.META).read_text())["decoding"]
     assert (meta["alpha"], meta["split_sentences"]) == (run.decoding.alpha, run.decoding.split_sentences)
     src = Tokenizer.from_file(str(folder / "tokenizer.json"))
     tgt = Tokenizer.from_file(str(folder / "target_tokenizer" / "tokenizer.json"))
@@ -208,19 +210,19 @@ def test_the_cache_is_reused_and_rebuilt_when_the_weights_change(tmp_path, monke
 
     def fake_export(run, out, quantization=None):  # the graphs' files only: the cache logic is under test
         calls.append(out)
-        for name in onnx_engine.GRAPHS:
+        for name in onnx_export.GRAPHS:
             (out / name).write_bytes(b"")
 
-    monkeypatch.setattr(onnx_engine, "export", fake_export)
+    monkeypatch.setattr(onnx_export, "export", fake_export)
     run = load_run(write_run(tmp_path / "run"))
-    folder = onnx_engine.cached_export(run)
-    assert onnx_engine.cached_export(run) == folder and len(calls) == 1  # same weights: nothing exported
-    stamp = (folder / onnx_engine.STAMP).read_text()
+    folder = onnx_export.cached_export(run)
+    assert onnx_export.cached_export(run) == folder and len(calls) == 1  # same weights: nothing exported
+    stamp = (folder / onnx_export.STAMP).read_text()
     with torch.no_grad():
         run.model.generator.proj.bias.add_(0.5)
     save_weights(run.model, run.path / "model.safetensors")  # the run was trained further
-    assert onnx_engine.cached_export(load_run(run.path)) == folder and len(calls) == 2
-    assert (folder / onnx_engine.STAMP).read_text() != stamp
+    assert onnx_export.cached_export(load_run(run.path)) == folder and len(calls) == 2
+    assert (folder / onnx_export.STAMP).read_text() != stamp
     assert sorted(p.name for p in folder.parent.iterdir()) == ["onnx"]  # no partial export left behind
 
 
@@ -228,10 +230,10 @@ def test_an_unwritable_run_directory_is_one_line_and_leaves_nothing(tmp_path, mo
     def refused(run, out, quantization=None):
         raise PermissionError(13, "Permission denied")  # as a read-only run directory would (root ignores chmod)
 
-    monkeypatch.setattr(onnx_engine, "export", refused)
+    monkeypatch.setattr(onnx_export, "export", refused)
     run = load_run(write_run(tmp_path / "run"))
     with pytest.raises(ConfigError, match="cannot write there") as err:
-        onnx_engine.cached_export(run)
+        onnx_export.cached_export(run)
     assert "\n" not in str(err.value) and list((run.path / "export").iterdir()) == []
 
 
@@ -239,14 +241,14 @@ def test_int8_export_quantizes_the_graphs_and_still_translates(engine, tmp_path,
     run, translator = engine
 
     def copy_graphs(model, out):  # the float32 graphs of the module's export: one dynamo export is enough
-        for name in onnx_engine.GRAPHS:
+        for name in onnx_export.GRAPHS:
             shutil.copy(translator.folder / name, out / name)
 
     monkeypatch.setattr(onnx_graphs, "export_graphs", copy_graphs)
     out = tmp_path / "int8"
     out.mkdir()
-    onnx_engine.export(run, out, quantization="int8")
-    assert json.loads((out / onnx_engine.META).read_text())["quantization"] == "int8"
+    onnx_export.export(run, out, quantization="int8")
+    assert json.loads((out / onnx_export.META).read_text())["quantization"] == "int8"
     import onnx
 
     ops = {node.op_type for node in onnx.load(str(out / "decoder_with_past_model.onnx")).graph.node}

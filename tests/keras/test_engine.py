@@ -20,9 +20,10 @@ from scratchformer import ModelConfig
 from scratchformer.data.corpus import load_pairs
 from scratchformer.data.tokenizers import train_tokenizer
 from scratchformer.decoding import translate_texts
-from scratchformer.engines import ENGINES, FORMATS, export_run, make_translator
+from scratchformer.engines import ENGINES, make_translator
 from scratchformer.errors import CheckpointError, ConfigError
 from scratchformer.evaluation.translation import evaluate_run
+from scratchformer.export import FORMATS, export_run
 from scratchformer.runs import load_run
 
 from .conftest import require_keras
@@ -154,21 +155,21 @@ def test_the_saved_model_translates_as_ours_with_tensorflow_alone(run, exported)
 
 
 def test_a_word_tokenizer_is_refused_before_anything_is_written(run, tmp_path):
-    from scratchformer.engines import keras as keras_engine
+    from scratchformer.export import keras as keras_export
 
     pairs = load_pairs("toy", "train")
     word_run = SimpleNamespace(**{**vars(run), "src_tok": train_tokenizer("word", [s for s, _ in pairs])})
     with pytest.raises(ConfigError, match="tokenizer kind 'word'") as err:
-        keras_engine.export(word_run, tmp_path)
+        keras_export.export(word_run, tmp_path)
     assert "\n" not in str(err.value) and not any(tmp_path.iterdir())
 
 
 def test_an_unsupported_architecture_is_refused_naming_the_field():
-    from scratchformer.engines import keras as keras_engine
+    from scratchformer.export import keras as keras_export
 
     decoder_only = SimpleNamespace(model_config=ModelConfig.preset("gpt-tiny"))
     with pytest.raises(ConfigError, match=r"^arch='decoder': the Keras port builds the encoder-decoder only$"):
-        keras_engine.check_expressible(decoder_only)
+        keras_export.check_expressible(decoder_only)
 
 
 def test_from_run_without_weights_or_with_wrong_ones_is_one_line(tiny_run, tmp_path):

@@ -16,7 +16,7 @@ import torch
 
 from scratchformer.data.corpus import load_pairs
 from scratchformer.decoding import greedy_decode
-from scratchformer.engines import export_run
+from scratchformer.export import export_run
 from scratchformer.runs import load_run
 
 from .conftest import padded, require_keras

@@ -1,4 +1,4 @@
-"""The export an engine keeps (runs/cache.py through engines/formats.cached_export): in the run folder, else in
+"""The export an engine keeps (runs/cache.py through export/formats.cached_export): in the run folder, else in
 this user's 0700 cache folder, never in a shared predictable temporary path; its files' sha256 are checked before
 each use; a half-written export left by a killed process never breaks the next call."""
 
@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from scratchformer.engines import formats
 from scratchformer.errors import ConfigError
+from scratchformer.export import formats
 from scratchformer.runs import cache
 
 STAMP = {"format": "fake", "weights_sha256": "abc"}

@@ -9,9 +9,9 @@ import torch
 
 from scratchformer.cli import main
 from scratchformer.decoding.translate import translate_texts
-from scratchformer.engines.formats import warn_members
 from scratchformer.errors import CheckpointError, ConfigError
 from scratchformer.evaluation.translation import evaluate_run
+from scratchformer.export.formats import warn_members
 from scratchformer.runs import load_run
 from scratchformer.runs.weights import save_weights
 

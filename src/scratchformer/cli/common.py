@@ -118,11 +118,11 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 
 class _Engines:
-    """--engine's choices: engines/formats.py's ENGINES, looked up only when --engine is given or help is shown
+    """--engine's choices: engines/backends.py's ENGINES, looked up only when --engine is given or help is shown
     (late: that module imports torch, which building the parser must not)."""
 
     def _names(self) -> list[str]:
-        from scratchformer.engines.formats import ENGINES
+        from scratchformer.engines.backends import ENGINES
 
         return list(ENGINES)
 

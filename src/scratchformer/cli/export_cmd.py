@@ -10,7 +10,7 @@ import time
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from scratchformer.engines import export_run
+    from scratchformer.export import export_run
 
     # one line per phase on stderr, once the checks have passed: an ONNX export traces the model for a minute or more
     start = time.perf_counter()
@@ -22,7 +22,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from scratchformer.engines.formats import FORMATS
+    from scratchformer.export.formats import FORMATS
 
     p = sub.add_parser("export", help="export a trained run to CTranslate2, Hugging Face or ONNX")
     p.add_argument("run_dir")

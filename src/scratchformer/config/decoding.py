@@ -4,7 +4,7 @@ run's file; a flag given on the command line wins; the flags themselves are made
 
     {"alpha": 1.5, "split_sentences": true, "repair_copies": true, "chosen": "mean valid BLEU ..."}   (models/en-zh)
 
-    engine              torch (our own decoder), ctranslate2 or onnxruntime (engines/formats.py: ENGINES)
+    engine              torch (our own decoder), ctranslate2 or onnxruntime (engines/backends.py: ENGINES)
     beam                beam width, 1 = greedy (the paper: 4)
     alpha               the GNMT length penalty's exponent ((5 + |Y|) / 6) ** alpha (the paper: 0.6)
     max_len             most output tokens per sentence; None: source length + 50, the paper's rule
@@ -77,13 +77,13 @@ def check_repetition(no_repeat_ngram: int, repetition_penalty: float, names: tup
                           "(1 = off, > 1 discourages repeats; CTRL used 1.2)")
 
 
-def check_members(names: list) -> None:
+def check_members(names: list, model_file: str) -> None:
     """A one-line ConfigError unless `names` are distinct safetensors file names (no folders: members live in the
-    run folder, so a decoding.json cannot point outside it) other than model.safetensors."""
+    run folder, so a decoding.json cannot point outside it) other than `model_file`, the run's own weights."""
     for name in names:
-        if not isinstance(name, str) or not MEMBER_FILE.fullmatch(name) or name == "model.safetensors":
+        if not isinstance(name, str) or not MEMBER_FILE.fullmatch(name) or name == model_file:
             raise ConfigError(f"ensemble member {name!r}: give the name of a .safetensors file in the run folder, "
-                              "without a folder, other than model.safetensors (the first member)")
+                              f"without a folder, other than {model_file} (the first member)")
     if len(set(names)) < len(names):
         raise ConfigError(f"ensemble {names}: a member is named twice")
 
@@ -184,14 +184,15 @@ class DecodingOptions:
                               "or the batch size")
 
     @classmethod
-    def load(cls, path: str | Path) -> DecodingOptions:
-        """decoding.json checked; a one-line ConfigError naming the file for anything wrong in it."""
+    def load(cls, path: str | Path, model_file: str) -> DecodingOptions:
+        """decoding.json checked (`model_file`: the run's weights, which no ensemble member may name); a one-line
+        ConfigError naming the file for anything wrong in it."""
         data = read_json(path, "decoding config")
         try:
             reject_unknown_fields(cls, data, "decoding config field(s)")
             options = cls(**{**data, **({"alpha": float(data["alpha"])} if "alpha" in data else {})})
             options.check()
-            check_members(options.ensemble)
+            check_members(options.ensemble, model_file)
             return options
         except ConfigError as e:
             raise ConfigError(f"decoding config {path}: {e}") from None
@@ -253,7 +254,7 @@ def _shown(value: Any) -> str:
 def add_decoding_args(group: Any, command: str, engines: Iterable[str] = ()) -> None:
     """The decoding flags `command` takes, from FLAGS: each defaults to None, which means the run's decoding.json
     (and the default above where the file says nothing), so --help shows that one default. `engines`: the choices of
-    --engine (engines/formats.py's ENGINES; any container, looked up only when used)."""
+    --engine (engines/backends.py's ENGINES; any container, looked up only when used)."""
     default = DecodingOptions()
     for f in FLAGS:
         if command not in f.commands:

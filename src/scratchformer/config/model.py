@@ -2,7 +2,7 @@
 
     config = ModelConfig.preset("paper-base")              # Table 3, base model: 65M parameters
     config = ModelConfig.preset("tiny", d_model=128)       # a preset with overrides
-    config.save("config.json"); ModelConfig.load("config.json")
+    config.save(path); ModelConfig.load(path)              # a run's config.json (runs/names.py)
 
 Names follow the paper: d_model, h (`n_heads`), d_k, d_v, d_ff, N (`n_encoder_layers`, `n_decoder_layers`).
 Each choice is a `Literal` type, written once: the tuples of allowed names (ARCHS, ...) are read from it, and

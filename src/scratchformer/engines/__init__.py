@@ -1,14 +1,14 @@
-"""Where a trained run goes when it leaves PyTorch: export formats, and engines that decode with them.
+"""The run-time side: decoding a trained run, on our own search or on another library's engine.
 
-    export_run(run_dir, "ctranslate2" | "hf" | "onnx", out, overwrite=False, quantization=None) -> out
     Translator(run, options).translate(texts)      the one way into translation, on any engine (translator.py)
 
-Each format is one file here (ctranslate2.py, hf.py, onnx.py) with `export(run, out, quantization)` and, where
-it decodes, a `Backend` class (its search and what it SUPPORTS); torch_engine.py is our own search's.
-`formats.py` holds the two registries and the shared checks.
+backends.py holds ENGINES, the registry of `--engine` names; each engine is one file with a `Backend` class (its
+search and what it SUPPORTS): torch_engine.py is our own search (decoding/search.py), ctranslate2.py, onnx.py and
+keras.py decode with the files that export/ writes (kept in the run directory, rebuilt when the weights change).
+Writing those files (`scratchformer export`) is export/'s job; this room only reads them.
 """
 
-from scratchformer.engines.formats import ENGINES, FORMATS, export_run
+from scratchformer.engines.backends import ENGINES
 from scratchformer.engines.translator import Translator, make_translator
 
-__all__ = ["ENGINES", "FORMATS", "Translator", "export_run", "make_translator"]
+__all__ = ["ENGINES", "Translator", "make_translator"]

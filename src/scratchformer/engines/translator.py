@@ -26,14 +26,14 @@ from scratchformer.config.decoding import DecodingOptions
 from scratchformer.decoding.pipeline import Backend, check_supported, check_texts, run_pipeline
 from scratchformer.decoding.results import Translation
 from scratchformer.decoding.translate import check_translates
-from scratchformer.engines.formats import ENGINES, _module, make_backend
+from scratchformer.engines.backends import engine_module, make_backend
 from scratchformer.runs import Run
 
 
 def check_options(options: DecodingOptions, cli: bool = False) -> None:
     """The options' own checks and the engine's SUPPORTS, before any model is loaded (a one-line error each)."""
     options.check(cli)
-    supports = _module(ENGINES, options.engine, "engine").Backend.SUPPORTS
+    supports = engine_module(options.engine).Backend.SUPPORTS
     check_supported(options, options.engine, supports, cli)
 
 

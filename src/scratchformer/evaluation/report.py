@@ -13,6 +13,7 @@ from scratchformer.data.corpus import load_pairs
 from scratchformer.errors import ConfigError
 from scratchformer.runs import Run, load_run
 from scratchformer.runs.metrics import read_records
+from scratchformer.runs.names import README_JSON
 from scratchformer.runs.run import read_readme, setting_name
 
 
@@ -55,7 +56,7 @@ def report_figures(run: Run, pairs: list[tuple[str, str]], samples: int = 3, lim
     rows = [{"src": s, "ref": r, "hyp": h, "chrf": sentence_chrf(h, r)} for (s, r), h in zip(chosen, hyps)]
     stored = stored_scores(run)
     if stored:
-        return rows, {"note": f"stored in {run.path / 'README.json'} when the model was shipped", "rows": stored}
+        return rows, {"note": f"stored in {run.path / README_JSON} when the model was shipped", "rows": stored}
     if not pairs:
         return rows, {"note": "the test split is empty: no scores", "rows": []}
     result = evaluate_pairs(run, pairs[:limit], options, progress=True)

@@ -22,6 +22,7 @@ from scratchformer.i18n import _  # noqa: E402
 from scratchformer.inspect.fonts import chinese_text  # noqa: E402
 from scratchformer.model.embedding import sinusoid_table  # noqa: E402
 from scratchformer.runs.files import atomic_path  # noqa: E402
+from scratchformer.runs.names import CURVE  # noqa: E402
 
 
 def output_path(path: str | Path, default_name: str) -> Path:
@@ -176,7 +177,7 @@ def plot_curves(path: str | Path, records: Sequence[dict], title: str = "",
             ax2.set_ylabel("BLEU")
             ax2.legend(loc="center right", fontsize=8)
         fig.tight_layout()
-        return _save(fig, path, "curve.png")
+        return _save(fig, path, CURVE)
 
 
 def position_relations(d_model: int = 128, max_len: int = 100) -> dict[str, list[float]]:

@@ -24,7 +24,7 @@ from scratchformer.inspect.plots import plot_curves, plot_positions
 from scratchformer.inspect.shapes import shape_report
 from scratchformer.runs.files import atomic_path
 from scratchformer.runs.metrics import read_records
-from scratchformer.runs.names import METRICS_BASE
+from scratchformer.runs.names import CURVE, METRICS_BASE
 
 STYLE = """
 body { font-family: "EMBEDDED", sans-serif; margin: 2em auto; max-width: 1200px; color: #222; line-height: 1.4; }
@@ -156,7 +156,7 @@ def render_report(run, records: Sequence[dict], samples: Sequence[dict], scores:
         folder = Path(tmp)
         earlier = earlier_phase(run.path)
         title = _("training of {run}").format(run=run.path.name)
-        curves = (image(plot_curves(folder / "curve.png", records, title=title, earlier=earlier), _("training curves"))
+        curves = (image(plot_curves(folder / CURVE, records, title=title, earlier=earlier), _("training curves"))
                   if records or earlier else '<p class="note">' + _("no metrics.jsonl in this run") + "</p>")
         pe_note = ("" if config.positions == "sinusoidal" else '<p class="note">' + _(
             "this model uses {positions} positions; the sinusoidal table of its width is shown for comparison"

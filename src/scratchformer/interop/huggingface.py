@@ -18,7 +18,7 @@ the transpose of nn.Linear, and its `c_attn` already stacks [q | k | v] along th
 Marian's sinusoid table (first half sin, second half cos, frequencies 1 / 10000^(2i/D)) equals our
 "sinusoidal-concat" to the last bit (tested), so it is computed, not read; the paper's interleaved ones are the
 same table with the D dimensions permuted, folded into the weights by hf_marian.interleaved_to_concat (the
-`scratchformer export --format hf` path, engines/hf.py). Marian starts decoding from pad_id:
+`scratchformer export --format hf` path, export/hf.py). Marian starts decoding from pad_id:
 `config.decoder_start_id` (and `config.extra["decoder_start_token_id"]`) record it, and the decoder then keeps
 target position 0 visible instead of masking it as padding.
 

@@ -26,7 +26,7 @@ from scratchformer.i18n import _
 from scratchformer.inspect.fonts import chinese_text
 from scratchformer.lab.common import Result, save_figure
 from scratchformer.model.attention import MultiHeadAttention
-from scratchformer.runs import load_run
+from scratchformer.runs import load_run, names
 
 SHIPPED = Path(__file__).resolve().parents[3] / "models" / "en-zh"  # the repository's models/en-zh
 KINDS = ("encoder self", "decoder self", "cross")
@@ -173,7 +173,7 @@ def draw(out: Path, stats: dict, drops: dict, example: tuple, run) -> Path:
 def run(out: Path, quick: bool = False, run_dir: str | Path | None = None) -> Result:
     """Statistics, masked BLEU and the picture for the shipped model (or `run_dir`, an encoder-decoder run)."""
     run_dir = Path(run_dir) if run_dir else SHIPPED
-    if not (run_dir / "config.json").exists():
+    if not (run_dir / names.CONFIG).exists():
         raise InputError(f"{run_dir} holds no run: `lab heads` needs an encoder-decoder run (models/en-zh of the "
                          "repository, or --run RUN_DIR)")
     loaded = load_run(run_dir)

@@ -21,7 +21,7 @@ from scratchformer.model import build_model
 from scratchformer.model.transformer import TransformerBase
 from scratchformer.runs.files import write_json
 from scratchformer.runs.layout import DECODING_FILE, weights_path
-from scratchformer.runs.names import CONFIG, README_JSON, TOKENIZER_SRC, TOKENIZER_TGT, TRAIN_CONFIG
+from scratchformer.runs.names import CONFIG, README_JSON, TOKENIZER_SRC, TOKENIZER_TGT, TRAIN_CONFIG, WEIGHTS
 from scratchformer.runs.weights import load_weights
 
 
@@ -83,7 +83,7 @@ def load_train_config(run_dir: Path) -> TrainConfig | None:
 def load_decoding(run_dir: Path) -> DecodingConfig:
     """RUN_DIR/decoding.json if there is one (config/decoding.py), else the defaults; errors name the file."""
     path = Path(run_dir) / DECODING_FILE
-    return DecodingConfig.load(path) if path.exists() else DecodingConfig()
+    return DecodingConfig.load(path, WEIGHTS) if path.exists() else DecodingConfig()
 
 
 def read_readme(run_dir: Path) -> dict:

@@ -349,7 +349,7 @@ def consolidate(run_dir: str | Path, step: int | None = None, out: str | Path | 
     else:
         found = runs.checkpoint_dir(run_dir) / step_name(step)
     if found is None or not is_sharded_checkpoint(found):
-        raise CheckpointError(f"no sharded (FSDP) checkpoint {found or 'in ' + str(run_dir / 'checkpoints')}: "
+        raise CheckpointError(f"no sharded (FSDP) checkpoint {found or 'in ' + str(runs.checkpoint_dir(run_dir))}: "
                                    "consolidate reads checkpoints written by `train --fsdp` under torchrun")
     model = build_model(config)
     load_sharded_state(model, None, found)

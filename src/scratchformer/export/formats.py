@@ -1,10 +1,9 @@
-"""The registries of export formats and decoding engines, and the checks every export shares: the output folder
-is runs/folders.py's (--overwrite only on its own earlier export), a missing optional package is one line naming
-`pip install ...`.
+"""The registry of export formats and the checks every export shares: the output folder is runs/folders.py's
+(--overwrite only on its own earlier export), a missing optional package is one line naming `pip install ...`,
+and the export an engine keeps in the run directory (`cached_export`, runs/cache.py's content-hashed cache).
 
-A format module registers itself here by name (FORMATS: export functions; ENGINES: modules whose `Backend` class
-searches, with `SUPPORTS`, for engines/translator.py's Translator); the CLI (`scratchformer export`, the `--engine`
-of translate, evaluate, serve and report) knows only these two tables.
+A format module registers itself here by name in FORMATS; `scratchformer export` knows only this table. The
+engines that decode with these files are engines/backends.py's ENGINES.
 """
 
 from __future__ import annotations
@@ -18,28 +17,18 @@ from typing import Any
 
 import torch
 
-from scratchformer.config.decoding import DecodingOptions
-from scratchformer.decoding.pipeline import Backend
 from scratchformer.errors import ConfigError
 from scratchformer.runs import Run, load_run
 from scratchformer.runs import cache as runs_cache
 from scratchformer.runs.folders import check_folder, writing_folder
 
-# name -> (module under scratchformer.engines, the pip package it needs, or None)
+# name -> (module under scratchformer.export, the pip package it needs, or None)
 FORMATS: dict[str, tuple[str, str | None]] = {
     "ctranslate2": ("ctranslate2", "ctranslate2"),
     "hf": ("hf", None),  # written with safetensors and tokenizers; loading it needs transformers
     "onnx": ("onnx", "onnxruntime onnx onnxscript"),
     "keras": ("keras", "keras tensorflow"),  # Keras 3 on TensorFlow: pip install 'scratchformer[keras]'
 }
-ENGINES: dict[str, tuple[str, str | None]] = {
-    "torch": ("torch_engine", None),
-    "ctranslate2": ("ctranslate2", "ctranslate2"),
-    "onnxruntime": ("onnx", "onnxruntime onnx onnxscript"),
-    "keras": ("keras", "keras tensorflow"),
-}
-
-
 def require(package: str | None, what: str) -> None:
     """A one-line ConfigError naming `pip install ...` when an optional package is missing."""
     for name in (package or "").split():
@@ -50,12 +39,13 @@ def require(package: str | None, what: str) -> None:
             raise ConfigError(f"{what} needs the optional package {name!r}: pip install {package}") from None
 
 
-def _module(table: dict[str, tuple[str, str | None]], name: str, what: str) -> Any:
+def load_module(table: dict[str, tuple[str, str | None]], name: str, what: str, room: str) -> Any:
+    """scratchformer.<room>.<module> for `name` in `table`: one line for an unknown name or a missing package."""
     if name not in table:
         raise ConfigError(f"unknown {what} {name!r}; choose one of {', '.join(table)}")
     module, package = table[name]
     require(package, f"{what} {name}")
-    return importlib.import_module(f"scratchformer.engines.{module}")
+    return importlib.import_module(f"scratchformer.{room}.{module}")
 
 
 def prepare_out(out: Path, overwrite: bool) -> Path:
@@ -71,7 +61,7 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool =
     """Export the run in `run_dir` to `out` in format `fmt`; returns `out`. The export is written beside `out` and
     moved in when complete: a failure leaves `out` as it was; --overwrite keeps (and names) the user's files.
     progress: told what runs now, once every check has passed (the CLI prints it: an ONNX trace takes a minute)."""
-    module = _module(FORMATS, fmt, "export format")
+    module = load_module(FORMATS, fmt, "export format", "export")
     out = prepare_out(Path(out), overwrite)
     run = load_run(run_dir)
     warn_members(run, f"the {fmt} export holds")
@@ -85,15 +75,6 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool =
             progress(f"{run_dir} -> {fmt} in {out} (converting and writing; onnx traces the model, a minute or more)")
         module.export(run, tmp, quantization=quantization, **options)
     return out
-
-
-def make_backend(run: Run, options: DecodingOptions, **settings: Any) -> Backend:
-    """The search of `options.engine` for `run` (exported into the run directory on first use, cached); `settings`
-    are the engine's own (threads, patience, folder). engines/translator.py's Translator is the door that uses it."""
-    module = _module(ENGINES, options.engine, "engine")
-    if options.engine != "torch":
-        warn_members(run, f"the {options.engine} engine decodes")
-    return module.Backend(run, options, **settings)
 
 
 def warn_members(run: Run, who: str) -> None:

@@ -7,7 +7,7 @@ AutoModelForSeq2SeqLM (encoder-decoder -> Marian), AutoModelForCausalLM (decoder
     DIR/tokenizer.json                   the input tokenizer (source; the only one of a decoder or encoder run)
     DIR/tokenizer_config.json            so that AutoTokenizer.from_pretrained(DIR) reads it
     DIR/target_tokenizer/                the target tokenizer, when it differs from the source one
-    DIR/README.md                        the model card (engines/hf_card.py)
+    DIR/README.md                        the model card (export/hf_card.py)
 
 The paper's interleaved sinusoids are folded into the weights as a fixed permutation of the D dimensions
 (interop/hf_marian.interleaved_to_concat, exact), and our decoder's start symbol <s> becomes Marian's
@@ -27,8 +27,8 @@ import torch
 from scratchformer.config import ModelConfig
 from scratchformer.config.decoding import DecodingConfig, length_penalty_for
 from scratchformer.data.tokenizers import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, SPECIALS, UNK, Tokenizer
-from scratchformer.engines.hf_card import model_card
 from scratchformer.errors import ConfigError
+from scratchformer.export.hf_card import model_card
 from scratchformer.interop.hf_marian import interleaved_to_concat
 from scratchformer.interop.huggingface import check_expressible as check_config
 from scratchformer.interop.huggingface import save_pretrained
