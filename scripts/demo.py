@@ -53,7 +53,9 @@ def main_demo() -> None:
     banner("2/3  A short run on the bundled English-Chinese corpus (LibreOffice help, 21,665 training pairs)")
     print("A few CPU minutes teach the model the shape of the target language (the loss falls from ~8 to ~3),\n"
           "not yet translation: expect fluent-looking Chinese that ignores much of the source. The curve is in\n"
-          "runs/demo/curve.png. Step 3 shows what the same command buys when it runs longer.")
+          "runs/demo/curve.png. Step 3 shows what the same command buys when it runs longer. The 400 steps end\n"
+          "inside the recipe's 1,000-step warm-up on purpose (the warning below says so): the learning rate is still\n"
+          "rising, which keeps so short a run stable; the long recipes run the whole schedule.")
     run("train", "--out", "runs/demo", "--overwrite", "--no-test")
     run("evaluate", "runs/demo", "--split", "test", "--limit", "300", "--show", "3")
 
