@@ -332,6 +332,8 @@ class Trainer:
         meter = Throughput(self.device, mm_dtype)
         start = time.time() - self.elapsed
         last_valid: dict[str, Any] = {}
+        shown: float | None = None
+        rates: dict[str, str] = {}
         try:
             while self.step < cfg.max_steps and not self.stop_requested:
                 if cfg.max_epochs is not None and self.epoch >= cfg.max_epochs:
@@ -343,13 +345,15 @@ class Trainer:
                 meter.add(stats["tokens"], stats["flops"])
                 self.elapsed = time.time() - start
                 bar.update(1)
+                # the bar's loss moves every step (a running mean over about the last 10), the log every log_every
+                shown = stats["loss"] if shown is None else 0.9 * shown + 0.1 * stats["loss"]
                 if self.step % cfg.log_every == 0 or self.step == 1:
                     tok_s, mfu = meter.report()
-                    bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}", tok_s=f"{tok_s:.0f}",
-                                    mfu=f"{mfu:.1%}")
+                    rates = {"tok_s": f"{tok_s:.0f}", "mfu": f"{mfu:.1%}"}
                     self._record({"kind": "train", "step": self.step, "epoch": self.epoch, "loss": stats["loss"],
                                   "nll": stats["nll"], "lr": stats["lr"], "tokens_per_s": round(tok_s, 1),
                                   "mfu": round(mfu, 4), "elapsed_s": round(self.elapsed, 1)})
+                bar.set_postfix(loss=f"{shown:.3f}", lr=f"{stats['lr']:.2e}", **rates, refresh=False)
                 if cfg.eval_every and self.step % cfg.eval_every == 0:
                     last_valid = self._evaluate_and_keep_best()
                     if self._out_of_patience():
