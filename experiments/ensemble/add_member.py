@@ -35,7 +35,7 @@ def add_member(run_dir: Path, model_dir: Path, name: str, last: int = 5) -> Path
         raise ScratchformerError(f"{run_dir}/config.json differs from {model_dir}'s: a member has the model's shape")
     decoding = load_decoding(model_dir)
     members = [*decoding.ensemble, name]
-    check_members(members)
+    check_members(members, runs.names.WEIGHTS)
     weights = run_dir / "model.safetensors"
     if len(runs.list_checkpoints(run_dir)) >= 2:
         _, weights = ckpt.average_last(run_dir, last)
