@@ -81,7 +81,8 @@ class Seed000LayerNorm(LayerNorm):
         return self.weight * (x - mean) / (std + self.eps) + self.bias
 
 
-NORMS: dict[str, type[keras.layers.Layer]] = {"layer": LayerNorm, "rms": RMSNorm, "seed000": Seed000LayerNorm}  # norm_kind -> class
+# norm_kind -> class
+NORMS: dict[str, type[keras.layers.Layer]] = {"layer": LayerNorm, "rms": RMSNorm, "seed000": Seed000LayerNorm}
 
 
 def make_norm(kind: str, d_model: int, eps: float, name: str = "norm") -> keras.layers.Layer:

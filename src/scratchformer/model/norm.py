@@ -87,7 +87,8 @@ class Seed000LayerNorm(nn.Module):
         return self.weight * (x - mean) / (std + self.eps) + self.bias
 
 
-NORMS: dict[str, type[nn.Module]] = {"layer": LayerNorm, "rms": RMSNorm, "seed000": Seed000LayerNorm}  # norm_kind -> class (one table)
+# norm_kind -> class (one table)
+NORMS: dict[str, type[nn.Module]] = {"layer": LayerNorm, "rms": RMSNorm, "seed000": Seed000LayerNorm}
 
 
 def make_norm(c: ModelConfig) -> nn.Module:
