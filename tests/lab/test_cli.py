@@ -7,7 +7,7 @@ from scratchformer.lab import EXPERIMENTS, run_experiment
 
 ISSUE_15 = ["scaling", "positions", "heads", "complexity", "norm-placement", "add-and-norm", "layernorm-vs-batchnorm",
             "residual", "extrapolation", "label-smoothing"]
-ISSUE_33 = ["heads-and-layers", "ffn"]
+ISSUE_33 = ["heads-and-layers", "ffn", "exposure-bias"]
 
 
 def test_list_names_every_experiment_with_its_question(capsys):

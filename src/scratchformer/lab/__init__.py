@@ -22,6 +22,7 @@ from scratchformer.inspect.fonts import chinese_text
 from scratchformer.lab import (
     add_and_norm,
     complexity,
+    exposure_bias,
     extrapolation,
     ffn,
     heads,
@@ -55,6 +56,8 @@ EXPERIMENTS: dict[str, tuple[Callable[..., Result], str]] = {
                          "in the shapes, the parameters and the training?")),
     "ffn": (ffn.run, N_("Can the feed-forward network be removed? Training with and without it, at equal parameters "
             "and at equal width.")),
+    "exposure-bias": (exposure_bias.run, N_("Teacher forcing trains on the true prefix, decoding reads the model's own "
+                      "outputs: how much accuracy does that cost, and where?")),
 }
 
 
