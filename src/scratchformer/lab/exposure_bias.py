@@ -108,7 +108,7 @@ def run(out: Path, quick: bool = False) -> Result:
                "runs": {k: {key: v for key, v in r.items() if key != "curve"} for k, r in runs.items()}}
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.3))
     positions = range(LENGTH + 1)
-    tf, ss = runs[RUNS[0]], runs[RUNS[1]]
+    tf = runs[RUNS[0]]
     ax1.plot(positions, tf["teacher_forced"], "-o", ms=3, label=_("teacher-forced (reads the true prefix)"))
     ax1.plot(positions, tf["free_running"], "-o", ms=3, label=_("free-running (reads its own outputs)"))
     ax1.plot(positions, [float("nan") if a is None else a for a in tf["after_an_error"]], ":o", ms=3,
