@@ -22,6 +22,7 @@ import torch
 from scratchformer.i18n import _
 from scratchformer.lab import common
 from scratchformer.lab.common import PAD, Result, Seq2Seq, free_running, pct, save_figure, seq2seq_batch
+from scratchformer.model.attention import MultiHeadAttention
 
 SEED = 0
 VOCAB, LENGTH = 16, 8
@@ -46,7 +47,7 @@ def shapes(model: Seq2Seq) -> dict[str, Any]:
         scores = list(attention.attention.last_weights.shape)
     finally:
         inner.keep_attention_weights(False)
-    boxes = sum(1 for m in inner.modules() if type(m).__name__ == "MultiHeadAttention")
+    boxes = sum(1 for m in inner.modules() if isinstance(m, MultiHeadAttention))
     c = inner.config
     return {"scores": scores, "d_k": c.d_model // c.n_heads, "per_head_q": [2, c.n_heads, 4, c.d_model // c.n_heads],
             "attention_boxes": boxes}
