@@ -25,7 +25,7 @@ def test_each_choice_is_written_once():
     assert set(typing.get_args(Arch)) == set(ARCHS) == set(ARCHITECTURES)
     assert set(typing.get_args(Head)) == set(HEADS)
     assert NORMS == norm.PLACEMENTS == ("post", "pre", "seed000", "seed003")
-    assert NORM_KINDS == tuple(norm.NORMS) == ("layer", "rms")
+    assert NORM_KINDS == tuple(norm.NORMS) == ("layer", "rms", "seed000")
     assert POSITIONS == ("sinusoidal", "sinusoidal-concat", "learned", "rope")
 
 

@@ -104,7 +104,7 @@ def test_feed_forward_is_ours(activation, gated):
         close(theirs(x.numpy()), ours(x))
 
 
-@pytest.mark.parametrize("kind", ["layer", "rms"])
+@pytest.mark.parametrize("kind", ["layer", "rms", "seed000"])
 def test_norms_are_ours(kind):
     ours = t_norm.NORMS[kind](16, eps=1e-5, fused=False)
     with torch.no_grad():  # weights away from their 1 / 0 init, so that they are really compared
@@ -155,6 +155,7 @@ CONFIGS = {
     "untied": dict(tie_embeddings=False),
     "shared vocab tied, pre-norm": dict(norm_placement="pre"),
     "seed000": dict(norm_placement="seed000"),
+    "seed000's LayerNorm": dict(norm_kind="seed000", layer_norm_eps=1e-6),
     "seed003, rms": dict(norm_placement="seed003", norm_kind="rms"),
     "llama-ish": dict(ffn_kind="gated", activation="silu", n_kv_heads=2, bias=False, generator_bias=False),
     "learned positions, d_k 8, d_v 12": dict(positions="learned", d_k=8, d_v=12, tie_embeddings=False),

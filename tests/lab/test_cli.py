@@ -7,6 +7,7 @@ from scratchformer.lab import EXPERIMENTS, run_experiment
 
 ISSUE_15 = ["scaling", "positions", "heads", "complexity", "norm-placement", "add-and-norm", "layernorm-vs-batchnorm",
             "residual", "extrapolation", "label-smoothing"]
+ISSUE_33 = ["heads-and-layers", "ffn", "exposure-bias"]
 
 
 def test_list_names_every_experiment_with_its_question(capsys):
@@ -16,8 +17,8 @@ def test_list_names_every_experiment_with_its_question(capsys):
     assert all(line.rstrip().endswith("?") or "?" in line for line in lines)
 
 
-def test_the_registry_holds_the_ten_experiments_of_issue_15():
-    assert sorted(EXPERIMENTS) == sorted(ISSUE_15)
+def test_the_registry_holds_the_experiments_of_issues_15_and_33():
+    assert sorted(EXPERIMENTS) == sorted(ISSUE_15 + ISSUE_33)
 
 
 @pytest.mark.parametrize("argv, words", [(["lab", "no-such"], "unknown experiment 'no-such'"),

@@ -1,6 +1,7 @@
 """Every experiment has its page in English and in Chinese, with its picture, and the page quotes the conclusion
 that its committed run (docs/lab/NAME.json) printed."""
 
+import importlib
 import importlib.util
 import json
 import re
@@ -60,3 +61,23 @@ def test_a_moved_line_is_found_again(tmp_path):
     text, problems = pages.refresh(page)
     assert "(../code.py#L2) (code.py, line 2) and" in text
     assert problems == ["docs/p.md: `b = 2` moved from line 1 to 2", "docs/p.md: `gone` is no longer in ../code.py"]
+
+
+@pytest.mark.parametrize("name", [n for n, (run, _q) in EXPERIMENTS.items()
+                                  if hasattr(importlib.import_module(run.__module__), "conclude")])
+def test_the_chinese_page_quotes_the_chinese_conclusion_of_the_committed_numbers(name):
+    """Experiments whose conclusion is built from the numbers alone (a `conclude` function): the Chinese page quotes
+    it in Chinese, rendered from docs/lab/NAME.json, so the two pages cannot drift apart."""
+    from scratchformer.i18n import language, set_language
+
+    run = json.loads((DOCS / "lab" / f"{name}.json").read_text(encoding="utf-8"))
+    conclude = importlib.import_module(EXPERIMENTS[name][0].__module__).conclude
+    before = language()
+    try:
+        set_language("en")
+        assert conclude(run["numbers"]) == run["conclusion"]  # the committed run's own conclusion, from its numbers
+        set_language("zh")
+        chinese = conclude(run["numbers"])
+    finally:
+        set_language(before)
+    assert CJK.search(chinese) and chinese in (DOCS / "zh" / "lab" / f"{name}.md").read_text(encoding="utf-8")

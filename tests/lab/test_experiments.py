@@ -108,3 +108,40 @@ def test_add_and_norm_the_seeds_placements_let_the_stream_grow(quick):
     assert rms["pre"][-1] > rms["post"][-1]
     assert all(0 <= r["accuracy"] <= 1 for r in numbers["training"].values())
     assert f"{rms['seed003'][-1]:.2f} (seed003)" in conclusion
+
+
+def test_heads_and_layers_heads_change_the_shapes_and_layers_the_size(quick):
+    """Seed 000's exercise. The shapes and parameters are exact; the training only has to have run (100 quick steps
+    say nothing about which model learns better)."""
+    numbers, conclusion = quick("heads-and-layers")
+    runs = numbers["runs"]
+    seed, heads, layers, both = runs["h=8, N=6"], runs["h=4, N=6"], runs["h=8, N=2"], runs["h=4, N=2"]
+    assert seed["scores"] == [2, 8, 4, 4] and heads["scores"] == [2, 4, 4, 4]  # (B, h, L_q, L_k), read from the model
+    assert heads["d_k"] == 2 * seed["d_k"] == numbers["d_model"] // 4
+    assert seed["parameters"] == heads["parameters"] > layers["parameters"] == both["parameters"]
+    assert (seed["attention_boxes"], layers["attention_boxes"]) == (18, 6)
+    for r in runs.values():
+        assert not r["diverged"] and 0 <= r["free_running_accuracy"] <= 1 and 0 <= r["sequences_right"] <= 1
+    assert f"{seed['parameters']:,}" in conclusion
+
+
+def test_ffn_without_it_add_fails_at_equal_parameters_and_reverse_does_not(quick):
+    numbers, conclusion = quick("ffn")
+    add, rev = numbers["runs"]["add"], numbers["runs"]["reverse"]
+    with_ffn, narrow, equal = add["with FFN, N=2"], add["without FFN, N=2"], add["without FFN, N=4"]
+    assert abs(equal["parameters"] - with_ffn["parameters"]) < 0.01 * with_ffn["parameters"]  # equal parameters
+    assert narrow["parameters"] < 0.6 * with_ffn["parameters"]  # equal width
+    assert with_ffn["accuracy"] > max(narrow["accuracy"], equal["accuracy"]) + 0.1  # measured +0.19 at 200 steps
+    assert min(r["accuracy"] for r in rev.values()) > 0.6  # moving tokens needs no FFN
+    assert "equal parameters" in conclusion
+
+
+def test_exposure_bias_free_running_trails_teacher_forcing_and_errors_compound(quick):
+    numbers, conclusion = quick("exposure-bias")
+    tf = numbers["runs"]["teacher forcing"]
+    assert tf["free_running_mean"] < tf["teacher_forced_mean"] - 0.03  # measured 71% against 88% (150 steps)
+    assert all(f <= t + 0.02 for t, f in zip(tf["teacher_forced"], tf["free_running"]))  # at every position
+    after = [a for a in tf["after_an_error"] if a is not None]
+    assert after and sum(after) / len(after) < tf["free_running_mean"] - 0.1  # an earlier error derails
+    assert tf["with_an_error_before"] == sorted(tf["with_an_error_before"])  # errors only accumulate
+    assert "scheduled sampling" in numbers["runs"] and "free-running" in conclusion

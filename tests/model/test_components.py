@@ -15,7 +15,7 @@ from scratchformer.model.attention import (
 from scratchformer.model.embedding import InputLayer, sinusoid_table
 from scratchformer.model.feedforward import PositionwiseFeedForward
 from scratchformer.model.masks import causal_mask, combine, padding_mask
-from scratchformer.model.norm import LayerNorm, RMSNorm, SublayerConnection, make_norm
+from scratchformer.model.norm import LayerNorm, RMSNorm, Seed000LayerNorm, SublayerConnection, make_norm
 
 
 @pytest.mark.parametrize("l_q,l_k", [(1, 1), (5, 5), (3, 7), (7, 3)])
@@ -80,6 +80,44 @@ def test_rmsnorm_by_hand_equals_torch_and_its_formula():
     ours.fused = True
     torch.testing.assert_close(ours(x), expected, atol=1e-6, rtol=1e-6)
     assert ours(x.bfloat16()).dtype == torch.float32  # float32 weight times the bf16 result, as Llama does
+
+
+class SeedLayerNorm(nn.Module):
+    """Seed 000's section 3.4, as printed there (its names a, b, features; eps=1e-6)."""
+
+    def __init__(self, features, eps=1e-6):
+        super().__init__()
+        self.a = nn.Parameter(torch.ones(features))
+        self.b = nn.Parameter(torch.zeros(features))
+        self.eps = eps
+
+    def forward(self, x):
+        mean = x.mean(-1, keepdim=True)
+        std = x.std(-1, keepdim=True)
+        return self.a * (x - mean) / (std + self.eps) + self.b
+
+
+def test_seed000_layernorm_is_the_seeds_formula_and_differs_from_the_papers():
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 32) * 4 + 2
+    seed, ours = SeedLayerNorm(32), make_norm(ModelConfig(d_model=32, norm_kind="seed000", layer_norm_eps=1e-6))
+    assert isinstance(ours, Seed000LayerNorm) and ours.eps == 1e-6
+    with torch.no_grad():
+        seed.a.normal_()
+        seed.b.normal_()
+        ours.weight.copy_(seed.a)
+        ours.bias.copy_(seed.b)
+    torch.testing.assert_close(ours(x), seed(x), atol=1e-6, rtol=1e-6)
+    # against the paper's (biased variance, eps under the root): before the affine, smaller by sqrt((D-1)/D)
+    plain, paper = Seed000LayerNorm(32, eps=0.0), LayerNorm(32, eps=0.0)
+    torch.testing.assert_close(plain(x), paper(x) * (31 / 32) ** 0.5, atol=1e-6, rtol=1e-6)
+    # and eps: added to the std it caps 1 / std at 1 / eps, under the root at 1 / sqrt(eps), a far lower cap for
+    # eps < 1: a near-constant row (std 1.6e-4) at eps 1e-3 comes out at 0.17 of full scale, against 0.006
+    flat = torch.tensor([[1.0, 1.0 + 2e-4, 1.0, 1.0 - 2e-4]])
+    assert LayerNorm(4, eps=1e-3)(flat).abs().max() < 0.01 < 0.1 < Seed000LayerNorm(4, eps=1e-3)(flat).abs().max()
+    model = build_model(ModelConfig.preset("tiny", norm_kind="seed000"))
+    assert {type(m) for m in model.modules() if isinstance(m, (LayerNorm, RMSNorm, Seed000LayerNorm))} == {
+        Seed000LayerNorm}
 
 
 @pytest.mark.parametrize("placement,formula", [

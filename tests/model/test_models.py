@@ -80,10 +80,11 @@ def test_explicit_masks_equal_derived_ones():
     torch.testing.assert_close(derived, explicit)
 
 
-@pytest.mark.parametrize("norm", ["post", "pre", "seed000", "seed003", "rms"])
+@pytest.mark.parametrize("norm", ["post", "pre", "seed000", "seed003", "rms", "seed000-norm"])
 def test_encoder_decoder_cached_decoding_equals_full_forward(norm):
     torch.manual_seed(0)
-    fields = dict(norm_kind="rms", norm_placement="pre") if norm == "rms" else dict(norm_placement=norm)
+    kinds = {"rms": dict(norm_kind="rms", norm_placement="pre"), "seed000-norm": dict(norm_kind="seed000")}
+    fields = kinds.get(norm, dict(norm_placement=norm))
     model = build_model(ModelConfig.preset("tiny", **fields)).eval()
     src, tgt = torch.randint(1, 1000, (3, 6)), torch.randint(1, 1000, (3, 7))
     src[2, 4:] = 0

@@ -365,6 +365,26 @@ def test_a_beam_of_superscript_two_gets_our_message(translator):
     assert out.status == 400 and out.body == {"error": "beam must be a whole number from 1 to 16, got '²'"}
 
 
+# --- wrong-language input: a JSON field LibreTranslate clients ignore, and a log line --------------------------
+
+def test_a_chinese_request_to_an_en_zh_server_gets_a_warning_field_and_a_log_line(translator, caplog):
+    def post(body):
+        return lambda app: asgi(app, "POST", "/translate", json.dumps(body).encode(), content_type="application/json")
+
+    with caplog.at_level("WARNING", logger="scratchformer.serve"):
+        out = run_service(translator, settings(), post({"q": "我 爱 中国", "source": "en", "target": "zh"}))
+    assert out.status == 200 and isinstance(out.body["translatedText"], str)  # still translated: a client goes on
+    assert out.body["warning"].startswith("the input is mostly CJK, but this model translates en->zh")
+    assert [r.getMessage() for r in caplog.records] == [f"scratchformer serve: a /translate request: "
+                                                        f"{out.body['warning']}"]
+    caplog.clear()
+    out = run_service(translator, settings(), post({"q": ["Open the file.", "保存文件"], "source": "auto"}))
+    assert out.status == 200 and out.body["warning"].startswith("1 of 2 inputs (first: #2) are mostly CJK")
+    caplog.clear()
+    out = run_service(translator, settings(), post({"q": ["Open the file.", "", "OK"]}))
+    assert out.status == 200 and "warning" not in out.body and not caplog.records  # English, empty, too short
+
+
 # --- over real HTTP: the key from the command line, the Host check in uvicorn -------------------------------------
 
 def test_over_http_a_non_ascii_key_from_the_command_line_and_the_host_check(tiny_run):

@@ -84,7 +84,7 @@ def read_lines(file: str) -> list[str]:
 
 
 def parse_value(key: str, text: str) -> Any:
-    """'d_model=256' -> 256, 'norm=pre' -> 'pre', 'd_k=none' -> None, using the field's declared type."""
+    """'d_model=256' -> 256, 'norm_placement=pre' -> 'pre', 'd_k=none' -> None, using the field's declared type."""
     if key not in _TYPES:
         fields = ", ".join(f.name for f in dataclasses.fields(ModelConfig))
         raise ConfigError(f"unknown config field {key!r}; fields: {fields}")
@@ -93,7 +93,7 @@ def parse_value(key: str, text: str) -> Any:
     if text.lower() in ("none", "null") and type(None) in args:
         return None
     base = next((a for a in args if a is not type(None)), hint) if args else hint
-    if typing.get_origin(base) is typing.Literal:  # norm=pre: a name of a choice, checked by ModelConfig
+    if typing.get_origin(base) is typing.Literal:  # norm_placement=pre: a name of a choice, checked by ModelConfig
         base = type(typing.get_args(base)[0])
     try:
         if base is bool:
@@ -109,7 +109,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     out = {}
     for item in items:
         if "=" not in item:
-            raise ConfigError(f"override {item!r} is not KEY=VALUE (for example d_model=256 or norm=pre)")
+            raise ConfigError(f"override {item!r} is not KEY=VALUE (for example d_model=256 or norm_placement=pre)")
         key, value = item.split("=", 1)
         key = key.strip().replace("-", "_")
         key = RENAMED_FIELDS.get(key, key)  # norm=pre still works: the old name of norm_placement
@@ -178,7 +178,8 @@ def _decoded(lines: Iterable[bytes], name: str) -> Iterator[str]:
 
 def add_model_args(p: argparse.ArgumentParser, default_preset: str = "paper-base") -> None:
     p.add_argument("--preset", default=default_preset, help=f"one of: {', '.join(PRESETS)}")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. d_model=256 norm=pre")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                   help="config overrides, e.g. d_model=256 norm_placement=pre")
 
 
 def config_from_args(args: argparse.Namespace) -> ModelConfig:

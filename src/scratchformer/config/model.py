@@ -26,7 +26,7 @@ from scratchformer.errors import ConfigError
 
 Arch = Literal["encoder-decoder", "encoder", "decoder"]
 NormPlacement = Literal["post", "pre", "seed000", "seed003"]  # where the norm sits: model/norm.py has the formulas
-NormKind = Literal["layer", "rms"]  # which norm: LayerNorm (the paper) | RMSNorm (Llama)
+NormKind = Literal["layer", "rms", "seed000"]  # LayerNorm (the paper) | RMSNorm (Llama) | seed 000's (model/norm.py)
 Positions = Literal["sinusoidal", "sinusoidal-concat", "learned", "rope"]
 Activation = Literal["relu", "gelu", "gelu-tanh", "silu"]
 FfnKind = Literal["mlp", "gated"]  # the paper's two matrices | GLU (SwiGLU with silu: Llama; GeGLU with gelu)
@@ -60,7 +60,9 @@ class ModelConfig:
     activation_dropout: float = 0.0  # inside the FFN, after the activation
     # "post": Norm(x + Sublayer(x)) (paper) | "pre": x + Sublayer(Norm(x)) | "seed000" | "seed003" (model/norm.py)
     norm_placement: NormPlacement = "post"
-    norm_kind: NormKind = "layer"  # "layer": LayerNorm (paper) | "rms": RMSNorm (Llama); layer_norm_eps is its eps
+    # "layer": LayerNorm (paper) | "rms": RMSNorm (Llama) | "seed000": seed 000's (unbiased std, eps added to the std);
+    # layer_norm_eps is its eps
+    norm_kind: NormKind = "layer"
     final_norm: bool | None = None  # a norm after each stack; None -> True for pre and seed000, False otherwise
     # interleaved sin/cos added at the input (paper) | "sinusoidal-concat" (sin|cos) | "learned" | "rope": q and k
     # turned inside attention (Llama; model/rope.py)

@@ -5,6 +5,7 @@ to our en->zh model comes back as byte pieces read as English, 「偏好运行�
     cjk_share(text)                 share of the letters that are CJK (Han, kana, hangul); None without letters
     looks_like(text, lang)          True / False, or None when there are too few letters to tell
     wrong_language(texts, corpus)   one line saying which inputs are not in the corpus's source language, or None
+    wrong_pair(texts, source, target)  the same for a pair given outright (serve: its JSON "warning" and a log line)
     warn_wrong_language(...)        the same line as a LanguageWarning (the CLI prints warnings as one line)
 """
 
@@ -52,9 +53,11 @@ def wrong_language(texts: Sequence[str], corpus: str | None) -> str | None:
     language pair is known for the bundled corpora and names like en-zh); None when all look right or the pair
     is unknown."""
     pair = corpus_languages(corpus)
-    if pair is None:
-        return None
-    source, target = pair
+    return None if pair is None else wrong_pair(texts, *pair)
+
+
+def wrong_pair(texts: Sequence[str], source: str, target: str) -> str | None:
+    """`wrong_language` for a known pair (serve's --source / --target): one line, or None when all look right."""
     wrong = [i for i, t in enumerate(texts) if looks_like(t, source) is False]
     if not wrong:
         return None

@@ -2,6 +2,7 @@
 
     LayerNorm  y = (x - mean) / sqrt(var + eps) * weight + bias, over the last dim (D)   (the paper)
     RMSNorm    y = x / sqrt(mean(x^2) + eps) * weight, over the last dim (D)             (Llama)
+    Seed000LayerNorm  y = weight * (x - mean) / (std + eps) + bias, std unbiased (/ (D-1))  (seed 000's code)
     SublayerConnection, by `placement` (Norm = the norm above, F = the sublayer):
         post     Norm(x + Dropout(F(x)))     the paper and seed 001 (default)
         pre      x + Dropout(F(Norm(x)))     GPT-2, Llama (with a final norm after the stack)
@@ -70,7 +71,18 @@ class RMSNorm(keras.layers.Layer):
         return {**super().get_config(), "d_model": self.d_model, "eps": self.eps}
 
 
-NORMS: dict[str, type[keras.layers.Layer]] = {"layer": LayerNorm, "rms": RMSNorm}  # norm_kind -> class
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class Seed000LayerNorm(LayerNorm):
+    """Seed 000's LayerNorm: the unbiased std (sum of squares / (D - 1)), eps added to the std (model/norm.py)."""
+
+    def call(self, x: Any) -> Any:  # (..., D) -> (..., D)
+        mean = ops.mean(x, axis=-1, keepdims=True)  # (..., 1)
+        std = ops.sqrt(ops.sum(ops.square(x - mean), axis=-1, keepdims=True) / (self.d_model - 1))  # (..., 1)
+        return self.weight * (x - mean) / (std + self.eps) + self.bias
+
+
+# norm_kind -> class
+NORMS: dict[str, type[keras.layers.Layer]] = {"layer": LayerNorm, "rms": RMSNorm, "seed000": Seed000LayerNorm}
 
 
 def make_norm(kind: str, d_model: int, eps: float, name: str = "norm") -> keras.layers.Layer:

@@ -22,8 +22,11 @@ from scratchformer.inspect.fonts import chinese_text
 from scratchformer.lab import (
     add_and_norm,
     complexity,
+    exposure_bias,
     extrapolation,
+    ffn,
     heads,
+    heads_and_layers,
     label_smoothing,
     layernorm_vs_batchnorm,
     norm_placement,
@@ -49,6 +52,12 @@ EXPERIMENTS: dict[str, tuple[Callable[..., Result], str]] = {
                       "length?")),
     "label-smoothing": (label_smoothing.run, N_("Label smoothing eps 0 vs 0.1: what happens to accuracy, BLEU and "
                         "calibration (ECE)?")),
+    "heads-and-layers": (heads_and_layers.run, N_("Seed 000's exercise: 8 -> 4 heads and 6 -> 2 layers. What changes "
+                         "in the shapes, the parameters and the training?")),
+    "ffn": (ffn.run, N_("Can the feed-forward network be removed? Training with and without it, at equal parameters "
+            "and at equal width.")),
+    "exposure-bias": (exposure_bias.run, N_("Teacher forcing trains on the true prefix, decoding reads the model's own "
+                      "outputs: how much accuracy does that cost, and where?")),
 }
 
 

@@ -4,8 +4,13 @@ and the files every experiment writes (NAME.png at dpi 80, NAME.json with the nu
     Tagger        EncoderOnly (build_model) + a Linear read-out: ids (B, L) -> logits (B, L, V), one label per
                   position. Without positions it is permutation-equivariant, so `reverse` needs positions and
                   `copy` does not: the cleanest place to see what each box does.
-    make_batch    copy (y_i = x_i), reverse (y_i = x_{L-1-i}), shift (y_i = x_{i-1}, y_0 = x_0) on random ids
+    make_batch    copy (y_i = x_i), reverse (y_i = x_{L-1-i}), shift (y_i = x_{i-1}, y_0 = x_0) on random ids,
+                  add (y_i = x_i + x_{L-1-i}, modulo the alphabet: a sum of two tokens, the FFN's kind of work)
     train_tagger  Adam + optional linear warm-up + label smoothing, seeded; stops at the first non-finite loss
+    Seq2Seq       the project's EncoderDecoder, teacher-forced (one module for train_tagger): seed 000's model at
+                  toy size, for what needs a decoder (heads-and-layers, ffn, exposure-bias)
+    seq2seq_batch a toy task as (src, tgt_in, tgt_out): tgt_in = <s> y, tgt_out = y </s> (the decoder's shift)
+    free_running  greedy decoding (decoding/greedy.py) of a batch, padded to the reference's length
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from scratchformer.training.loss import label_smoothed_loss
 
 PAD = 0
 FIRST_ID = 3  # ids 0, 1, 2 are <pad>, <s>, </s> in the project's vocabularies: the toy tokens start after them
-TASKS = ("copy", "reverse", "shift")
+TASKS = ("copy", "reverse", "shift", "add")
 
 
 @dataclass
@@ -100,6 +105,8 @@ def make_batch(task: str, batch: int, length: int | Sequence[int], vocab: int,
             targets[row, :n] = x.flip(0)
         elif task == "shift":
             targets[row, :n] = torch.cat([x[:1], x[:-1]])
+        elif task == "add":  # over the alphabet FIRST_ID .. vocab-1: (a + b) mod its size
+            targets[row, :n] = FIRST_ID + (x - FIRST_ID + x.flip(0) - FIRST_ID) % (vocab - FIRST_ID)
         else:
             raise ValueError(f"unknown toy task {task!r}; tasks: {', '.join(TASKS)}")
     return ids, targets
@@ -188,3 +195,55 @@ def write_numbers(out: Path, name: str, data: dict[str, Any]) -> Path:
 def pct(x: float) -> str:
     """0.934 -> '93.4%'."""
     return f"{100 * x:.1f}%"
+
+
+BOS, EOS = 1, 2  # the project's <s> and </s> ids (data/tokenizers.py)
+
+
+def seq2seq_config(vocab: int = 16, d_model: int = 64, n_heads: int = 4, layers: int = 2,
+                   **overrides: Any) -> ModelConfig:
+    """A small encoder-decoder for the toy tasks: `layers` encoder and `layers` decoder layers, no dropout."""
+    fields = dict(arch="encoder-decoder", src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=d_model,
+                  n_heads=n_heads, d_ff=2 * d_model, n_encoder_layers=layers, n_decoder_layers=layers, dropout=0.0,
+                  max_len=64, pad_id=PAD)
+    return ModelConfig(**{**fields, **overrides})
+
+
+class Seq2Seq(nn.Module):
+    """The EncoderDecoder of `config`, called with one (src (B, L_src), tgt_in (B, L_tgt)) pair -> logits
+    (B, L_tgt, V): teacher forcing, the decoder reads the reference shifted right (so train_tagger trains it)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.model = build_model(config)  # EncoderDecoder
+
+    def forward(self, pair: tuple[Tensor, Tensor]) -> Tensor:
+        src, tgt_in = pair
+        return self.model(src, tgt_in)  # (B, L_tgt, V)
+
+
+def seq2seq_batch(task: str, batch: int, length: int | Sequence[int], vocab: int,
+                  generator: torch.Generator) -> tuple[tuple[Tensor, Tensor], Tensor]:
+    """((src (B, L), tgt_in (B, L+1)), tgt_out (B, L+1)) of a toy task: tgt_in = <s> y, tgt_out = y </s>."""
+    src, y = make_batch(task, batch, length, vocab, generator)
+    lengths = (y != PAD).sum(1)  # (B,)
+    tgt_in = torch.cat([torch.full_like(y[:, :1], BOS), y], 1)  # (B, L+1)
+    tgt_out = torch.cat([y, torch.full_like(y[:, :1], PAD)], 1)  # (B, L+1)
+    tgt_out[torch.arange(len(y)), lengths] = EOS
+    return (src, tgt_in), tgt_out
+
+
+def free_running(model: Seq2Seq, src: Tensor, width: int) -> Tensor:
+    """Greedy decoding of src (B, L) (decoding/greedy.py: each step reads the model's own previous output), as
+    (B, width) ids, </s> included, PAD after it (a prediction that ends early or runs on differs there)."""
+    from scratchformer.decoding.greedy import greedy_decode  # late: the lab's taggers need no decoder
+
+    model.eval()
+    with torch.no_grad():
+        hyps = greedy_decode(model.model, src, max_len=width, bos=BOS, eos=EOS, pad=PAD)
+    out = torch.full((len(hyps), width), PAD, dtype=torch.long)
+    for row, ids in enumerate(hyps):
+        ids = [*ids, EOS][:width]
+        out[row, :len(ids)] = torch.tensor(ids)
+    return out

@@ -2,6 +2,7 @@
 
     LayerNorm  y = (x - mean) / sqrt(var + eps) * weight + bias, over the last dim (D)   (the paper, BERT, GPT-2)
     RMSNorm    y = x / sqrt(mean(x^2) + eps) * weight, over the last dim (D)             (Llama: no centring, no bias)
+    Seed000LayerNorm  y = weight * (x - mean) / (std + eps) + bias, std unbiased (/ (D-1))  (seed 000's own code)
     make_norm  a ModelConfig -> the norm its `norm_kind` names; every norm of a model is built here
     SublayerConnection, by `norm_placement` (Norm = the norm above, F = the sublayer):
         post     Norm(x + Dropout(F(x)))     the paper (default)
@@ -65,7 +66,29 @@ class RMSNorm(nn.Module):
         return self.weight * y.to(x.dtype)
 
 
-NORMS: dict[str, type[nn.Module]] = {"layer": LayerNorm, "rms": RMSNorm}  # norm_kind -> class (one table)
+class Seed000LayerNorm(nn.Module):
+    """Seed 000's hand-written LayerNorm, as its code has it: `a * (x - mean) / (std + eps) + b`, where
+    `x.std(-1)` is torch's default, the unbiased (Bessel-corrected, / (D-1)) standard deviation, and eps is added
+    to the std, not under the square root. Against LayerNorm: the output is smaller by sqrt((D-1)/D) (0.999 at
+    D=512) and eps acts differently near zero variance; both learn the same function up to weight. No torch kernel
+    computes it, so `fused` changes nothing (it is kept for set_fused). Seed 000's eps is 1e-6
+    (`layer_norm_eps=1e-6`)."""
+
+    def __init__(self, d_model: int, eps: float = 1e-5, fused: bool = True) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))  # the seed's a
+        self.bias = nn.Parameter(torch.zeros(d_model))  # the seed's b
+        self.eps = eps
+        self.fused = fused
+
+    def forward(self, x: Tensor) -> Tensor:  # (..., D) -> (..., D)
+        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+        std = x.std(dim=-1, keepdim=True)  # (..., 1), unbiased: sum of squares / (D - 1)
+        return self.weight * (x - mean) / (std + self.eps) + self.bias
+
+
+# norm_kind -> class (one table)
+NORMS: dict[str, type[nn.Module]] = {"layer": LayerNorm, "rms": RMSNorm, "seed000": Seed000LayerNorm}
 
 
 def make_norm(c: ModelConfig) -> nn.Module:

@@ -13,6 +13,7 @@ import hmac
 import importlib.resources
 import importlib.util
 import ipaddress
+import logging
 import re
 import time
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
 
+from scratchformer.data.language import wrong_pair
 from scratchformer.decoding.cancel import Cancelled
 from scratchformer.decoding.common import PAPER_EXTRA_LEN
 from scratchformer.decoding.sentences import split_sentences
@@ -32,6 +34,7 @@ from scratchformer.serve.bodies import ServeError, request_fields
 from scratchformer.serve.decoder import ALIASES, LANGUAGE_NAMES, Options, RunTranslator
 from scratchformer.serve.metrics import Metrics
 
+LOG = logging.getLogger("scratchformer.serve")  # no handler of ours: Python's last resort prints warnings to stderr
 PATHS = ("/", "/translate", "/languages", "/detect", "/health", "/metrics", "/attention", "/font.otf")
 
 
@@ -248,6 +251,9 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
         if auto:
             detected = {"confidence": 100.0, "language": settings.source}
             out["detectedLanguage"] = detected if single else [detected] * len(texts)
+        if warning := wrong_pair(texts, settings.source, settings.target):  # e.g. 我 爱 中国 to an en->zh model
+            out["warning"] = warning  # a field LibreTranslate clients ignore; its text is translate's line
+            LOG.warning("scratchformer serve: a /translate request: %s", warning)
         return JSONResponse(out)
 
     @app.post("/detect")
