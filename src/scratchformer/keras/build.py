@@ -5,10 +5,10 @@
     load_state(model, state)       our state dict (numpy arrays, torch names) -> the Keras variables
     from_run(run_dir)              config.json + model.safetensors (read with safetensors.numpy) -> the model
 
-Supported: arch encoder-decoder; every norm placement and norm kind (seed 000's LayerNorm too); sinusoidal, sinusoidal-concat and learned
-positions; all four activations, mlp and gated FFNs; biases on or off; tied or untied embeddings; d_k / d_v /
-n_kv_heads. Not (yet): rotary positions, the encoder-only and decoder-only architectures, BERT's token types and
-embedding norm, task heads.
+Supported: arch encoder-decoder; every norm placement and norm kind (seed 000's LayerNorm too); sinusoidal,
+sinusoidal-concat and learned positions; all four activations, mlp and gated FFNs; biases on or off; tied or untied
+embeddings; d_k / d_v / n_kv_heads. Not (yet): rotary positions, the encoder-only and decoder-only architectures,
+BERT's token types and embedding norm, task heads.
 """
 
 from __future__ import annotations
