@@ -114,9 +114,8 @@ def hf_route(auto: str, module: str, targets: bool) -> list[str]:
             "tok = AutoTokenizer.from_pretrained(DIR)", out_tok,
             "gen = model.generation_config  # the run's beam, length_penalty, max_length and ids",
             'alpha = json.load(open(DIR + "/decoding.json"))["alpha"]  # the run\'s GNMT length penalty', "", "",
+            "# scratchformer's search: a budget of source tokens + 50, the beam's finished hypotheses ranked by GNMT",
             "def translate(texts, beam=gen.num_beams):",
-            '    """scratchformer\'s search: a budget of source tokens + 50, and the beam\'s finished hypotheses '
-            'ranked by GNMT."""',
             '    batch = tok(texts, return_tensors="pt", padding=True, truncation=True)',
             "    budget = min(batch.input_ids.shape[1] + 50, gen.max_length - 1)",
             "    out = model.generate(**batch, num_beams=beam, num_return_sequences=beam, max_new_tokens=budget,",
@@ -256,9 +255,8 @@ def ct2_route(targets: bool) -> list[str]:
             "def gnmt(hypothesis):  # undo logP / |Y|^length_penalty, rank by logP / ((5 + |Y|) / 6)^alpha",
             "    tokens, score = hypothesis  # tokens end with </s> where it finished: |Y| counts it",
             '    return score * len(tokens) ** options["length_penalty"] / ((5 + len(tokens)) / 6) ** alpha', "", "",
+            "# scratchformer's search: a budget of source tokens + 50 each, the finished hypotheses ranked by GNMT",
             'def translate(texts, beam=options["beam_size"]):',
-            '    """scratchformer\'s search: a budget of source tokens + 50 each, the finished hypotheses ranked by '
-            'GNMT."""',
             "    tokens = [src.encode(t).tokens for t in texts]",
             "    outputs = [None] * len(texts)",
             "    for n in set(map(len, tokens)):  # one call per source length: translate_batch takes one budget",
