@@ -117,8 +117,8 @@ def hf_route(auto: str, module: str, targets: bool) -> list[str]:
             "# scratchformer's search: a budget of source tokens + 50, the beam's finished hypotheses ranked by GNMT",
             "def translate(texts, beam=gen.num_beams):",
             '    batch = tok(texts, return_tensors="pt", padding=True, truncation=True)',
-            "    budget = min(batch.input_ids.shape[1] + 50, gen.max_length - 1)",
-            "    out = model.generate(**batch, num_beams=beam, num_return_sequences=beam, max_new_tokens=budget,",
+            "    longest = min(batch.input_ids.shape[1] + 51, gen.max_length)  # the start symbol, source tokens + 50",
+            "    out = model.generate(**batch, num_beams=beam, num_return_sequences=beam, max_length=longest,",
             "                         output_scores=True, return_dict_in_generate=True)",
             "    ys = out.sequences[:, 1:]  # without the start symbol",
             "    if beam > 1:  # rank the n-best by GNMT: logP / ((5 + |Y|) / 6)^alpha, |Y| counting </s>",
@@ -180,7 +180,7 @@ def _notes(arch: str, folded: bool, hf: dict[str, Any], gen: dict[str, Any] | No
         *text_level_note(decoding, "`generate`"),
         "- **Maximum length.** Ours: source tokens + 50, at most the model's positions. generation_config.json can "
         f"only hold one `max_length` ({gen['max_length'] if gen else '?'}, the start symbol included): translate() "
-        "passes `max_new_tokens` (the batch's longest source + 50) to follow our rule.",
+        "passes its own (the batch's longest source + 50 + the start symbol) to follow our rule.",
         "- **Positions.** " + ("The run used the paper's interleaved sinusoids (sin, cos, sin, cos, ...); Marian "
                                "computes them concatenated ([sin ... | cos ...]). The two differ by a fixed "
                                "permutation of the model dimensions, folded exactly into the weights (embeddings, "
