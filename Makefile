@@ -71,7 +71,8 @@ $(CLIENTS_STAMP):
 	rm -f $(CLIENTS)/.installed-*
 	touch $@
 
-# Measured (docs/install.md): 69 s to build .venv-clients (1.4 GB, pip cache warm), 93 s for tests/clients on 2 cores.
+# Measured (docs/install.md): 69 s to build .venv-clients (1.4 GB, pip cache warm), 93 s for tests/clients on 2 cores;
+# test-clients-slow 5.2-6.5 min.
 test-clients: install $(CLIENTS_STAMP)
 	SCRATCHFORMER_CLIENT_PYTHON=$(abspath $(CLIENTS))/bin/python $(BIN)/python -m pytest tests/clients
 
