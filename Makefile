@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-$(SUM)
 # pytest workers (pytest-xdist): one per core, at most 4 (each test runs one torch thread)
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 
-.PHONY: install install-demo demo test test-kernels test-keras test-slow test-clients lint bench clean
+.PHONY: install install-demo demo test test-kernels test-keras test-slow test-clients test-clients-slow lint bench clean
 
 # What `make demo` needs, nothing more: torch (the CPU build) and the package with its own dependencies.
 $(DEMO_STAMP): pyproject.toml
@@ -71,8 +71,15 @@ $(CLIENTS_STAMP):
 	rm -f $(CLIENTS)/.installed-*
 	touch $@
 
+# Measured (docs/install.md): 69 s to build .venv-clients (1.4 GB, pip cache warm), 93 s for tests/clients on 2 cores;
+# test-clients-slow 5.2-6.5 min.
 test-clients: install $(CLIENTS_STAMP)
 	SCRATCHFORMER_CLIENT_PYTHON=$(abspath $(CLIENTS))/bin/python $(BIN)/python -m pytest tests/clients
+
+# The shipped models/en-zh through every client on 100 test sentences, printing how many outputs equal ours (greedy,
+# beam 4; the READMEs' translate() and the plain call): the figures of docs/export-clients.md.
+test-clients-slow: install $(CLIENTS_STAMP)
+	SCRATCHFORMER_CLIENT_PYTHON=$(abspath $(CLIENTS))/bin/python $(BIN)/python -m pytest -m slow -s tests/clients
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks scripts experiments

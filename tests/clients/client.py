@@ -3,14 +3,17 @@ scratchformer (an import of it fails here, and the test checks sys.modules at th
 
     python client.py {hf,optimum,ctranslate2,tokenizers} DIR INPUT.json  ->  stdout: one JSON object
 
-INPUT.json: {"texts": [...], "beams": [1, 4]}. Output: {"1": [translations], "4": [...]} (tokenizers:
-{"ids": [[source ids with the template's specials]], "decoded": [...]}, the files alone). Each client is used as
-its documentation says, with the folder's own settings (generation_config.json, translate_options.json)."""
+INPUT.json: {"texts": [...], "beams": [1, 4]}. Output: {"1": [translations], "4": [...], "plain-1": [...], ...}
+(tokenizers: {"ids": [[source ids with the template's specials]], "decoded": [...]}, the files alone). "1", "4":
+the folder's own README.md, run as printed: its ```python block defines translate(texts, beam), the route it
+tells a user to take (scratchformer's length budget, the n-best ranked by GNMT); "plain-1", "plain-4": the
+client's own call with the folder's settings alone (generation_config.json, translate_options.json)."""
 
 from __future__ import annotations
 
 import importlib.abc
 import json
+import re
 import sys
 
 
@@ -75,6 +78,18 @@ def _tokenizers(folder: str, texts: list[str]) -> dict:
     return {"ids": [e.ids for e in encodings], "decoded": [tok.decode(e.ids) for e in encodings]}
 
 
+def _readme_route(folder: str, texts: list[str], beams: list[int], batch: int) -> dict:
+    """translate() of the folder's README.md (its first python block, DIR set to the folder), on `texts`."""
+    with open(f"{folder}/README.md", encoding="utf-8") as f:
+        code = re.search(r"```python\n(.*?)```", f.read(), flags=re.S).group(1)
+    code, n = re.subn(r'^DIR = ".*$', f"DIR = {folder!r}", code, count=1, flags=re.M)
+    assert n == 1, "the README's snippet sets no DIR"
+    space: dict = {}
+    exec(compile(code, f"{folder}/README.md", "exec"), space)
+    translate = space["translate"]
+    return {str(b): sum((translate(texts[i:i + batch], b) for i in range(0, len(texts), batch)), []) for b in beams}
+
+
 def _exists(path: str) -> bool:
     import os
 
@@ -86,10 +101,10 @@ def main() -> None:
     with open(given, encoding="utf-8") as f:
         spec = json.load(f)
     texts, beams = spec["texts"], spec.get("beams", [1, 4])
-    if client in ("hf", "optimum"):
-        result = _hf(folder, texts, beams, optimum=client == "optimum")
-    elif client == "ctranslate2":
-        result = _ct2(folder, texts, beams)
+    if client in ("hf", "optimum", "ctranslate2"):
+        optimum = client == "optimum"
+        plain = _ct2(folder, texts, beams) if client == "ctranslate2" else _hf(folder, texts, beams, optimum)
+        result = {**_readme_route(folder, texts, beams, 20), **{f"plain-{b}": out for b, out in plain.items()}}
     else:
         result = _tokenizers(folder, texts)
     result["scratchformer_imported"] = "scratchformer" in sys.modules

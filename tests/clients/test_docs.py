@@ -1,6 +1,7 @@
 """docs/export-clients.md and its Chinese twin: every "# client: NAME" snippet runs as printed, with DIR set to
 an export of the small model (conftest.small), in a process without scratchformer, and prints our translation
-(beam 4, the folder's own settings) or the tokenizer's round trip."""
+(beam 4, the folder's own settings) or the tokenizer's round trip. The hf, optimum and ctranslate2 snippets are the
+exports' own READMEs' translate() (export/hf_card.py writes them), comments and DIR aside."""
 
 from __future__ import annotations
 
@@ -30,6 +31,22 @@ def snippets(doc: Path) -> dict[str, str]:
 @pytest.mark.parametrize("doc", DOCS, ids=["en", "zh"])
 def test_each_doc_has_a_snippet_per_client(doc):
     assert set(snippets(doc)) == set(FOLDERS)
+
+
+def _code(text: str) -> list[str]:
+    """The code lines, without comments, blank lines or the DIR line (what the Chinese twin or a README changes)."""
+    lines = [re.sub(r"\s+#.*$", "", line) for line in text.splitlines() if not line.lstrip().startswith("#")]
+    return [line for line in lines if line.strip() and not line.startswith("DIR = ")]
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=["en", "zh"])
+def test_client_snippets_are_the_exports_readme_code(doc):
+    from scratchformer.export.hf_card import ct2_route, hf_route
+
+    readme = {"hf": hf_route("AutoModelForSeq2SeqLM", "transformers", True),
+              "optimum": hf_route("ORTModelForSeq2SeqLM", "optimum.onnxruntime", True), "ctranslate2": ct2_route(True)}
+    for name, lines in readme.items():
+        assert _code(snippets(doc)[name]) == _code("\n".join(lines[1:-1])), name
 
 
 def _run(python: str, code: str, folder: Path, cwd: Path) -> list[str]:

@@ -7,6 +7,7 @@ AutoModelForSeq2SeqLM (encoder-decoder -> Marian), AutoModelForCausalLM (decoder
     DIR/tokenizer.json                   the input tokenizer (source; the only one of a decoder or encoder run)
     DIR/tokenizer_config.json            so that AutoTokenizer.from_pretrained(DIR) reads it
     DIR/target_tokenizer/                the target tokenizer, when it differs from the source one
+    DIR/decoding.json                    seq2seq: the run's decoding settings (its alpha: the card's GNMT ranking)
     DIR/README.md                        the model card (export/hf_card.py)
 
 The paper's interleaved sinusoids are folded into the weights as a fixed permutation of the D dimensions
@@ -28,6 +29,7 @@ from scratchformer.config import ModelConfig
 from scratchformer.config.decoding import DecodingConfig, length_penalty_for
 from scratchformer.data.tokenizers import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, SPECIALS, UNK, Tokenizer
 from scratchformer.errors import ConfigError
+from scratchformer.export import hf_card
 from scratchformer.export.hf_card import model_card
 from scratchformer.interop.hf_marian import interleaved_to_concat
 from scratchformer.interop.huggingface import check_expressible as check_config
@@ -210,4 +212,6 @@ def export(run: Run, out: Path, quantization: str | None = None, **options: Any)
     gen = generation_config(c, run.decoding.alpha, run.decoding.beam)
     if gen is not None:
         _write_json(out / "generation_config.json", gen)
+    if c.arch == "encoder-decoder":
+        hf_card.write_decoding(run, out)
     (out / "README.md").write_text(model_card(run, hf, gen, write_tokenizers(run, out)), encoding="utf-8")

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from scratchformer.config.decoding import DecodingConfig, length_penalty_for
 from scratchformer.data.corpus import CORPORA_DIR, bundled_corpora, corpus_languages
 from scratchformer.runs import Run
 from scratchformer.runs.metrics import read_records
+from scratchformer.runs.names import DECODING_FILE
 from scratchformer.runs.run import read_readme, setting_name
 
 SPDX = {"MPL-2.0": "mpl-2.0", "MIT": "mit", "Apache-2.0": "apache-2.0", "CC-BY-4.0": "cc-by-4.0",
@@ -85,26 +87,84 @@ def _yaml(run: Run, arch: str) -> list[str]:
     return [*lines, "---"]
 
 
+# Measured on the shipped models/en-zh (decoding.json alpha 1.5), its first 100 test sentences: how many outputs equal
+# scratchformer's own (greedy / beam 4). "route": the README's translate(), which gives the client scratchformer's
+# length budget and ranks the beam's finished hypotheses by GNMT; "plain": the client's call with the folder's
+# settings alone. Printed by tests/clients/test_clients.py's slow tests (its docstring has the command).
+# Tried on the way (generate, beam 4, ranked by GNMT): without our budget 99 (the one left runs into it);
+# length_penalty 1.0: 98, 0: 93, 1.5: 96 (the n-best then misses ours); early_stopping="never" at 1.25: 92 (the search
+# runs on and finds what GNMT prefers after ours stopped). translate_batch: one call per batch instead of per source
+# length 97, patience 2: 97.
+PARITY = {"generate": {"route": (100, 100), "plain": (100, 94)},  # transformers 5.25 and 4.57.6, Optimum 2.1 alike
+          "translate_batch": {"route": (100, 98), "plain": (100, 93)}}
+
+
+def write_decoding(run: Run, out: Path) -> None:
+    """decoding.json in an exported folder: the run's decoding settings in full (DecodingOptions' fields, as the run
+    folder's decoding.json holds them), which the README's snippet reads its alpha from."""
+    (out / DECODING_FILE).write_text(json.dumps(run.decoding.to_dict(), indent=2, ensure_ascii=False) + "\n",
+                                     encoding="utf-8")
+
+
+def hf_route(auto: str, module: str, targets: bool) -> list[str]:
+    """The README's Python for an encoder-decoder folder that transformers (`auto`, from `module`) loads: a
+    translate(texts, beam) with scratchformer's length budget and GNMT's ranking of the n-best."""
+    out_tok = ('out_tok = AutoTokenizer.from_pretrained(DIR + "/target_tokenizer")  # the target side\'s vocabulary'
+               if targets else "out_tok = tok  # one vocabulary for both sides")
+    return ["```python", "import json", "", "import torch",
+            *([f"from {module} import {auto}", "from transformers import AutoTokenizer"] if module != "transformers"
+              else [f"from transformers import {auto}, AutoTokenizer"]), "",
+            'DIR = "."  # this folder', f"model = {auto}.from_pretrained(DIR)",
+            "tok = AutoTokenizer.from_pretrained(DIR)", out_tok,
+            "gen = model.generation_config  # the run's beam, length_penalty, max_length and ids",
+            'alpha = json.load(open(DIR + "/decoding.json"))["alpha"]  # the run\'s GNMT length penalty', "", "",
+            "# scratchformer's search: a budget of source tokens + 50, the beam's finished hypotheses ranked by GNMT",
+            "def translate(texts, beam=gen.num_beams):",
+            '    batch = tok(texts, return_tensors="pt", padding=True, truncation=True)',
+            "    longest = min(batch.input_ids.shape[1] + 51, gen.max_length)  # the start symbol, source tokens + 50",
+            "    out = model.generate(**batch, num_beams=beam, num_return_sequences=beam, max_length=longest,",
+            "                         output_scores=True, return_dict_in_generate=True)",
+            "    ys = out.sequences[:, 1:]  # without the start symbol",
+            "    if beam > 1:  # rank the n-best by GNMT: logP / ((5 + |Y|) / 6)^alpha, |Y| counting </s>",
+            "        n = (ys != gen.eos_token_id).cumprod(1).sum(1) + (ys == gen.eos_token_id).any(1)",
+            "        logp = out.sequences_scores * n**gen.length_penalty  # Hugging Face's logP / |Y|^lp undone",
+            "        best = (logp / ((5 + n) / 6) ** alpha).view(len(texts), beam).argmax(1)",
+            "        ys = ys.view(len(texts), beam, -1)[torch.arange(len(texts)), best]",
+            "    return out_tok.batch_decode(ys, skip_special_tokens=True)", "", "",
+            'print(translate(["Click OK to print the table."]))  # beam=1: greedy', "```"]
+
+
+def parity_note(client: str, plain: str) -> str:
+    """What the README's route and the client's plain call give on the shipped model (PARITY)."""
+    route, bare = PARITY[client]["route"], PARITY[client]["plain"]
+    return (f"On the shipped models/en-zh (alpha 1.5, the first 100 test sentences) translate() gives "
+            f"scratchformer's own output for {route[0]} greedy and {route[1]} beam 4; {plain} alone, with this "
+            f"folder's settings, for {bare[0]} and {bare[1]}.")
+
+
 def _usage(arch: str, targets: bool) -> list[str]:
     auto = PIPELINES[arch][0]
+    tail = ["", "The tokenizers are plain `tokenizers` files; without AutoTokenizer load them as",
+            '`PreTrainedTokenizerFast(tokenizer_file="DIR/tokenizer.json", bos_token="<s>", eos_token="</s>", '
+            'pad_token="<pad>", unk_token="<unk>", split_special_tokens=True)`'
+            + (" (and the same with `DIR/target_tokenizer/tokenizer.json` for the outputs)." if targets else ".")]
+    if arch == "encoder-decoder":
+        return [*hf_route(auto, "transformers", targets), "",
+                "`model.generate(**batch)` alone decodes with generation_config.json (beam 4, the length penalty "
+                "below): the same greedy outputs, and mostly, not always, the same beam outputs. translate() makes "
+                "`generate` search as scratchformer does: it returns the beam's finished hypotheses "
+                "(num_return_sequences = num_beams), undoes Hugging Face's `|Y|^length_penalty` on their scores and "
+                "picks the best by GNMT's penalty with the run's alpha (decoding.json, this folder), within "
+                "scratchformer's length budget. " + parity_note("generate", "`generate(**batch)`")
+                + " In transformers 4.57.6 and 5.x alike; `translation` pipelines are gone in 5.x.", *tail]
     lines = ["```python", f"from transformers import {auto}, AutoTokenizer", "",
              f'model = {auto}.from_pretrained("DIR")', 'tok = AutoTokenizer.from_pretrained("DIR")']
-    if arch == "encoder-decoder":
-        lines += ['out_tok = AutoTokenizer.from_pretrained("DIR", subfolder="target_tokenizer")' if targets
-                  else "out_tok = tok  # one vocabulary for both sides",
-                  'batch = tok(["Click OK."], return_tensors="pt", padding=True, truncation=True)',
-                  "ids = model.generate(**batch)  # beam 4; num_beams=1 for greedy",
-                  "print(out_tok.batch_decode(ids, skip_special_tokens=True))"]
-    elif arch == "decoder":
+    if arch == "decoder":
         lines += ['ids = model.generate(**tok(["Open the"], return_tensors="pt"), max_new_tokens=20)',
                   "print(tok.batch_decode(ids, skip_special_tokens=True))"]
     else:
         lines += ['hidden = model(**tok(["Open the file."], return_tensors="pt")).last_hidden_state  # (1, L, D)']
-    lines += ["```", "", "The tokenizers are plain `tokenizers` files; without AutoTokenizer load them as",
-              '`PreTrainedTokenizerFast(tokenizer_file="DIR/tokenizer.json", bos_token="<s>", eos_token="</s>", '
-              'pad_token="<pad>", unk_token="<unk>", split_special_tokens=True)`'
-              + (" (and the same with `DIR/target_tokenizer/tokenizer.json` for the outputs)." if targets else ".")]
-    return lines
+    return [*lines, "```", *tail]
 
 
 def _notes(arch: str, folded: bool, hf: dict[str, Any], gen: dict[str, Any] | None,
@@ -115,16 +175,16 @@ def _notes(arch: str, folded: bool, hf: dict[str, Any], gen: dict[str, Any] | No
     lp, alpha = (gen["length_penalty"] if gen else None), decoding.alpha
     return [
         f"- **Length penalty.** Hugging Face ranks finished beams by `logP / |Y|^length_penalty`; scratchformer by "
-        f"GNMT's `logP / ((5 + |Y|) / 6)^alpha` (alpha {alpha}, the run's decoding.json or the default), |Y| "
+        f"GNMT's `logP / ((5 + |Y|) / 6)^alpha` (alpha {alpha}, the run's decoding.json, copied into this folder), |Y| "
         f"counting `</s>` in both. The two are different functions; `length_penalty={lp}` has the same slope in "
-        f"log |Y| as GNMT's alpha {alpha} at |Y| = 25 (alpha * |Y| / (5 + |Y|)), so beam outputs mostly, not "
-        "always, agree. Greedy search is the same algorithm on both sides (the same token ids). On the shipped "
-        "models/en-zh (alpha 1.5, 100 test sentences) `generate` equals scratchformer's search on 100 greedy and 94 "
-        "beam 4, in transformers 4.57.6 and 5.25 alike.",
+        f"log |Y| as GNMT's alpha {alpha} at |Y| = 25 (alpha * |Y| / (5 + |Y|)). Both searches expand the same beams "
+        "(the best by log-probability) and finish the same hypotheses, so ranking the returned ones by GNMT (the "
+        "snippet above) gives scratchformer's choice; what can still differ is a hypothesis one search finishes "
+        "after the other has stopped. Greedy search is the same algorithm on both sides (the same token ids).",
         *text_level_note(decoding, "`generate`"),
         "- **Maximum length.** Ours: source tokens + 50, at most the model's positions. generation_config.json can "
-        f"only hold one `max_length` ({gen['max_length'] if gen else '?'}, the start symbol included): pass "
-        "`max_new_tokens` (longest source of the batch + 50) to follow our rule.",
+        f"only hold one `max_length` ({gen['max_length'] if gen else '?'}, the start symbol included): translate() "
+        "passes its own (the batch's longest source + 50 + the start symbol) to follow our rule.",
         "- **Positions.** " + ("The run used the paper's interleaved sinusoids (sin, cos, sin, cos, ...); Marian "
                                "computes them concatenated ([sin ... | cos ...]). The two differ by a fixed "
                                "permutation of the model dimensions, folded exactly into the weights (embeddings, "
@@ -164,9 +224,10 @@ def model_card(run: Run, hf: dict[str, Any], gen: dict[str, Any] | None, tokeniz
 
 
 # What generate / translate_batch leave out of the run's decoding, measured on the shipped models/en-zh (decoding.json:
-# alpha 1.5, split_sentences, repair_copies): sacreBLEU (zh) on the first 300 test sentences, beam 4;
-# PYTHONPATH=src python tests/clients/measure_text_level.py prints them (greedy: 43.8 with, 40.3 without).
-TEXT_LEVEL_LOSS = {"sentences": 300, "full": 46.5, "search_only": 43.0}
+# alpha 1.5, split_sentences, repair_copies): sacreBLEU (zh) on the whole test split (1,000 sentences), beam 4;
+# PYTHONPATH=src python tests/clients/measure_text_level.py prints them (greedy: 47.1 with, 45.0 without; on the
+# first 300 sentences alone beam 4 gives 46.5 and 43.0).
+TEXT_LEVEL_LOSS = {"sentences": 1000, "full": 49.5, "search_only": 47.4, "greedy": (47.1, 45.0)}
 
 
 def text_level_note(decoding: DecodingConfig, client: str) -> list[str]:
@@ -175,9 +236,10 @@ def text_level_note(decoding: DecodingConfig, client: str) -> list[str]:
     if not steps:
         return []
     m = TEXT_LEVEL_LOSS
-    figure = (f" Measured on the shipped models/en-zh ({m['sentences']} test sentences, beam 4): BLEU {m['full']} "
-              f"with them, {m['search_only']} without, so {client} alone loses "
-              f"{round(m['full'] - m['search_only'], 1)} BLEU there." if m["full"] is not None else "")
+    figure = (f" Measured on the shipped models/en-zh (its whole test split, {m['sentences']:,} sentences, beam 4): "
+              f"BLEU {m['full']} with them, {m['search_only']} without, so {client} alone loses "
+              f"{round(m['full'] - m['search_only'], 1)} BLEU there (greedy: {m['greedy'][0]} and "
+              f"{m['greedy'][1]})." if m["full"] is not None else "")
     return [f"- **Text-level decoding.** The run's decoding.json also turns on {' and '.join(steps)}: scratchformer "
             "cuts each paragraph into its sentences and translates them one by one (split_sentences) and puts back "
             f"names and numbers the model miscopied from the source (repair_copies). {client} does neither: split "
@@ -185,39 +247,60 @@ def text_level_note(decoding: DecodingConfig, client: str) -> list[str]:
             + figure]
 
 
+def ct2_route(targets: bool) -> list[str]:
+    """The README's Python for a CTranslate2 folder: a translate(texts, beam) with scratchformer's length budget
+    (one translate_batch per source length: it takes one budget) and GNMT's ranking of the finished hypotheses."""
+    tgt = '"/target_tokenizer/tokenizer.json"' if targets else '"/tokenizer.json"'
+    return ["```python", "import json", "", "import ctranslate2", "from tokenizers import Tokenizer", "",
+            'DIR = "."  # this folder', "translator = ctranslate2.Translator(DIR)",
+            'src = Tokenizer.from_file(DIR + "/tokenizer.json")',
+            'src.encode_special_tokens = True  # a literal "<s>" in the text stays text (not kept in the file)',
+            f"tgt = Tokenizer.from_file(DIR + {tgt})",
+            'options = json.load(open(DIR + "/translate_options.json"))  # the run\'s beam, length_penalty, patience',
+            'alpha = json.load(open(DIR + "/decoding.json"))["alpha"]  # the run\'s GNMT length penalty', "", "",
+            "def gnmt(hypothesis):  # undo logP / |Y|^length_penalty, rank by logP / ((5 + |Y|) / 6)^alpha",
+            "    tokens, score = hypothesis  # tokens end with </s> where it finished: |Y| counts it",
+            '    return score * len(tokens) ** options["length_penalty"] / ((5 + len(tokens)) / 6) ** alpha', "", "",
+            "# scratchformer's search: a budget of source tokens + 50 each, the finished hypotheses ranked by GNMT",
+            'def translate(texts, beam=options["beam_size"]):',
+            "    tokens = [src.encode(t).tokens for t in texts]",
+            "    outputs = [None] * len(texts)",
+            "    for n in set(map(len, tokens)):  # one call per source length: translate_batch takes one budget",
+            "        rows = [i for i, t in enumerate(tokens) if len(t) == n]",
+            '        budget = min(options["max_decoding_length"], n + 51)  # + </s> + 50',
+            '        found = translator.translate_batch([tokens[i] for i in rows], **{**options, "beam_size": beam,',
+            '                                           "max_decoding_length": budget},',
+            '                                           num_hypotheses=round(beam * options["patience"]),',
+            "                                           return_scores=True, return_end_token=True)",
+            "        for i, r in zip(rows, found):",
+            "            best = max(zip(r.hypotheses, r.scores), key=gnmt)[0]",
+            "            outputs[i] = tgt.decode([tgt.token_to_id(t) for t in best])  # </s> and specials skipped",
+            "    return outputs", "", "",
+            'print(translate(["Click OK to print the table."]))  # beam=1: greedy', "```"]
+
+
 def client_readme(run: Run, fmt: str, tokenizer_dirs: list[str], options: dict[str, Any] | None = None) -> str:
     """README.md of an ONNX or CTranslate2 export: how to use it without scratchformer, the decoding settings it
     carries, and what the client cannot do."""
     d, name = run.decoding, run.path.name
     target = "target_tokenizer" in tokenizer_dirs
-    out_tok = 'DIR + "/target_tokenizer"' if target else "DIR"
     lp = length_penalty_for(d.alpha)
     if fmt == "onnx":
         title, client = "ONNX (Optimum's seq2seq layout)", "`generate`"
-        use = ["```python", "from optimum.onnxruntime import ORTModelForSeq2SeqLM",
-               "from transformers import AutoTokenizer", "", 'DIR = "."',
-               "model = ORTModelForSeq2SeqLM.from_pretrained(DIR)",
-               "tok = AutoTokenizer.from_pretrained(DIR)", f"out_tok = AutoTokenizer.from_pretrained({out_tok})",
-               'batch = tok(["Click OK."], return_tensors="pt", padding=True)',
-               "print(out_tok.batch_decode(model.generate(**batch), skip_special_tokens=True))  # beam 4",
-               "```", "", "generation_config.json carries the run's settings: num_beams 4, "
-               f"`length_penalty={lp}` (Hugging Face's `|Y|^length_penalty` with the slope of GNMT's alpha {d.alpha} "
-               f"at |Y| = 25), max_length {run.model_config.max_len + 1} (the start symbol included), the start, end "
-               "and pad ids; `<pad>` is never generated. Beam outputs mostly, not always, equal scratchformer's "
-               "(the two length penalties are different functions); greedy ones are the same ids. On the shipped "
-               "models/en-zh (alpha 1.5, 100 test sentences): identical to scratchformer's on 100 greedy, 94 beam 4 "
-               "(length_penalty 1.0 / 1.4 give 85 / 93 there)."]
+        use = [*hf_route("ORTModelForSeq2SeqLM", "optimum.onnxruntime", target), "",
+               "`pip install 'optimum[onnxruntime]'`. generation_config.json carries the run's settings: num_beams "
+               f"{d.beam}, `length_penalty={lp}` (Hugging Face's `|Y|^length_penalty` with the slope of GNMT's alpha "
+               f"{d.alpha} at |Y| = 25), max_length {run.model_config.max_len + 1} (the start symbol included), the "
+               "start, end and pad ids; `<pad>` is never generated; decoding.json is the run's own. "
+               "`model.generate(**batch)` alone gives the same greedy outputs as scratchformer and mostly, not "
+               "always, the same beam outputs (the two length penalties are different functions). translate() "
+               "searches as scratchformer does: the beam's finished hypotheses (num_return_sequences = num_beams), "
+               "Hugging Face's `|Y|^length_penalty` undone on their scores, the best by GNMT's penalty with the "
+               "run's alpha, within scratchformer's length budget (source tokens + 50). "
+               + parity_note("generate", "`generate(**batch)`")]
     else:
         title, client = "CTranslate2", "`translate_batch`"
-        use = ["```python", "import json", "import ctranslate2", "from tokenizers import Tokenizer", "",
-               'DIR = "."', "translator = ctranslate2.Translator(DIR)",
-               'src = Tokenizer.from_file(DIR + "/tokenizer.json")',
-               'src.encode_special_tokens = True  # a literal "<s>" in the text stays text (not kept in the file)',
-               f'tgt = Tokenizer.from_file({out_tok} + "/tokenizer.json")',
-               'options = json.load(open(DIR + "/translate_options.json"))',
-               'tokens = [src.encode(t).tokens for t in ["Click OK."]]',
-               "results = translator.translate_batch(tokens, **options)",
-               "print([tgt.decode([tgt.token_to_id(t) for t in r.hypotheses[0]]) for r in results])", "```", "",
+        use = [*ct2_route(target), "",
                "**Tokenizing without scratchformer.** CTranslate2 speaks token strings. `tokenizer.json` is a plain "
                "`tokenizers` file of the source side: `Tokenizer.from_file(...).encode(text).tokens` gives the "
                "pieces the model reads (it adds no `</s>`: CTranslate2 appends it itself, config.json's "
@@ -228,21 +311,15 @@ def client_readme(run: Run, fmt: str, tokenizer_dirs: list[str], options: dict[s
                "which also undoes the byte-level pieces. scratchformer's own tokenizer files (a wrapper around "
                "the same `tokenizers` JSON) are not needed.", "",
                "translate_options.json carries the run's settings as translate_batch's keywords: "
-               f"{json.dumps(options)}. CTranslate2 ranks finished beams by `logP / |Y|^length_penalty`, "
-               f"scratchformer by GNMT's `logP / ((5 + |Y|) / 6)^alpha` (alpha {d.alpha}); "
-               f"`length_penalty={lp}` has the same slope at |Y| = 25, and patience 2 lets CTranslate2 finish more "
-               "hypotheses before it stops: beam outputs mostly, not always, equal scratchformer's (greedy ones are "
-               "the same). On the shipped models/en-zh (alpha 1.5, 100 test sentences, beam 4): 92 identical with "
-               "these options (length_penalty 1.0: 84, 1.5: 87; patience 1: 80). For scratchformer's own ranking, "
-               "ask for the finished hypotheses and rank them by GNMT (96 of 100 there; the rest are hypotheses one "
-               "search finds after the other stopped):", "",
-               "```python", "a, beta = ALPHA, options[\"length_penalty\"]",
-               "found = translator.translate_batch(tokens, **options, num_hypotheses=8, return_scores=True, "
-               "return_end_token=True)",
-               "best = [max(zip(r.hypotheses, r.scores), key=lambda h: h[1] * len(h[0]) ** beta / ((5 + len(h[0])) "
-               "/ 6) ** a)[0] for r in found]  # then drop a final </s>", "```", "",
-               f"(ALPHA = {d.alpha}, the run's.) max_decoding_length is the model's max_len; scratchformer allows "
-               "source length + 50 (at most max_len): pass your own per batch to follow it."]
+               f"{json.dumps(options)}; decoding.json is the run's own. CTranslate2 ranks finished beams by "
+               f"`logP / |Y|^length_penalty`, scratchformer by GNMT's `logP / ((5 + |Y|) / 6)^alpha` (alpha "
+               f"{d.alpha}); `length_penalty={lp}` has the same slope at |Y| = 25. translate() asks for the finished "
+               "hypotheses (num_hypotheses = beam x patience; patience 3 lets CTranslate2 finish more of them before "
+               "it stops), undoes CTranslate2's normalisation and picks the best by GNMT, each sentence within "
+               "scratchformer's budget (source tokens + 50, at most the model's max_len). "
+               + parity_note("translate_batch", "`translate_batch(tokens, **options)`")
+               + " The beam sentences that still differ are hypotheses one search finishes after the other has "
+               "stopped (CTranslate2's rule and ours are different heuristics for alpha > 0)."]
     lines = [f"# {name}: {title}", "", f"Exported by `scratchformer export {name} --format {fmt}`; it loads "
              "without scratchformer.", "", "## Use", "", *use, "", "## What the client does not do", "",
              *(text_level_note(d, client) or ["- Nothing: the run's decoding.json turns on no text-level step."]),

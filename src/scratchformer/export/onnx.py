@@ -2,7 +2,8 @@
 
     export(run, out)                         out/encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx,
                                              config.json, generation_config.json, tokenizer.json (+ config,
-                                             target_tokenizer/), scratchformer_onnx.json, README.md
+                                             target_tokenizer/), scratchformer_onnx.json, decoding.json,
+                                             README.md
     Backend(run).search(src_ids, beam=4)     greedy or beam search on onnxruntime (CPUExecutionProvider)
 
 The folder is what Optimum's ORTModelForSeq2SeqLM.from_pretrained(out) loads: its file names, graph input and
@@ -64,6 +65,7 @@ def export(run: Run, out: Path, quantization: str | None = None, **options: obje
                                                                     run.decoding.alpha, run.decoding.beam))
     tokenizer_dirs = tokenizer_files(run, out)
     write_json(out / META, _meta(run, quantization or "float32"))
+    hf_card.write_decoding(run, out)
     (out / "README.md").write_text(hf_card.client_readme(run, "onnx", tokenizer_dirs), encoding="utf-8")
 
 
