@@ -53,17 +53,22 @@ def test_fully_masked_row_is_zero_and_has_finite_gradients():
         q.grad = None
 
 
+def same_random_affine(ours: nn.Module, weight: torch.Tensor, bias: torch.Tensor) -> None:
+    """Draw a reference norm's gain and bias at random and give ours the same."""
+    with torch.no_grad():
+        weight.normal_()
+        bias.normal_()
+        ours.weight.copy_(weight)
+        ours.bias.copy_(bias)
+
+
 def test_layernorm_by_hand_equals_torch():
     # outputs reach ~9, where 1e-6 is one ulp: another kernel's summation order (ATEN_CPU_CAPABILITY=default measured
     # 0.72 of it) could break an absolute-only bound, so rtol 1e-6 (~8 ulps) scales it; a wrong eps or mean moves ~1e-3
     torch.manual_seed(0)
     x = torch.randn(3, 5, 32) * 4 + 2
     ours, theirs = LayerNorm(32, eps=1e-5, fused=False), nn.LayerNorm(32, eps=1e-5)
-    with torch.no_grad():
-        theirs.weight.normal_()
-        theirs.bias.normal_()
-        ours.weight.copy_(theirs.weight)
-        ours.bias.copy_(theirs.bias)
+    same_random_affine(ours, theirs.weight, theirs.bias)
     torch.testing.assert_close(ours(x), theirs(x), atol=1e-6, rtol=1e-6)
     ours.fused = True
     torch.testing.assert_close(ours(x), theirs(x), atol=1e-6, rtol=1e-6)
@@ -102,11 +107,7 @@ def test_seed000_layernorm_is_the_seeds_formula_and_differs_from_the_papers():
     x = torch.randn(3, 5, 32) * 4 + 2
     seed, ours = SeedLayerNorm(32), make_norm(ModelConfig(d_model=32, norm_kind="seed000", layer_norm_eps=1e-6))
     assert isinstance(ours, Seed000LayerNorm) and ours.eps == 1e-6
-    with torch.no_grad():
-        seed.a.normal_()
-        seed.b.normal_()
-        ours.weight.copy_(seed.a)
-        ours.bias.copy_(seed.b)
+    same_random_affine(ours, seed.a, seed.b)
     torch.testing.assert_close(ours(x), seed(x), atol=1e-6, rtol=1e-6)
     # against the paper's (biased variance, eps under the root): before the affine, smaller by sqrt((D-1)/D)
     plain, paper = Seed000LayerNorm(32, eps=0.0), LayerNorm(32, eps=0.0)
