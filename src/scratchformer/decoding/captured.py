@@ -155,14 +155,15 @@ class CapturedSteps:
             self.cross += [k.contiguous(), v.contiguous()]
         self.src_mask = src_mask.contiguous()  # AOTInductor reads its inputs as contiguous: no strided views
         # The capacity starts small and doubles when full (a dynamic dimension: no recompile), so that each step's
-        # attention reads about the filled part rather than the length limit's worth of positions.
+        # attention reads about the filled part rather than the length limit's worth of positions. Zeros, not
+        # empty: masked positions still enter the attention's sums (as -inf), and garbage may be NaN.
         rows, shape = memory.size(0) * group, (c.n_heads, min(max(capacity, 2), START), c.head_dim_k)
-        # zeros, not empty: masked positions still enter the attention's sums (as -inf), and garbage may be NaN
-        self.selfs = [memory.new_zeros(rows, *shape) for _ in range(2 * c.n_decoder_layers)]
+        self._full = [memory.new_zeros(rows, *shape) for _ in range(2 * c.n_decoder_layers)]
+        self._other: list[Tensor] | None = None  # a second set of the same shape, for reorders (made on the first)
+        self.selfs = list(self._full)  # what the step reads and writes: the first rows of _full (contiguous)
         self.positions = torch.arange(max(capacity, 2), device=memory.device)
         self.sents = torch.arange(memory.size(0), device=memory.device)
         self.length = 0  # positions filled
-        self._spare: list[Tensor] = []
 
     def __enter__(self) -> CapturedSteps:
         return self
@@ -185,22 +186,25 @@ class CapturedSteps:
         return logits
 
     def _grow(self, capacity: int) -> None:
-        n = self.length
-        grown = [c.new_zeros(c.size(0), c.size(1), capacity, c.size(3)) for c in self.selfs]
+        n, rows = self.length, self.selfs[0].size(0)
+        grown = [c.new_zeros(rows, c.size(1), capacity, c.size(3)) for c in self._full]  # rows never grow back
         for old, new in zip(self.selfs, grown):
-            new[:, :, :n] = old[:, :, :n]
-        self.selfs, self._spare = grown, []
+            new[:rows, :, :n] = old[:, :, :n]
+        self._full, self._other = grown, None
+        self.selfs = [c[:rows] for c in grown]
 
     def _select(self, index: Tensor) -> None:
-        """Rows `index` of the caches (beams reordered, finished sentences out): the filled part, into spare
-        buffers of the same shape (no allocation per beam step), as model/attention.py's KVCache.reorder."""
-        n, shrink = self.length, index.numel() < self.selfs[0].size(0)
-        shape = (index.numel(), *self.selfs[0].shape[1:])
-        spare = self._spare if self._spare and self._spare[0].shape == shape else [
-            self.selfs[0].new_zeros(shape) for _ in self.selfs]
-        for old, new in zip(self.selfs, spare):
-            torch.index_select(old[:, :, :n], 0, index, out=new[:, :, :n])
-        self._spare, self.selfs = (self.selfs if not shrink else []), spare
+        """Rows `index` of the caches (beams reordered, finished sentences out): the filled part, gathered into the
+        first rows of the other buffer set (as model/attention.py's KVCache.reorder: no allocation per step; a
+        prefix of rows stays contiguous, so fewer rows need no new buffers either)."""
+        n, m = self.length, index.numel()
+        shrink = m < self.selfs[0].size(0)
+        if self._other is None:
+            self._other = [torch.zeros_like(c) for c in self._full]
+        for old, new in zip(self.selfs, self._other):
+            torch.index_select(old[:, :, :n], 0, index, out=new[:m, :, :n])
+        self._full, self._other = self._other, self._full
+        self.selfs = [c[:m] for c in self._full]
         if shrink:
             sentences = index[:: self.group] // self.group  # (N' / G,) rows stay within their sentence
             self.cross = [c.index_select(0, sentences) for c in self.cross]
