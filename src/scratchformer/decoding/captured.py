@@ -34,7 +34,7 @@ from scratchformer.decoding.fast_step import LeanDecoder
 from scratchformer.model.transformer import EncoderDecoder
 
 START = 32  # positions a static cache holds at first (it doubles when full)
-MIN_ROWS = 2  # torch.export specialises a dimension seen as 1: the example has 2 rows and 2 positions
+MIN_ROWS = 2  # torch.export specialises a dimension seen as 1: the example has 2 sentences (and 16 positions)
 
 
 def unavailable(model: nn.Module) -> str | None:
@@ -43,7 +43,7 @@ def unavailable(model: nn.Module) -> str | None:
     if not compiler_available():
         return "no C++ compiler"
     if not isinstance(model, EncoderDecoder) or StaticStep.for_model(model) is None:
-        return "the model has a part the lean step does not cover (rope, GQA, RMSNorm, hooks, int8 ...)"
+        return "the model has a part the lean step does not cover (rope, GQA, RMSNorm, hooks ...)"
     if next(model.parameters()).device.type != "cpu":
         return "not on the CPU"
     return None
@@ -84,8 +84,8 @@ class StaticStep(nn.Module):
 
         def self_attn(y: Tensor, a: nn.Module, sk: Tensor, sv: Tensor) -> Tensor:
             q, k, v = a.w_qkv.forward(y).view(n, 1, 3, h, d).permute(2, 0, 3, 1, 4).unbind(0)  # (N, h, 1, d)
-            sk.index_copy_(2, pos, k.contiguous())  # contiguous: inductor 2.13 misreads a strided source here
-            sv.index_copy_(2, pos, v.contiguous())
+            sk.index_copy_(2, pos, k)  # in place: the caller's cache tensors are the graph's inputs
+            sv.index_copy_(2, pos, v)
             out = F.scaled_dot_product_attention(q, sk, sv, attn_mask=visible)  # (N, h, 1, d)
             return a.w_o.forward(out.transpose(1, 2).reshape(n, 1, h * d))
 
