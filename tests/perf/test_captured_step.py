@@ -58,9 +58,29 @@ def test_greedy_tokens_and_logits_equal_the_eager_step(run, package, monkeypatch
 
 @needs_compiler
 @pytest.mark.slow
+def test_the_tuned_package_for_few_rows_gives_the_same_tokens(run, package, tmp_path, monkeypatch):
+    """max-autotune's package serves calls of at most SMALL_ROWS rows: 5 sentences start on the other one and
+    finish on it."""
+    monkeypatch.setattr(captured, "START", 4)
+    small = captured.compile_step(captured.StaticStep.for_model(run.model, 1), tmp_path / "small.pt2", tuned=True)
+    step = captured.by_rows(captured.load_step(small), captured.load_step(package))
+    src = _sources(run)
+    eager = greedy_decode(run.model, src, max_len=40, return_logits=True)
+    fast = greedy_decode(run.model, src, max_len=40, return_logits=True, captured=step)
+    assert fast.tokens == eager.tokens
+    torch.testing.assert_close(fast.logits, eager.logits, rtol=0, atol=1e-5)
+    alone = [greedy_decode(run.model, [s], max_len=40, captured=step)[0] for s in src]
+    assert alone == eager.tokens
+
+
+@needs_compiler
+@pytest.mark.slow
 def test_beam4_hypotheses_equal_the_eager_step(run, tmp_path, monkeypatch):
     monkeypatch.setattr(captured, "START", 4)
-    step = captured.load_step(captured.compile_step(captured.StaticStep.for_model(run.model, 4), tmp_path / "s.pt2"))
+    static = captured.StaticStep.for_model(run.model, 4)
+    large = captured.load_step(captured.compile_step(static, tmp_path / "s.pt2"))
+    small = captured.load_step(captured.compile_step(static, tmp_path / "small.pt2", tuned=True))  # one sentence
+    step = captured.by_rows(small, large, 4)  # a batch ends on the small one, a sentence alone runs on it
     for src in (_sources(run), _sources(run)[:1]):
         eager = beam_search(run.model, src, beam_size=4, max_len=30, n_best=4)
         fast = beam_search(run.model, src, beam_size=4, max_len=30, n_best=4, captured=step)
@@ -74,8 +94,8 @@ def test_step_captured_compiles_once_into_the_private_cache_and_auto_then_uses_i
                                                                                   monkeypatch, capsys):
     compiles = []
 
-    def fake_compile(step, path):  # the fixture's package (same weights, one row per sentence): no second compile
-        compiles.append(step.group)
+    def fake_compile(step, path, tuned=False):  # the fixture's package (same weights, one row per sentence)
+        compiles.append((step.group, tuned))
         shutil.copy(package, path)
         return path
 
@@ -83,12 +103,12 @@ def test_step_captured_compiles_once_into_the_private_cache_and_auto_then_uses_i
     monkeypatch.setattr(autotune, "TUNER", autotune.Tuner(private_home / "autotune.json"))  # off (the suite's env)
     options = run.decoding.pick(beam=1, step="captured")
     first = Translator(run, options).translate(TEXTS)
-    assert compiles == [1]
+    assert compiles == [(1, False), (1, True)]  # any rows, and tuned for few rows
     err = capsys.readouterr().err
     assert err.count("compiling the decoding step") == 1 and str(private_home / "cache" / "scratchformer") in err
     folder = next((private_home / "cache" / "scratchformer").glob("captured-*"))
     assert (folder.parent.stat().st_mode & 0o777) == 0o700
-    assert Translator(run, options).translate(TEXTS) == first and compiles == [1]  # cached: loaded, not compiled
+    assert Translator(run, options).translate(TEXTS) == first and len(compiles) == 2  # cached: loaded
     assert Translator(run, options.pick(step="eager")).translate(TEXTS) == first
     # auto: the package is used once autotune recorded it as faster here (never measured -> eager)
     auto = Translator(run, options.pick(step="auto"))
@@ -97,7 +117,7 @@ def test_step_captured_compiles_once_into_the_private_cache_and_auto_then_uses_i
     key = torch_engine.CapturedStepCache(run.model, "auto").shapes(1)
     monkeypatch.setattr(autotune.TUNER, "recorded", lambda decision, shapes: "captured" if shapes == key else None)
     auto = Translator(run, options.pick(step="auto"))
-    assert auto.backend.captured(1) is not None and auto.translate(TEXTS) == first and compiles == [1]
+    assert auto.backend.captured(1) is not None and auto.translate(TEXTS) == first and len(compiles) == 2
 
 
 def test_auto_never_compiles(run, private_home, monkeypatch):

@@ -2,8 +2,10 @@
 a static KV cache, with no Python between its kernels.
 
     step = StaticStep.for_model(model, group)       # None when fast_step.py's lean step does not cover the model
-    path = compile_step(step, package_path)          # torch.export + AOTInductor, frozen weights: 10-70 s once
-    steps = CapturedSteps(model, load_step(path), memory, src_mask, capacity, group)  # Seq2SeqSteps' contract
+    path = compile_step(step, package_path)          # torch.export + AOTInductor, frozen weights: ~20 s once
+    small = compile_step(step, other_path, tuned=True)  # max-autotune's C++ GEMMs, for few rows: ~2 min once
+    fn = by_rows(load_step(small), load_step(path), group)  # the tuned package for few rows, the other above
+    steps = CapturedSteps(model, fn, memory, src_mask, capacity, group)  # Seq2SeqSteps' contract
 
 The static cache (gpt-fast's, Hugging Face's StaticCache): one preallocated (N, h, C, d) key and value tensor per
 decoder layer, which the graph writes in place with `index_copy_` at the step's position; the new row attends to
@@ -34,6 +36,7 @@ from scratchformer.decoding.fast_step import LeanDecoder
 from scratchformer.model.transformer import EncoderDecoder
 
 START = 32  # positions a static cache holds at first (it doubles when full)
+SMALL_ROWS = 4  # most rows the tuned package serves in greedy search (by_rows): 1.44x at 4 rows, 0.87x at 8
 MIN_ROWS = 2  # torch.export specialises a dimension seen as 1: the example has 2 sentences (and 16 positions)
 
 
@@ -117,23 +120,47 @@ class StaticStep(nn.Module):
         mask = torch.ones(sentences, 1, 1, src_len, dtype=torch.bool)
         return (torch.ones(n, 1, dtype=torch.long), torch.tensor([1]), mask, *cross, *selfs)
 
-    def dynamic_shapes(self) -> tuple:
+    def dynamic_shapes(self, one_sentence: bool = False) -> tuple:
+        """Rows (sentences x group), source length and capacity dynamic; one_sentence: rows fixed at one sentence."""
         dim = torch.export.Dim
         b, s, c = dim("sentences", min=1, max=4096), dim("src_len", min=1, max=4096), dim("capacity", min=2, max=4096)
-        n = b * self.group if self.group > 1 else b
+        if one_sentence:
+            b = None
+        n = b * self.group if b is not None and self.group > 1 else b
         cross = [{0: b, 2: s}] * (2 * self.n_layers)
         selfs = [{0: n, 2: c}] * (2 * self.n_layers)
-        return ({0: n}, None, {0: b, 3: s}, (*cross, *selfs))  # *caches: one tuple
+        return ({0: n}, None, {0: b, 3: s}, (*cross, *selfs))  # *caches: one tuple; a None size stays as given
 
 
-def compile_step(step: StaticStep, package_path: Path) -> Path:
+def compile_step(step: StaticStep, package_path: Path, tuned: bool = False) -> Path:
     """torch.export the step with dynamic rows / source length / capacity, then AOTInductor with frozen weights,
-    into `package_path` (a .pt2 file)."""
+    into `package_path` (a .pt2 file). tuned: max-autotune, which times inductor's C++ micro-GEMM against ATen's
+    for each Linear at the example's rows and mostly keeps the C++ one: ~2x faster for 1-2 rows, slower from about
+    8 (benchmarks/RESULTS.md); `by_rows` uses it for few rows only. With beams (group > 1) its rows are one
+    sentence's, fixed, so that the GEMMs are timed at the rows they will run."""
+    configs = {"freezing": True}
+    if tuned:
+        configs.update(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN")
+    one = tuned and step.group > 1
     with torch.no_grad():  # not inference_mode: export refuses inference tensors
-        exported = torch.export.export(step, step.example(), dynamic_shapes=step.dynamic_shapes())
+        example = step.example(sentences=1) if one else step.example()
+        exported = torch.export.export(step, example, dynamic_shapes=step.dynamic_shapes(one_sentence=one))
         path = torch._inductor.aoti_compile_and_package(exported, package_path=str(package_path),
-                                                        inductor_configs={"freezing": True})
+                                                        inductor_configs=configs)
     return Path(path)
+
+
+def by_rows(small: Callable[..., Tensor] | None, large: Callable[..., Tensor], group: int = 1) -> Callable[..., Tensor]:
+    """One step from two packages of the same step: `small` (compiled `tuned`) for calls of at most SMALL_ROWS rows
+    (greedy: a sentence alone, the last sentences of a batch) or, with beams, of one sentence; `large` for more."""
+    if small is None:
+        return large
+    most = SMALL_ROWS if group == 1 else group
+
+    def step(tok: Tensor, *rest: Tensor) -> Tensor:
+        return (small if tok.size(0) <= most else large)(tok, *rest)
+
+    return step
 
 
 def load_step(package_path: Path) -> Callable[..., Tensor]:

@@ -4,8 +4,9 @@ Its decoding step (`step`, config/decoding.py): eager, the lean step (decoding/f
 compiled ahead with AOTInductor (decoding/captured.py); auto, the captured step only where a package is already
 cached and autotune measured it faster here. A package is compiled only under `step: captured`, with one line
 saying so, into this user's cache (runs/cache.py: $XDG_CACHE_HOME/scratchformer, 0700, written atomically, content
-hashed), one per CPU flags, torch version, weights digest and rows per sentence (1 for greedy, the beam width);
-rows, source length and capacity are dynamic dimensions of each package. Packages are only ever loaded from there,
+hashed), one per CPU flags, torch version, weights digest and rows per sentence (1 for greedy, the beam width),
+each holding two packages of the same step: one tuned for a few rows, one for any; rows, source length and capacity
+are dynamic dimensions of both. Packages are only ever loaded from there,
 under a name made from our own digest of the weights. Anything that fails runs the eager step, with one line.
 """
 
@@ -16,6 +17,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,8 +31,9 @@ from scratchformer.export.formats import weights_digest
 from scratchformer.runs import Run
 from scratchformer.runs.cache import find_private, private_cache, user_cache_dir
 
-PACKAGE = "step.pt2"
-FORMAT = 1  # of the packages' layout; part of every key
+PACKAGE = "step.pt2"  # any row count
+SMALL = "step-small.pt2"  # tuned for few rows (captured.by_rows)
+FORMAT = 2  # of the packages' layout; part of every key
 SENTENCES = (1, 32)  # the batch sizes autotune times the two steps at
 
 
@@ -78,11 +81,16 @@ class CapturedStepCache:
             if folder is None:
                 step = captured.StaticStep.for_model(self.model, group)
                 say(f"compiling the decoding step for {group} row(s) per sentence with AOTInductor (once; about "
-                    f"10-70 s) into {user_cache_dir() / name}")
+                    f"1-3 minutes) into {user_cache_dir() / name}")
                 start = time.perf_counter()
-                folder = private_cache(name, stamp, lambda tmp: captured.compile_step(step, tmp / PACKAGE))
+
+                def write(tmp: Path) -> None:
+                    captured.compile_step(step, tmp / PACKAGE)
+                    captured.compile_step(step, tmp / SMALL, tuned=True)
+
+                folder = private_cache(name, stamp, write)
                 say(f"compiled in {time.perf_counter() - start:.0f} s")
-            fn = captured.load_step(folder / PACKAGE)
+            fn = captured.by_rows(captured.load_step(folder / SMALL), captured.load_step(folder / PACKAGE), group)
         except Exception as e:  # noqa: BLE001 - any failure of the optional fast path: the eager step, one line
             first = (str(e).splitlines() or [""])[0][:160]
             say(f"the captured decoding step failed ({type(e).__name__}: {first}); decoding with the eager step")
