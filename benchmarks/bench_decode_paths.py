@@ -12,8 +12,8 @@ took are printed) and scratchformer's CTranslate2 engine (float32, in a child pr
 and beam 4 at batch 32 (all `--sentences`) and at batch 1 (the first `--batch1-sentences`). Also: the share of
 sentences whose lean and captured outputs equal the modules' output (the target is all of them). `--no-captured`
 leaves the captured column out (no compiler, or no time to compile). `--identity N`: instead, the first N test
-sentences translated once with the eager and once with the captured step (greedy and beam 4, batch 32): how many
-outputs are identical, and both BLEU scores.
+sentences translated once with the eager and once with the captured step (greedy and beam 4, batch 32, or
+`--identity-batch`): how many outputs are identical, and both BLEU scores.
 """
 
 from __future__ import annotations
@@ -44,12 +44,14 @@ def main() -> None:
     p.add_argument("--cells", default="greedy-32,greedy-1,beam4-32,beam4-1", help="which cells, comma-separated")
     p.add_argument("--identity", type=int, default=0, metavar="N", help="eager vs captured outputs and BLEU on N "
                    "test sentences (no timing)")
+    p.add_argument("--identity-batch", type=int, default=32, metavar="B", help="the batch size of --identity")
     args = p.parse_args()
     threads = setup_threads(args.threads)
     run = load_run(args.run_dir)
     corpus = run.train_config.corpus if run.train_config else "en-zh"
     if args.identity:
-        return identity(run, load_pairs(corpus, "test", on_error="skip")[: args.identity], threads)
+        return identity(run, load_pairs(corpus, "test", on_error="skip")[: args.identity], threads,
+                        args.identity_batch)
     texts = [s for s, _ in load_pairs(corpus, "test", on_error="skip")[: args.sentences]]
     workers = {}
     try:  # CTranslate2 patience 2, as bench_engines.py
@@ -110,19 +112,19 @@ def main() -> None:
         worker.close()
 
 
-def identity(run, pairs: list[tuple[str, str]], threads: int) -> None:
-    """Eager and captured outputs of `pairs`' sources, greedy and beam 4 at batch 32: identical count and BLEU."""
+def identity(run, pairs: list[tuple[str, str]], threads: int, batch: int = 32) -> None:
+    """Eager and captured outputs of `pairs`' sources, greedy and beam 4 at `batch`: identical count and BLEU."""
     from scratchformer.evaluation.metrics import bleu
 
     texts, refs = [s for s, _ in pairs], [t for _, t in pairs]
     for beam in (1, 4):
-        out = {step: Translator(run, DecodingOptions(beam=beam, batch_size=32, step=step)).translate(texts)
+        out = {step: Translator(run, DecodingOptions(beam=beam, batch_size=batch, step=step)).translate(texts)
                for step in ("eager", "captured")}
         same = sum(a == b for a, b in zip(out["eager"], out["captured"]))
         scores = {step: bleu(hyps, refs)["score"] for step, hyps in out.items()}
         emit(f"decode paths: {'greedy' if beam == 1 else f'beam {beam}'}, captured vs eager outputs", "BLEU",
              scores["captured"], scores["eager"], "the eager (lean) step",
-             note=f"identical outputs: {same} of {len(texts)}", threads=threads, sentences=len(texts))
+             note=f"identical outputs: {same} of {len(texts)}", threads=threads, sentences=len(texts), batch=batch)
 
 
 if __name__ == "__main__":

@@ -125,11 +125,11 @@ class StaticStep(nn.Module):
         dim = torch.export.Dim
         b, s, c = dim("sentences", min=1, max=4096), dim("src_len", min=1, max=4096), dim("capacity", min=2, max=4096)
         if one_sentence:
-            b = None
-        n = b * self.group if b is not None and self.group > 1 else b
+            b = dim.STATIC
+        n = b * self.group if b is not dim.STATIC and self.group > 1 else b
         cross = [{0: b, 2: s}] * (2 * self.n_layers)
         selfs = [{0: n, 2: c}] * (2 * self.n_layers)
-        return ({0: n}, None, {0: b, 3: s}, (*cross, *selfs))  # *caches: one tuple; a None size stays as given
+        return ({0: n}, None, {0: b, 3: s}, (*cross, *selfs))  # *caches: one tuple
 
 
 def compile_step(step: StaticStep, package_path: Path, tuned: bool = False) -> Path:
@@ -140,7 +140,8 @@ def compile_step(step: StaticStep, package_path: Path, tuned: bool = False) -> P
     sentence's, fixed, so that the GEMMs are timed at the rows they will run."""
     configs = {"freezing": True}
     if tuned:
-        configs.update(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN")
+        configs.update(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN",
+                       autotune_num_choices_displayed=0)  # its timing tables on stderr: the caller says one line
     one = tuned and step.group > 1
     with torch.no_grad():  # not inference_mode: export refuses inference tensors
         example = step.example(sentences=1) if one else step.example()
