@@ -152,7 +152,7 @@ class Tuner:
         path = self._file()
         choices = {**self._read(), key: entry}
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the user cache folder: 0700, as runs/cache.py
             fd, tmp = tempfile.mkstemp(prefix=".autotune.", suffix=".json", dir=path.parent)
             try:
                 with os.fdopen(fd, "w") as f:
