@@ -35,12 +35,13 @@ from scratchformer.runs import load_run
 from scratchformer.serve.metrics import quantile
 
 
-def start(run_dir: Path, threads: int, wait_ms: float, beam: int) -> tuple[subprocess.Popen, int]:
+def start(run_dir: Path, threads: int, wait_ms: float, beam: int, step: str = "auto") -> tuple[subprocess.Popen, int]:
     """`scratchformer serve` on 127.0.0.1 and a free port, in a child process; (process, port) once it listens."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     proc = subprocess.Popen([sys.executable, "-m", "scratchformer", "serve", str(run_dir), "--host", "127.0.0.1",
                              "--port", "0", "--threads", str(threads), "--batch-wait-ms", str(wait_ms), "--beam",
-                             str(beam)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                             str(beam), "--step", step], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
     for line in proc.stderr:
         if " on http://" in line:
             threading.Thread(target=proc.stderr.read, daemon=True).start()  # drain the rest
@@ -129,6 +130,8 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=10.0, help="seconds of load per level (each mode, each count)")
     p.add_argument("--clients", default="1,4,16,64", help="concurrent client counts, comma-separated")
     p.add_argument("--beam", type=int, default=4, help="the server's beam (default 4, as `translate`)")
+    p.add_argument("--step", default="auto", help="the server's --step: auto, eager or captured (compiled at start-up "
+                   "unless this user's cache has it)")
     p.add_argument("--wait-ms", type=float, default=10.0, help="--batch-wait-ms with batching on")
     args = p.parse_args()
     threads = setup_threads(args.threads)
@@ -137,7 +140,7 @@ def main() -> None:
     sentences = [s for s, _ in load_pairs("en-zh", "test", on_error="skip")]
     table = []
     for mode, wait in (("batching on", args.wait_ms), ("batching off", 0.0)):
-        proc, port = start(args.run_dir, threads, wait, args.beam)
+        proc, port = start(args.run_dir, threads, wait, args.beam, args.step)
         try:
             level(port, sentences, 1, min(2.0, seconds))  # warm-up: first calls, allocator, caches
             rows = [level(port, sentences, n, seconds) for n in counts]
@@ -149,7 +152,8 @@ def main() -> None:
         for row in rows:
             row["mode"], row["x_sequential"] = mode, row["sentences_s"] / rows[0]["sentences_s"]
             table.append(row)
-    log(f"bench_serve: {args.run_dir.name}, beam {args.beam}, {threads} server thread(s), {seconds:g} s per level")
+    log(f"bench_serve: {args.run_dir.name}, beam {args.beam}, --step {args.step}, {threads} server thread(s), "
+        f"{seconds:g} s per level")
     log("| mode | clients | requests/s | sentences/s | x sequential | p50 s | p95 s | p99 s | errors | requests "
         "per batch |")
     for r in table:
@@ -157,17 +161,18 @@ def main() -> None:
             f"{r['x_sequential']:.2f}x | {r['p50']:.3f} | {r['p95']:.3f} | {r['p99']:.3f} | {r['errors']} | "
             f"{r['per_batch']:.1f} |")
     log(f"bench_serve: one sentence at a time, {cost['http']:.3f} s over HTTP, {cost['direct']:.3f} s in-process")
-    report(table, args.beam, threads)
+    report(table, args.beam, threads, args.step)
     emit("serve: one sentence at a time over HTTP vs translate_texts in-process", "s/sentence", cost["http"],
          cost["direct"], "in-process", higher_is_better=False, note=f"beam {args.beam}, {threads} thread(s); "
          "8 test sentences, interleaved, batching off")
 
 
-def report(table: list[dict], beam: int, threads: int) -> None:
+def report(table: list[dict], beam: int, threads: int, step: str = "auto") -> None:
     """One JSON figure per mode and level; the targets on the batching-on rows at 16 and 64 clients."""
     for r in table:
         name = f"serve {r['mode']}, {r['clients']} client(s)"
-        note = (f"beam {beam}, {threads} thread(s); p50/p95/p99 {r['p50']:.2f}/{r['p95']:.2f}/{r['p99']:.2f} s, "
+        note = (f"beam {beam}, {threads} thread(s), --step {step}; "
+                f"p50/p95/p99 {r['p50']:.2f}/{r['p95']:.2f}/{r['p99']:.2f} s, "
                 f"{r['errors']} errors of {r['requests']}, {r['per_batch']:.1f} requests per batch")
         first = table[[t["mode"] for t in table].index(r["mode"])]
         on16 = r["mode"] == "batching on" and r["clients"] == 16

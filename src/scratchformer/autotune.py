@@ -51,6 +51,17 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+def cpu_flags() -> str:
+    """The CPU's feature flags (/proc/cpuinfo), sorted: what generated code may use (AVX-512, AMX); "" if unknown."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.lower().startswith(("flags", "features")) and ":" in line:
+                return " ".join(sorted(line.split(":", 1)[1].split()))
+    except OSError:
+        pass
+    return ""
+
+
 def default_cache_path() -> Path:
     root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(root) / "scratchformer" / "autotune.json"
@@ -85,7 +96,7 @@ class Tuner:
         another measured faster by more than the margin. Measured once per key; later calls read the cache."""
         if not enabled() or len(candidates) < 2:
             return default
-        key = json.dumps([decision, cpu_name(), torch.__version__, torch.get_num_threads(), shapes])
+        key = self._key(decision, shapes)
         if key in self._memo:
             return self._memo[key]
         stored = self._read().get(key)
@@ -99,6 +110,19 @@ class Tuner:
             self._write(key, {"choice": choice, "seconds": times})
         self._memo[key] = choice
         return choice
+
+    def recorded(self, decision: str, shapes: Any) -> str | None:
+        """The choice measured earlier for `decision` on these `shapes` on this machine, or None: measures nothing
+        (a choice that costs a compile to measure, such as the captured decoding step, is read here)."""
+        if not enabled():
+            return None
+        key = self._key(decision, shapes)
+        stored = self._memo.get(key) or self._read().get(key)
+        return stored if isinstance(stored, str) else stored.get("choice") if isinstance(stored, dict) else None
+
+    @staticmethod
+    def _key(decision: str, shapes: Any) -> str:
+        return json.dumps([decision, cpu_name(), torch.__version__, torch.get_num_threads(), shapes])
 
     def _time(self, candidates: Mapping[str, Callable[[], object]]) -> dict[str, float]:
         """Min seconds per candidate over interleaved repetitions (a warm-up call each first)."""
@@ -128,7 +152,7 @@ class Tuner:
         path = self._file()
         choices = {**self._read(), key: entry}
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the user cache folder: 0700, as runs/cache.py
             fd, tmp = tempfile.mkstemp(prefix=".autotune.", suffix=".json", dir=path.parent)
             try:
                 with os.fdopen(fd, "w") as f:
@@ -148,6 +172,11 @@ def pick(seconds: Mapping[str, float], default: str, margin: float = MARGIN) -> 
 
 
 TUNER = Tuner()  # the process's tuner (tests replace it)
+
+
+def recorded(decision: str, shapes: Any) -> str | None:
+    """TUNER.recorded: see Tuner.recorded."""
+    return TUNER.recorded(decision, shapes)
 
 
 def choose(decision: str, shapes: Any, candidates: Mapping[str, Callable[[], object]], default: str) -> str:

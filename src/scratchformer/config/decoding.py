@@ -18,6 +18,9 @@ run's file; a flag given on the command line wins; the flags themselves are made
     repair_copies       a post-processor: names, numbers, paths the model miscopied put back (decoding/copies.py)
     int8                dynamic int8 weights (torch: quantize_int8; ctranslate2: its own int8 compute type)
     ensemble            more weights files of the run folder, averaged with model.safetensors (decoding/ensemble.py)
+    step                torch's decoding step: eager (the lean step), captured (compiled ahead with AOTInductor and
+                        cached per user, CPU, torch and weights; compiles on first use, saying so), or auto (the
+                        captured step only if it is cached and was measured faster: never compiles)
     chosen              free text: how these values were chosen (people only)
 
 An old file (the four keys alpha, split_sentences, repair_copies, chosen, or with ensemble) loads as it is; every
@@ -45,6 +48,7 @@ MEMBER_FILE = re.compile(r"[\w.-]+\.safetensors")  # a file name in the run fold
 MAX_ALPHA = 10.0  # GNMT tuned alpha in [0.6, 1]; ((5 + 512) / 6) ** 10 is still a float
 MIN_PENALTY = 0.01  # and 1 / 0.01 = 100 at most: far beyond any useful value, and logits / P stay finite
 PAPER_EXTRA_LEN = 50  # section 6.1: "maximum output length to input length + 50"
+STEPS = ("auto", "eager", "captured")  # the torch engine's decoding step (decoding/captured.py)
 
 
 # Hugging Face and CTranslate2 rank finished beams by logP / |Y|^lp, GNMT (ours) by logP / ((5 + |Y|) / 6)^alpha.
@@ -115,6 +119,7 @@ class DecodingOptions:
     repetition_penalty: float = 1.0
     align: bool = False
     int8: bool = False
+    step: str = "auto"
 
     def pick(self, **flags: Any) -> DecodingOptions:
         """These options with each flag that was given (not None) in place of the run's value."""
@@ -150,6 +155,8 @@ class DecodingOptions:
         for size in ("max_tokens", "max_len"):
             if getattr(self, size) is not None and getattr(self, size) < 1:
                 raise ConfigError(f"{name(size)}: must be >= 1 (or left unset)")
+        if self.step not in STEPS:
+            raise ConfigError(f"{name('step')}: must be one of {', '.join(STEPS)}")
         if self.n_best < 1:
             raise ConfigError(f"{name('n_best')}: must be >= 1")
         if self.n_best > self.beam:
@@ -244,6 +251,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag("repair_copies", "put back names, numbers, paths and options the model miscopied from the source "
          "(outputs with CJK text only; decoding/copies.py)", ALL),
     Flag("int8", "dynamic int8 quantisation of the Linear layers (CPU)", ALL),
+    Flag("step", "torch's decoding step: eager, captured (compiled once with AOTInductor, cached in your cache "
+         "folder; the first use says it compiles) or auto (captured only if cached and measured faster)", ALL, str,
+         "{auto,eager,captured}"),
 )
 
 

@@ -9,13 +9,14 @@ each sentence alone (tests prove it). PAD is never emitted.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from scratchformer.decoding import cancel
+from scratchformer.decoding.captured import CapturedSteps
 from scratchformer.decoding.common import (
     NEG_INF,
     Seq2SeqSteps,
@@ -54,6 +55,7 @@ def greedy_decode(
     no_repeat_ngram: int = 0,
     repetition_penalty: float = 1.0,
     prefixes: Sequence[Sequence[int]] | None = None,
+    captured: Callable[..., Tensor] | None = None,
 ) -> list[list[int]] | GreedyOutput:
     """Greedy translation of src (B, L_src) ids (or id lists), right-padded with `pad`.
 
@@ -64,6 +66,7 @@ def greedy_decode(
     bos / eos / pad: None -> the model's own (decoder_start_id, extra["eos_token_id"], pad_id), else ours (1, 2, 0).
     no_repeat_ngram / repetition_penalty / prefixes (forced target ids per sentence, kept in the output; the budget
     grows to hold them): constraints.py. With any of them, scores are log-probs of the penalized distribution.
+    captured: a compiled step for one row per sentence (captured.py; the torch engine loads it), used with the cache.
     Returns the token lists, or a GreedyOutput when return_scores / return_logits is set.
     """
     cap = model.config.max_len
@@ -81,7 +84,11 @@ def greedy_decode(
         src_mask = model.src_mask(src)  # (B, 1, 1, L_src)
         memory = model.encode(src, src_mask)  # (B, L_src, D)
         # packed GEMMs (packing.py) where the row count holds to the end: one sentence, or a forced length
-        with Seq2SeqSteps(model, memory, src_mask, use_cache, pack=force_len is not None or src.size(0) == 1) as steps:
+        if captured is not None and use_cache:
+            stepper = CapturedSteps(model, captured, memory, src_mask, int(limits.max()))
+        else:
+            stepper = Seq2SeqSteps(model, memory, src_mask, use_cache, pack=force_len is not None or src.size(0) == 1)
+        with stepper as steps:
             out = _greedy_loop(steps, limits, bos, eos, pad, min_len, return_scores, return_logits,
                                constraints if constraints.active else None)
     if return_scores or return_logits:
@@ -89,7 +96,7 @@ def greedy_decode(
     return out.tokens
 
 
-def _greedy_loop(steps: Seq2SeqSteps, limits: Tensor, bos: int, eos: int, pad: int | None, min_len: int,
+def _greedy_loop(steps: Seq2SeqSteps | CapturedSteps, limits: Tensor, bos: int, eos: int, pad: int | None, min_len: int,
                  want_scores: bool, want_logits: bool, constraints: Constraints | None) -> GreedyOutput:
     device, b = limits.device, limits.size(0)
     t_max = int(limits.max()) if b else 0

@@ -26,7 +26,7 @@ from scratchformer.errors import ConfigError, InputError
 
 # Options only some backends honour; a backend lists those it does in SUPPORTS. Every other option (beam, alpha,
 # max_len, batch_size, max_tokens and the text-level ones) every backend honours.
-OPTIONAL = ("n_best", "no_repeat_ngram", "repetition_penalty", "align", "int8", "prefix")
+OPTIONAL = ("n_best", "no_repeat_ngram", "repetition_penalty", "align", "int8", "prefix", "step")
 
 
 class Backend(Protocol):

@@ -2,6 +2,7 @@
 option (n-best, repetition rules, forced prefixes, alignments, int8 weights, an ensemble's step function).
 
     TorchSearch(model, members=()).decode_batch(srcs, options, prefixes, structured) -> [[Hyp], ...]
+    TorchSearch(model, captured=steps_for)       steps_for(rows per sentence) -> a compiled step or None (captured.py)
 
 The ensemble lives here only: more models are handed to beam search, which averages their probabilities at each
 step (ensemble.py's step-function wrapper); beam 1 is then beam search of width 1, i.e. greedy.
@@ -9,7 +10,9 @@ step (ensemble.py's step-function wrapper); beam 1 is then beam search of width 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+from torch import Tensor
 
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.decoding.alignment import align as word_alignments
@@ -23,15 +26,17 @@ from scratchformer.model.transformer import EncoderDecoder
 class TorchSearch:
     """`model` (and its ensemble `members`) decoding batches of EOS-terminated source id lists."""
 
-    SUPPORTS = frozenset({"n_best", "no_repeat_ngram", "repetition_penalty", "align", "int8", "prefix"})
+    SUPPORTS = frozenset({"n_best", "no_repeat_ngram", "repetition_penalty", "align", "int8", "prefix", "step"})
 
-    def __init__(self, model: EncoderDecoder, members: Sequence[EncoderDecoder] = (), int8: bool = False) -> None:
+    def __init__(self, model: EncoderDecoder, members: Sequence[EncoderDecoder] = (), int8: bool = False,
+                 captured: Callable[[int], Callable[..., Tensor] | None] | None = None) -> None:
         if int8:
             from scratchformer.decoding.quantize import quantize_int8
 
             model, members = quantize_int8(model), [quantize_int8(m) for m in members]
         self.model, self.members = model, list(members)
         self.models = 1 + len(self.members)
+        self.captured = captured if not self.members else None  # an ensemble steps through the modules
 
     def decode_batch(self, srcs: list[list[int]], options: DecodingOptions, prefixes: list[list[int]] | None,
                      structured: bool) -> list[list[Hyp]]:
@@ -42,8 +47,11 @@ class TorchSearch:
                   prefixes=prefixes)
         if self.members:
             kw["ensemble"] = self.members
+        greedy = not structured and o.beam == 1 and not self.members
+        if self.captured is not None:
+            kw["captured"] = self.captured(1 if greedy else o.beam)
         if not structured:
-            if o.beam == 1 and not self.members:
+            if greedy:
                 return [[Hyp("", 0.0, tokens)] for tokens in greedy_decode(self.model, srcs, **kw)]
             return [[Hyp("", 0.0, hs[0].tokens)] for hs in beam_search(self.model, srcs, o.beam, o.alpha, **kw)]
         found = beam_search(self.model, srcs, o.beam, o.alpha, n_best=o.n_best, **kw)

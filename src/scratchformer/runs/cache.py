@@ -30,11 +30,15 @@ CONTENT = ".content.json"
 STALE_SECONDS = 24 * 3600  # a partial export this old belongs to no running process
 
 
+def _cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    return (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / "scratchformer"
+
+
 def user_cache_dir() -> Path:
     """$XDG_CACHE_HOME/scratchformer (or ~/.cache/scratchformer), 0700: made if missing, refused (one line) unless
     it is a real folder owned by this user that nobody else may write."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    root = (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / "scratchformer"
+    root = _cache_root()
     try:
         root.parent.mkdir(parents=True, exist_ok=True)
         root.mkdir(mode=0o700, exist_ok=True)
@@ -113,7 +117,26 @@ def cached_export(run_path: Path, name: str, stamp: dict[str, Any], write: Calla
                   complete: Callable[[Path], bool] = lambda folder: True) -> Path:
     """The folder holding the export `name` of the run at `run_path` made from `stamp`: the cached one if it is
     intact (stamp and content hashes match, `complete(folder)`), else made now by `write(folder)`."""
-    folder = cache_folder(Path(run_path), name, stamp)
+    return _cached(cache_folder(Path(run_path), name, stamp), name, stamp, write, complete)
+
+
+def private_cache(name: str, stamp: dict[str, Any], write: Callable[[Path], None]) -> Path:
+    """<user cache>/<name>, made by `write(folder)` unless the one there was made from `stamp` and is intact: what
+    this user compiled for themselves (decoding's captured steps), never a folder found beside a run."""
+    return _cached(user_cache_dir() / name, name, stamp, write)
+
+
+def find_private(name: str, stamp: dict[str, Any]) -> Path | None:
+    """<user cache>/<name> if it is there, intact and made from `stamp`; None otherwise. Makes nothing (a plain
+    translate call looks here without creating folders)."""
+    if not (_cache_root() / name).is_dir():
+        return None
+    folder = user_cache_dir() / name  # the owner and mode checks
+    return folder if intact(folder, stamp) else None
+
+
+def _cached(folder: Path, name: str, stamp: dict[str, Any], write: Callable[[Path], None],
+            complete: Callable[[Path], bool] = lambda folder: True) -> Path:
     if intact(folder, stamp) and complete(folder):
         return folder
     _clean_stale(folder.parent, name)

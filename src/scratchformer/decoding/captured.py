@@ -1,0 +1,262 @@
+"""The decoder's cached step compiled ahead of use (AOTInductor): the lean step (fast_step.py) as one pure graph over
+a static KV cache, with no Python between its kernels.
+
+    step = StaticStep.for_model(model, group)       # None when fast_step.py's lean step does not cover the model
+    path = compile_step(step, package_path)          # torch.export + AOTInductor, frozen weights: ~20 s once
+    small = compile_step(step, other_path, tuned=True)  # max-autotune's C++ GEMMs, for few rows: ~2 min once
+    fn = by_rows(load_step(small), load_step(path), group)  # the tuned package for few rows, the other above
+    steps = CapturedSteps(model, fn, memory, src_mask, capacity, group)  # Seq2SeqSteps' contract
+
+The static cache (gpt-fast's, Hugging Face's StaticCache): one preallocated (N, h, C, d) key and value tensor per
+decoder layer, which the graph writes in place with `index_copy_` at the step's position; the new row attends to
+the positions `arange(C) <= pos`, so every step has the same shapes. Rows N, the source length S and the capacity C
+are dynamic dimensions of one package (beams per sentence, G, is fixed per package); a beam reorder or sentences
+dropping out is an `index_select` of the caches outside the graph, so nothing recompiles. The encoder's keys and
+values are inputs, not constants: one package serves every sentence of the weights it was compiled from.
+
+What chooses it (`step: auto | eager | captured`, config/decoding.py), where packages are cached and how they are
+keyed is the torch engine's business (engines/torch_engine.py); this file builds, compiles, loads, runs and times
+the step. The logits are the lean step's to about 1e-5 (attention over the masked capacity sums in another order);
+tests/perf/test_captured_step.py holds the tokens equal for greedy and beam search.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sysconfig
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from scratchformer.decoding.common import Seq2SeqSteps
+from scratchformer.decoding.fast_step import LeanDecoder
+from scratchformer.model.transformer import EncoderDecoder
+
+START = 32  # positions a static cache holds at first (it doubles when full)
+SMALL_ROWS = 4  # most rows the tuned package serves in greedy search (by_rows): 1.44x at 4 rows, 0.87x at 8
+MIN_ROWS = 2  # torch.export specialises a dimension seen as 1: the example has 2 sentences (and 16 positions)
+
+
+def unavailable(model: nn.Module) -> str | None:
+    """Why the captured step cannot serve `model` here (no C++ compiler, a part the lean step does not cover), or
+    None when it can."""
+    if not compiler_available():
+        return "no C++ compiler"
+    if not isinstance(model, EncoderDecoder) or StaticStep.for_model(model) is None:
+        return "the model has a part the lean step does not cover (rope, GQA, RMSNorm, hooks ...)"
+    if next(model.parameters()).device.type != "cpu":
+        return "not on the CPU"
+    return None
+
+
+def compiler_available() -> bool:
+    """Whether a C++ compiler is on PATH (AOTInductor writes and builds C++); without one the eager step runs."""
+    return shutil.which(sysconfig.get_config_var("CXX") or "c++") is not None or shutil.which("g++") is not None
+
+
+class StaticStep(nn.Module):
+    """One decoding step over static per-layer caches: (tok, pos, src_mask, *cross k/v, *self k/v) -> logits.
+
+    tok (N, 1) the newest ids; pos (1,) long, their position; src_mask (B, 1, 1, S) bool with N = B * group;
+    cross k/v (B, h, S, d) per layer, the encoder's projected keys/values; self k/v (N, h, C, d) per layer, written
+    in place at `pos`. The weights are the model's own (frozen into the package when compiled)."""
+
+    def __init__(self, model: EncoderDecoder, lean: LeanDecoder, group: int) -> None:
+        super().__init__()
+        self.model, self.lean, self.group = model, lean, group
+        self.h, self.d, self.n_layers = lean.h, lean.d, len(lean.layers)
+
+    @staticmethod
+    def for_model(model: EncoderDecoder, group: int = 1) -> StaticStep | None:
+        lean = LeanDecoder.for_model(model)
+        if lean is None or lean.embedding is None:
+            return None
+        return StaticStep(model, lean, group)
+
+    def forward(self, tok: Tensor, pos: Tensor, src_mask: Tensor, *caches: Tensor) -> Tensor:
+        lean, h, d, g = self.lean, self.h, self.d, self.group
+        n_layers = self.n_layers
+        cross, selfs = caches[: 2 * n_layers], caches[2 * n_layers :]
+        n = tok.size(0)
+        weight, scale, position = lean.embedding
+        x = F.embedding(tok, weight) * scale + position.index_select(0, pos)  # (N, 1, D)
+        visible = (torch.arange(selfs[0].size(2), device=tok.device) <= pos)[None, None, None, :]  # (1, 1, 1, C)
+
+        def self_attn(y: Tensor, a: nn.Module, sk: Tensor, sv: Tensor) -> Tensor:
+            q, k, v = a.w_qkv.forward(y).view(n, 1, 3, h, d).permute(2, 0, 3, 1, 4).unbind(0)  # (N, h, 1, d)
+            sk.index_copy_(2, pos, k)  # in place: the caller's cache tensors are the graph's inputs
+            sv.index_copy_(2, pos, v)
+            out = F.scaled_dot_product_attention(q, sk, sv, attn_mask=visible)  # (N, h, 1, d)
+            return a.w_o.forward(out.transpose(1, 2).reshape(n, 1, h * d))
+
+        def cross_attn(y: Tensor, a: nn.Module, ck: Tensor, cv: Tensor) -> Tensor:
+            q = a.w_q.forward(y).view(n, 1, h, d).transpose(1, 2)  # (N, h, 1, d)
+            if g > 1:  # the G rows of a sentence attend as G queries of its one memory row
+                q = q.reshape(n // g, g, h, 1, d).transpose(1, 2).reshape(n // g, h, g, d)
+            out = F.scaled_dot_product_attention(q, ck, cv, attn_mask=src_mask)  # (B, h, G, d)
+            if g > 1:
+                out = out.reshape(n // g, h, g, 1, d).transpose(1, 2).reshape(n, h, 1, d)
+            return a.w_o.forward(out.transpose(1, 2).reshape(n, 1, h * d))
+
+        for i, layer in enumerate(lean.layers):
+            norms = layer.sublayer
+            x = lean._sub(x, norms[0].norm, self_attn, layer.self_attn, selfs[2 * i], selfs[2 * i + 1])
+            x = lean._sub(x, norms[1].norm, cross_attn, layer.cross_attn, cross[2 * i], cross[2 * i + 1])
+            x = lean._sub(x, norms[2].norm, layer.feed_forward.forward)
+        if lean.final is not None:
+            f = lean.final
+            x = F.layer_norm(x, x.shape[-1:], f.weight, f.bias, f.eps)
+        return self.model.generator.logits(x[:, 0])  # (N, V)
+
+    def example(self, sentences: int = MIN_ROWS, src_len: int = 16, capacity: int = 16) -> tuple[Tensor, ...]:
+        """Inputs of the right kinds for export: every dynamic dimension > 1 so none is specialised."""
+        p = next(self.model.parameters())
+        n, h, d = sentences * self.group, self.h, self.d
+        cross = [torch.zeros(sentences, h, src_len, d, dtype=p.dtype) for _ in range(2 * self.n_layers)]
+        selfs = [torch.zeros(n, h, capacity, d, dtype=p.dtype) for _ in range(2 * self.n_layers)]
+        mask = torch.ones(sentences, 1, 1, src_len, dtype=torch.bool)
+        return (torch.ones(n, 1, dtype=torch.long), torch.tensor([1]), mask, *cross, *selfs)
+
+    def dynamic_shapes(self, one_sentence: bool = False) -> tuple:
+        """Rows (sentences x group), source length and capacity dynamic; one_sentence: rows fixed at one sentence."""
+        dim = torch.export.Dim
+        b, s, c = dim("sentences", min=1, max=4096), dim("src_len", min=1, max=4096), dim("capacity", min=2, max=4096)
+        if one_sentence:
+            b = dim.STATIC
+        n = b * self.group if b is not dim.STATIC and self.group > 1 else b
+        cross = [{0: b, 2: s}] * (2 * self.n_layers)
+        selfs = [{0: n, 2: c}] * (2 * self.n_layers)
+        return ({0: n}, None, {0: b, 3: s}, (*cross, *selfs))  # *caches: one tuple
+
+
+def compile_step(step: StaticStep, package_path: Path, tuned: bool = False) -> Path:
+    """torch.export the step with dynamic rows / source length / capacity, then AOTInductor with frozen weights,
+    into `package_path` (a .pt2 file). tuned: max-autotune, which times inductor's C++ micro-GEMM against ATen's
+    for each Linear at the example's rows and mostly keeps the C++ one: ~2x faster for 1-2 rows, slower from about
+    8 (benchmarks/RESULTS.md); `by_rows` uses it for few rows only. With beams (group > 1) its rows are one
+    sentence's, fixed, so that the GEMMs are timed at the rows they will run."""
+    configs = {"freezing": True}
+    if tuned:
+        configs.update(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN",
+                       autotune_num_choices_displayed=0)  # its timing tables on stderr: the caller says one line
+    one = tuned and step.group > 1
+    with torch.no_grad():  # not inference_mode: export refuses inference tensors
+        example = step.example(sentences=1) if one else step.example()
+        exported = torch.export.export(step, example, dynamic_shapes=step.dynamic_shapes(one_sentence=one))
+        path = torch._inductor.aoti_compile_and_package(exported, package_path=str(package_path),
+                                                        inductor_configs=configs)
+    return Path(path)
+
+
+def by_rows(small: Callable[..., Tensor] | None, large: Callable[..., Tensor], group: int = 1) -> Callable[..., Tensor]:
+    """One step from two packages of the same step: `small` (compiled `tuned`) for calls of at most SMALL_ROWS rows
+    (greedy: a sentence alone, the last sentences of a batch) or, with beams, of one sentence; `large` for more."""
+    if small is None:
+        return large
+    most = SMALL_ROWS if group == 1 else group
+
+    def step(tok: Tensor, *rest: Tensor) -> Tensor:
+        return (small if tok.size(0) <= most else large)(tok, *rest)
+
+    return step
+
+
+def load_step(package_path: Path) -> Callable[..., Tensor]:
+    """The compiled step of a package written by compile_step."""
+    return torch._inductor.aoti_load_package(str(package_path))
+
+
+class CapturedSteps:
+    """Seq2SeqSteps' step function (common.py: `(tokens (N, t), index) -> logits (N, V)`, `row_sentences()`) over a
+    compiled StaticStep: the static caches live here, and `index` is applied to them outside the graph."""
+
+    def __init__(self, model: EncoderDecoder, step: Callable[..., Tensor], memory: Tensor, src_mask: Tensor,
+                 capacity: int, group: int = 1) -> None:
+        c = model.config
+        self.step, self.group = step, group
+        self.cross = []  # per layer k, v (B, h, S, d): the encoder's keys/values, once per sentence
+        for layer in model.decoder.layers:
+            k, v = layer.cross_attn._project_kv(memory)
+            self.cross += [k.contiguous(), v.contiguous()]
+        self.src_mask = src_mask.contiguous()  # AOTInductor reads its inputs as contiguous: no strided views
+        # The capacity starts small and doubles when full (a dynamic dimension: no recompile), so that each step's
+        # attention reads about the filled part rather than the length limit's worth of positions. Zeros, not
+        # empty: masked positions still enter the attention's sums (as -inf), and garbage may be NaN.
+        rows, shape = memory.size(0) * group, (c.n_heads, min(max(capacity, 2), START), c.head_dim_k)
+        self._full = [memory.new_zeros(rows, *shape) for _ in range(2 * c.n_decoder_layers)]
+        self._other: list[Tensor] | None = None  # a second set of the same shape, for reorders (made on the first)
+        self.selfs = list(self._full)  # what the step reads and writes: the first rows of _full (contiguous)
+        self.positions = torch.arange(max(capacity, 2), device=memory.device)
+        self.sents = torch.arange(memory.size(0), device=memory.device)
+        self.length = 0  # positions filled
+
+    def __enter__(self) -> CapturedSteps:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def row_sentences(self) -> Tensor:
+        return self.sents.repeat_interleave(self.group) if self.group > 1 else self.sents
+
+    def __call__(self, tokens: Tensor, index: Tensor | None = None) -> Tensor:
+        if index is not None:
+            self._select(index)
+        t = tokens.size(1) - 1  # the newest token's position
+        if t >= self.selfs[0].size(2):
+            self._grow(2 * self.selfs[0].size(2))
+        logits = self.step(tokens[:, -1:].contiguous(), self.positions[t : t + 1], self.src_mask, *self.cross,
+                           *self.selfs)
+        self.length = t + 1
+        return logits
+
+    def _grow(self, capacity: int) -> None:
+        n, rows = self.length, self.selfs[0].size(0)
+        grown = [c.new_zeros(rows, c.size(1), capacity, c.size(3)) for c in self._full]  # rows never grow back
+        for old, new in zip(self.selfs, grown):
+            new[:rows, :, :n] = old[:, :, :n]
+        self._full, self._other = grown, None
+        self.selfs = [c[:rows] for c in grown]
+
+    def _select(self, index: Tensor) -> None:
+        """Rows `index` of the caches (beams reordered, finished sentences out): the filled part, gathered into the
+        first rows of the other buffer set (as model/attention.py's KVCache.reorder: no allocation per step; a
+        prefix of rows stays contiguous, so fewer rows need no new buffers either)."""
+        n, m = self.length, index.numel()
+        shrink = m < self.selfs[0].size(0)
+        if self._other is None:
+            self._other = [torch.zeros_like(c) for c in self._full]
+        for old, new in zip(self.selfs, self._other):
+            torch.index_select(old[:, :, :n], 0, index, out=new[:m, :, :n])
+        self._full, self._other = self._other, self._full
+        self.selfs = [c[:m] for c in self._full]
+        if shrink:
+            sentences = index[:: self.group] // self.group  # (N' / G,) rows stay within their sentence
+            self.cross = [c.index_select(0, sentences) for c in self.cross]
+            self.src_mask = self.src_mask.index_select(0, sentences)
+            self.sents = self.sents.index_select(0, sentences)
+
+
+def time_steps(model: EncoderDecoder, step: Callable[..., Tensor] | None, group: int, sentences: int,
+               steps: int = 16, src_len: int = 24) -> Callable[[], object]:
+    """Work for autotune: `steps` decoding steps of `sentences` x `group` rows, from a fresh cache each call, with
+    the captured `step` (None: the eager lean step, common.py's Seq2SeqSteps)."""
+    g = torch.Generator().manual_seed(0)
+    c = model.config
+    src = torch.randint(4, c.src_vocab_size, (sentences, src_len), generator=g)
+    tokens = torch.randint(4, c.tgt_vocab_size, (sentences * group, steps), generator=g)
+
+    def work() -> None:
+        with torch.inference_mode():
+            mask = model.src_mask(src)
+            memory = model.encode(src, mask)
+            run = (Seq2SeqSteps(model, memory, mask, group=group) if step is None
+                   else CapturedSteps(model, step, memory, mask, steps, group))
+            for t in range(1, steps + 1):
+                run(tokens[:, :t])
+
+    return work
+

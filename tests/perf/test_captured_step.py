@@ -1,0 +1,178 @@
+"""The captured decoding step (decoding/captured.py, chosen in engines/torch_engine.py): where a C++ compiler exists,
+the same tokens as the eager step (greedy; beam 4 in the slow suite) and logits within 1e-5; the eager step where
+none exists; `auto` never compiles; the package's key changes with the weights. One small compile (a toy model, one
+row per sentence) in the default suite; no timing (benchmarks/bench_decode_paths.py measures)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from scratchformer import autotune
+from scratchformer.decoding import beam_search, captured, greedy_decode
+from scratchformer.engines import Translator, torch_engine
+from scratchformer.runs import load_run
+
+needs_compiler = pytest.mark.skipif(not captured.compiler_available(), reason="no C++ compiler: the eager step runs")
+TEXTS = ["hello world", "a b c", "the cat", "xyz", "good morning to you"]
+
+
+@pytest.fixture
+def private_home(tmp_path, monkeypatch):
+    """A temporary HOME and XDG_CACHE_HOME: packages and autotune records land there."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def run(tiny_run):
+    return load_run(tiny_run)
+
+
+@pytest.fixture(scope="module")
+def package(run, tmp_path_factory):
+    """The run's step compiled once for one row per sentence (the default suite's one compile)."""
+    if not captured.compiler_available():
+        pytest.skip("no C++ compiler")
+    return captured.compile_step(captured.StaticStep.for_model(run.model, 1),
+                                 tmp_path_factory.mktemp("captured") / "step.pt2")
+
+
+def _sources(run):
+    return [run.src_tok.encode(t) + [2] for t in TEXTS]
+
+
+@needs_compiler
+def test_greedy_tokens_and_logits_equal_the_eager_step(run, package, monkeypatch):
+    monkeypatch.setattr(captured, "START", 4)  # the static caches grow (4 -> 8 -> 16 ...) within these outputs
+    src = _sources(run)
+    eager = greedy_decode(run.model, src, max_len=40, return_logits=True)  # the lean step (fast_step.py)
+    fast = greedy_decode(run.model, src, max_len=40, return_logits=True, captured=captured.load_step(package))
+    assert fast.tokens == eager.tokens
+    assert max(map(len, fast.tokens)) > 8 > min(map(len, fast.tokens))  # grown twice; sentences end apart
+    torch.testing.assert_close(fast.logits, eager.logits, rtol=0, atol=1e-5)
+
+
+@needs_compiler
+@pytest.mark.slow
+def test_the_tuned_package_for_few_rows_gives_the_same_tokens(run, package, tmp_path, monkeypatch):
+    """max-autotune's package serves calls of at most SMALL_ROWS rows: 5 sentences start on the other one and
+    finish on it."""
+    monkeypatch.setattr(captured, "START", 4)
+    small = captured.compile_step(captured.StaticStep.for_model(run.model, 1), tmp_path / "small.pt2", tuned=True)
+    step = captured.by_rows(captured.load_step(small), captured.load_step(package))
+    src = _sources(run)
+    eager = greedy_decode(run.model, src, max_len=40, return_logits=True)
+    fast = greedy_decode(run.model, src, max_len=40, return_logits=True, captured=step)
+    assert fast.tokens == eager.tokens
+    torch.testing.assert_close(fast.logits, eager.logits, rtol=0, atol=1e-5)
+    alone = [greedy_decode(run.model, [s], max_len=40, captured=step)[0] for s in src]
+    assert alone == eager.tokens
+
+
+@needs_compiler
+@pytest.mark.slow
+def test_beam4_hypotheses_equal_the_eager_step(run, tmp_path, monkeypatch):
+    monkeypatch.setattr(captured, "START", 4)
+    static = captured.StaticStep.for_model(run.model, 4)
+    large = captured.load_step(captured.compile_step(static, tmp_path / "s.pt2"))
+    small = captured.load_step(captured.compile_step(static, tmp_path / "small.pt2", tuned=True))  # one sentence
+    step = captured.by_rows(small, large, 4)  # a batch ends on the small one, a sentence alone runs on it
+    for src in (_sources(run), _sources(run)[:1]):
+        eager = beam_search(run.model, src, beam_size=4, max_len=30, n_best=4)
+        fast = beam_search(run.model, src, beam_size=4, max_len=30, n_best=4, captured=step)
+        assert [[h.tokens for h in hs] for hs in fast] == [[h.tokens for h in hs] for hs in eager]
+        for a, b in zip(sum(fast, []), sum(eager, [])):
+            assert a.logprob == pytest.approx(b.logprob, abs=1e-4)
+
+
+@needs_compiler
+def test_step_captured_compiles_once_into_the_private_cache_and_auto_then_uses_it(run, package, private_home,
+                                                                                  monkeypatch, capsys):
+    compiles = []
+
+    def fake_compile(step, path, tuned=False):  # the fixture's package (same weights, one row per sentence)
+        compiles.append((step.group, tuned))
+        shutil.copy(package, path)
+        return path
+
+    monkeypatch.setattr(captured, "compile_step", fake_compile)
+    monkeypatch.setattr(autotune, "TUNER", autotune.Tuner(private_home / "autotune.json"))  # off (the suite's env)
+    options = run.decoding.pick(beam=1, step="captured")
+    first = Translator(run, options).translate(TEXTS)
+    assert compiles == [(1, False), (1, True)]  # any rows, and tuned for few rows
+    err = capsys.readouterr().err
+    assert err.count("compiling the decoding step") == 1 and str(private_home / "cache" / "scratchformer") in err
+    folder = next((private_home / "cache" / "scratchformer").glob("captured-*"))
+    assert (folder.parent.stat().st_mode & 0o777) == 0o700
+    assert Translator(run, options).translate(TEXTS) == first and len(compiles) == 2  # cached: loaded
+    assert Translator(run, options.pick(step="eager")).translate(TEXTS) == first
+    # auto: the package is used once autotune recorded it as faster here (never measured -> eager)
+    auto = Translator(run, options.pick(step="auto"))
+    assert auto.backend.captured(1) is None
+    monkeypatch.setenv(autotune.ENV, "1")
+    key = torch_engine.CapturedStepCache(run.model, "auto").shapes(1)
+    monkeypatch.setattr(autotune.TUNER, "recorded", lambda decision, shapes: "captured" if shapes == key else None)
+    auto = Translator(run, options.pick(step="auto"))
+    assert auto.backend.captured(1) is not None and auto.translate(TEXTS) == first and len(compiles) == 2
+
+
+def test_auto_never_compiles(run, private_home, monkeypatch):
+    monkeypatch.setattr(captured, "compile_step", lambda *a: pytest.fail("auto compiled"))
+    monkeypatch.setenv(autotune.ENV, "1")
+    monkeypatch.setattr(autotune.TUNER, "recorded", lambda decision, shapes: "captured")  # measured faster, no package
+    translator = Translator(run, run.decoding.pick(beam=1, step="auto"))
+    assert translator.backend.captured(1) is None
+    assert translator.translate(TEXTS)
+    assert not (private_home / "cache" / "scratchformer").exists()  # nothing made in the cache either
+
+
+def test_without_a_compiler_the_eager_step_runs_with_one_line(run, private_home, monkeypatch, capsys):
+    monkeypatch.setattr(captured, "compiler_available", lambda: False)
+    monkeypatch.setattr(captured, "compile_step", lambda *a: pytest.fail("compiled without a compiler"))
+    translator = Translator(run, run.decoding.pick(beam=1, step="captured"))
+    assert translator.backend.captured(1) is None
+    assert translator.translate(TEXTS) == Translator(run, run.decoding.pick(beam=1, step="eager")).translate(TEXTS)
+    assert capsys.readouterr().err.strip().splitlines() == ["--step captured: no C++ compiler; decoding with the "
+                                                            "eager step"]
+
+
+def test_a_failing_compile_runs_the_eager_step_with_one_line(run, private_home, monkeypatch, capsys):
+    monkeypatch.setattr(captured, "compiler_available", lambda: True)
+    monkeypatch.setattr(captured, "compile_step", lambda *a: (_ for _ in ()).throw(RuntimeError("no headers\nmore")))
+    translator = Translator(run, run.decoding.pick(beam=1, step="captured"))
+    assert translator.backend.captured(1) is None
+    assert translator.translate(TEXTS)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1] == "the captured decoding step failed (RuntimeError: no headers); decoding with the eager step"
+
+
+def test_uncovered_models_and_int8_take_the_eager_step(tiny_model, run, private_home):
+    assert captured.StaticStep.for_model(tiny_model(seed=0, positions="rope")) is None
+    assert captured.unavailable(tiny_model(seed=0, n_kv_heads=1)) is not None
+    assert Translator(run, run.decoding.pick(step="captured", int8=True)).backend.captured is None
+
+
+def test_the_package_key_changes_with_the_weights(run, monkeypatch):
+    cache = torch_engine.CapturedStepCache(run.model, "auto")
+    before = cache.stamp(1)
+    assert cache.stamp(4) != before  # and with the rows per sentence
+    changed = torch_engine.CapturedStepCache(run.model, "auto")
+    with torch.no_grad():
+        weight = run.model.generator.proj.weight
+        weight[0, 0] += 1.0
+        try:
+            assert changed.stamp(1)["weights"] != before["weights"]
+        finally:
+            weight[0, 0] -= 1.0
+
+
+def test_the_step_option_is_checked():
+    from scratchformer.config.decoding import DecodingOptions
+    from scratchformer.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="step=fast: must be one of auto, eager, captured"):
+        DecodingOptions(step="fast").check()
