@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import importlib.util
 import json
 import os
 import tempfile
@@ -48,6 +49,14 @@ class Int8Linear(nn.Module):
         return y + self.bias if self.bias is not None else y
 
 
+def _packages():
+    """step_packages.py beside this file (this folder's name is not a package's)."""
+    spec = importlib.util.spec_from_file_location("step_packages", Path(__file__).with_name("step_packages.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def int8_copy(model: nn.Module) -> nn.Module:
     """A copy whose decoder and output Linears are Int8Linear (the embeddings stay float32)."""
     m = copy.deepcopy(model)
@@ -76,20 +85,9 @@ def main() -> None:
         start = time.perf_counter()
         fns[name] = load_step(compile_step(StaticStep.for_model(m, 1), work / f"{name}.pt2"))
         compiled[name] = round(time.perf_counter() - start, 1)
-    c = model.config
     for rows in (int(r) for r in args.rows.split(",")):
-        g = torch.Generator().manual_seed(rows)
         with torch.no_grad():
-            src = torch.randint(4, c.src_vocab_size, (rows, 23), generator=g)
-            mask = model.src_mask(src)
-            memory = model.encode(src, mask)
-            cross = []
-            for layer in model.decoder.layers:
-                k, v = layer.cross_attn._project_kv(memory)
-                cross += [k.contiguous(), v.contiguous()]
-            toks = torch.randint(4, c.tgt_vocab_size, (rows, 80), generator=g)
-            caches = {n: [torch.zeros(rows, c.n_heads, 80, c.head_dim_k) for _ in range(2 * c.n_decoder_layers)]
-                      for n in fns}
+            mask, memory, cross, toks, caches = _packages().step_inputs(model, rows, fns)
             out = {n: [fn(toks[:, t : t + 1].contiguous(), torch.tensor([t]), mask, *cross, *caches[n])
                        for t in range(41)] for n, fn in fns.items()}
             diff = max(float((a - b).abs().max()) for a, b in zip(out["fp32"], out["int8"]))

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch import Tensor
 
 from scratchformer.decoding import captured
 from scratchformer.runs import load_run
@@ -63,8 +64,9 @@ def main() -> None:
 
 
 @torch.no_grad()
-def measure(model, fns: dict, rows: int, repeats: int, steps: int) -> tuple[dict[str, int], dict[str, float]]:
-    """(us per step of lean and each package, their largest |logit difference| from the lean step)."""
+def step_inputs(model, rows: int, names) -> tuple[Tensor, Tensor, list[Tensor], Tensor, dict[str, list[Tensor]]]:
+    """A package's inputs for `rows` random sentences of 23 source tokens: (source mask, encoder output, the cross
+    keys/values of every layer, 80 random target ids per row, an 80-slot zeroed static cache per name)."""
     c = model.config
     g = torch.Generator().manual_seed(rows)
     src = torch.randint(4, c.src_vocab_size, (rows, 23), generator=g)
@@ -75,7 +77,14 @@ def measure(model, fns: dict, rows: int, repeats: int, steps: int) -> tuple[dict
         k, v = layer.cross_attn._project_kv(memory)
         cross += [k.contiguous(), v.contiguous()]
     toks = torch.randint(4, c.tgt_vocab_size, (rows, 80), generator=g)
-    caches = {n: [torch.zeros(rows, c.n_heads, 80, c.head_dim_k) for _ in range(2 * c.n_decoder_layers)] for n in fns}
+    caches = {n: [torch.zeros(rows, c.n_heads, 80, c.head_dim_k) for _ in range(2 * c.n_decoder_layers)] for n in names}
+    return mask, memory, cross, toks, caches
+
+
+@torch.no_grad()
+def measure(model, fns: dict, rows: int, repeats: int, steps: int) -> tuple[dict[str, int], dict[str, float]]:
+    """(us per step of lean and each package, their largest |logit difference| from the lean step)."""
+    mask, memory, cross, toks, caches = step_inputs(model, rows, fns)
     lean = _study().LeanAt(model, memory, mask, toks, 1)  # position 0 filled (and the encoder's keys/values)
     diff = dict.fromkeys(fns, 0.0)
     for t in range(41):
