@@ -2,12 +2,13 @@
 """Where one `translate` call's time goes, per sentence and per decoding step, on the shipped model.
 
     .venv/bin/python benchmarks/profile_translate.py [--run-dir models/en-zh] [--sentences 200] [--repeats 3]
-                                                     [--threads 1] [--cells 1x1,32x1,1x4,32x4] [--json FILE]
+                                                     [--threads 1] [--cells 1x1,32x1,1x4,32x4] [--step eager|captured]
+                                                     [--json FILE]
 
 Timing wrappers placed from outside (no edit to the model or the decoders): the tokenizers' encode_batch / decode,
 `model.encode`, the output layer, the target embedding and the decoder layers (forward hooks on the modules' step,
 the class's methods for the lean step of decoding/fast_step.py, which steps aside for hooks), and the search
-functions `translate_texts` calls. What is left inside a search once the model's calls are subtracted is the
+functions the Translator calls. What is left inside a search once the model's calls are subtracted is the
 search's own bookkeeping (limits, constraints, active-row compaction, beam reorder, device syncs, the Python of
 each step); what is left of the call outside the searches and the tokenizers is batching and post-processing.
 Each cell (batch x beam) runs `--repeats` times over the same sentences; the table shows medians in ms per sentence
@@ -30,10 +31,12 @@ from typing import Any
 import torch
 from benchlib import ROOT, describe_machine, log, machine_info
 
-import scratchformer.decoding.translate as translate_module
+import scratchformer.decoding.search as search_module
+from scratchformer.config.decoding import DecodingOptions
 from scratchformer.data.corpus import load_pairs
-from scratchformer.decoding import translate_texts
+from scratchformer.decoding.captured import CapturedSteps
 from scratchformer.decoding.fast_step import LeanDecoder
+from scratchformer.engines import Translator
 from scratchformer.runs import load_run
 
 PARTS = ("tokenisation", "encoder", "search bookkeeping", "target embedding", "decoder layers", "output layer",
@@ -73,7 +76,7 @@ class Clock:
 
 @contextmanager
 def instrumented(run: Any, clock: Clock):
-    """Wrap the run's tokenizers, model parts and the searches translate_texts calls; undone on exit."""
+    """Wrap the run's tokenizers, model parts and the searches the Translator calls; undone on exit."""
     model = run.model
     with ExitStack() as stack:
         def patch(obj: Any, attr: str, name: str, count_steps: bool = False) -> None:
@@ -91,8 +94,16 @@ def instrumented(run: Any, clock: Clock):
         patch(model.generator, "logits", "output layer")
         patch(LeanDecoder, "__call__", "decoder layers", count_steps=True)  # the lean step (fast_step.py)
         patch(LeanDecoder, "embed", "target embedding")
-        for fn in ("greedy_decode", "beam_search"):  # the searches as translate.py calls them
-            patch(translate_module, fn, "search (all)")
+        captured_init = CapturedSteps.__init__
+
+        def timed_init(steps: CapturedSteps, model: Any, step: Callable[..., Any], *rest: Any, **kw: Any) -> None:
+            # the captured package runs the embedding, the decoder layers and the output layer as one graph: its
+            # time goes to "decoder layers"; its reorders and cache growth stay in the search's bookkeeping
+            captured_init(steps, model, clock.wrap("decoder layers", step, count_steps=True), *rest, **kw)
+        CapturedSteps.__init__ = timed_init
+        stack.callback(lambda: setattr(CapturedSteps, "__init__", captured_init))
+        for fn in ("greedy_decode", "beam_search"):  # the searches as the torch engine's TorchSearch calls them
+            patch(search_module, fn, "search (all)")
         if LeanDecoder.for_model(model) is None:  # the modules' step: time them by hooks (a hook turns lean off)
             handles = clock.hook(model.decoder, "decoder layers", count_steps=True) + clock.hook(model.tgt_embed,
                                                                                                  "target embedding")
@@ -100,7 +111,13 @@ def instrumented(run: Any, clock: Clock):
         yield
 
 
-def profile_cell(run: Any, texts: list[str], batch: int, beam: int, repeats: int) -> dict[str, Any]:
+def translator(run: Any, batch: int, beam: int, step: str) -> Translator:
+    """The one Translator on the torch engine, whole lines (no sentence splitting, no copy repair)."""
+    return Translator(run, DecodingOptions(engine="torch", beam=beam, batch_size=batch, step=step))
+
+
+def profile_cell(run: Any, texts: list[str], batch: int, beam: int, repeats: int, step: str = "eager"
+                 ) -> dict[str, Any]:
     """Median ms per sentence of each part over `repeats` calls, and us per decoder step."""
     rows: list[dict[str, float]] = []
     steps = 0
@@ -108,7 +125,7 @@ def profile_cell(run: Any, texts: list[str], batch: int, beam: int, repeats: int
         clock = Clock()
         with instrumented(run, clock):
             start = time.perf_counter()
-            translate_texts(run.model, run.src_tok, run.tgt_tok, texts, beam=beam, batch_size=batch)
+            translator(run, batch, beam, step).translate(texts)
             total = time.perf_counter() - start
         s = clock.seconds
         model_time = s["encoder"] + s["target embedding"] + s["decoder layers"] + s["output layer"]
@@ -122,7 +139,7 @@ def profile_cell(run: Any, texts: list[str], batch: int, beam: int, repeats: int
         rows.append(parts)
         steps = clock.steps
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
-    return {"batch": batch, "beam": beam, "sentences": len(texts), "steps": steps,
+    return {"batch": batch, "beam": beam, "step": step, "sentences": len(texts), "steps": steps,
             "ms_per_sentence": {k: 1e3 * v / len(texts) for k, v in med.items()},
             "us_per_step": {k: 1e6 * v / max(steps, 1) for k, v in med.items()}}
 
@@ -153,6 +170,10 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--cells", default="1x1,32x1,1x4,32x4", help="batch x beam cells")
     p.add_argument("--json", type=Path, default=None, help="also write the cells as JSON here")
+    p.add_argument("--step", choices=("eager", "captured"), default="eager",
+                   help="eager: the lean step (or the modules); captured: the AOTInductor package (decoding/captured.py"
+                        "), compiled into the user cache first if needed; its one graph holds the target embedding, "
+                        "the decoder layers and the output layer, all counted as 'decoder layers'")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     run = load_run(args.run_dir)
@@ -163,10 +184,10 @@ def main() -> None:
         batch, beam = (int(x) for x in cell.split("x"))
         use = texts[: args.batch1_sentences] if batch == 1 else texts
         log(f"profile: batch {batch}, beam {beam}: {len(use)} sentences x {args.repeats}")
-        translate_texts(run.model, run.src_tok, run.tgt_tok, use[:4], beam=beam, batch_size=batch)  # warm-up
-        cells.append(profile_cell(run, use, batch, beam, args.repeats))
+        translator(run, batch, beam, args.step).translate(use[:4])  # warm-up (and a package's compile, once)
+        cells.append(profile_cell(run, use, batch, beam, args.repeats, args.step))
     info = machine_info(args.threads)
-    print(f"{describe_machine(info)}; load {[round(x, 2) for x in os.getloadavg()]}")
+    print(f"{describe_machine(info)}; step {args.step}; load {[round(x, 2) for x in os.getloadavg()]}")
     print(table(cells))
     if args.json:
         args.json.write_text(json.dumps({"machine": info, "load": os.getloadavg(), "cells": cells}, indent=1))

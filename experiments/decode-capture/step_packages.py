@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from scratchformer.decoding import captured
+from scratchformer.engines.torch_engine import PACKAGE, SMALL  # the shipped packages' file names
 from scratchformer.runs import load_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,9 +53,9 @@ def main() -> None:
     if folder is None:
         folder = Path(tempfile.mkdtemp(prefix="step-packages-"))
         step = captured.StaticStep.for_model(model, 1)
-        captured.compile_step(step, folder / "step.pt2")
-        captured.compile_step(step, folder / "step-small.pt2", tuned=True)
-    fns = {"plain": captured.load_step(folder / "step.pt2"), "tuned": captured.load_step(folder / "step-small.pt2")}
+        captured.compile_step(step, folder / PACKAGE)
+        captured.compile_step(step, folder / SMALL, tuned=True)
+    fns = {"plain": captured.load_step(folder / PACKAGE), "tuned": captured.load_step(folder / SMALL)}
     for rows in (int(r) for r in args.rows.split(",")):
         us, diff = measure(model, fns, rows, args.repeats, args.steps)
         print(json.dumps({"rows": rows, "us_per_step": us, "plain_vs_lean": round(us["lean"] / us["plain"], 2),
