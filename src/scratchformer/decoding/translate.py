@@ -12,6 +12,7 @@ decoding.json says nothing), no longer beam 1.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,6 +45,9 @@ def translate_texts(model: EncoderDecoder, src_tok: Tokenizer, tgt_tok: Tokenize
     texts = check_texts(texts)
     check_translates(model)
     options = (options or DecodingOptions()).pick(**changes)
+    if options.step == "captured":  # packages are the torch engine's (engines/torch_engine.py), keyed by the run
+        warnings.warn("translate_texts runs the eager step; step='captured' is chosen by "
+                      "scratchformer.engines.Translator(run, options)", stacklevel=2)
     search = TorchSearch(model, ensemble, int8=options.int8)
     options.check_model(model.config, members=search.models)
     structured = options.n_best > 1 or options.align or return_hyps
