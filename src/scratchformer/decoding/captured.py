@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import shutil
 import sysconfig
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -142,8 +143,12 @@ def compile_step(step: StaticStep, package_path: Path, tuned: bool = False) -> P
     if tuned:
         configs.update(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN",
                        autotune_num_choices_displayed=0)  # its timing tables on stderr: the caller says one line
+        if hasattr(torch._inductor.config, "max_autotune_report_choices_stats"):  # its "Autotune Choices Stats"
+            configs["max_autotune_report_choices_stats"] = False
     one = tuned and step.group > 1
-    with torch.no_grad():  # not inference_mode: export refuses inference tensors
+    with torch.no_grad(), warnings.catch_warnings():  # not inference_mode: export refuses inference tensors
+        # inductor's own use of a deprecated torch API, on a cold compile: not the user's concern
+        warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
         example = step.example(sentences=1) if one else step.example()
         exported = torch.export.export(step, example, dynamic_shapes=step.dynamic_shapes(one_sentence=one))
         path = torch._inductor.aoti_compile_and_package(exported, package_path=str(package_path),
