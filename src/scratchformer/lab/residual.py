@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from torch import Tensor
 
@@ -93,18 +94,23 @@ def run(out: Path, quick: bool = False) -> Result:
     ax2.legend(fontsize=8)
     fig.tight_layout()
     figure = save_figure(fig, out, "residual")
+    numbers = {"depths": list(depths), "steps": steps, "layer_gradients": grads,
+               "training": {k: {"final_loss": v["final_loss"], "accuracy": v["accuracy"]} for k, v in runs.items()}}
+    return Result(numbers, conclude(numbers), figure)
+
+
+def conclude(numbers: dict[str, Any]) -> str:
+    """The conclusion, in the current language, from the numbers alone."""
+    depths, steps, grads = numbers["depths"], numbers["steps"], numbers["layer_gradients"]
     w, wo = grads["with residual"], grads["without residual"]
-    acc = {name: r["accuracy"] for name, r in runs.items()}
+    acc = {name: r["accuracy"] for name, r in numbers["training"].items()}
     parts = [_("N={n}: {with_} with, {without} without").format(
         n=n, with_=pct(acc[f"N={n}, with residual"]), without=pct(acc[f"N={n}, without residual"])) for n in depths]
     drop = {n: acc[f"N={n}, with residual"] - acc[f"N={n}, without residual"] for n in depths}
-    conclusion = _(
+    return _(
         "At initialisation (N={deep}), the first layer gets {ratio_w:.2f}x the last layer's gradient with residuals "
         "and {ratio_wo:.2g}x without (first layer: {first_w:.2g} against {first_wo:.2g}). Held-out accuracy after "
         "{steps} steps, {parts}: removing the residuals costs {costs}."
-    ).format(deep=deep, ratio_w=w[0] / w[-1], ratio_wo=wo[0] / wo[-1], first_w=w[0], first_wo=wo[0], steps=steps,
+    ).format(deep=len(w), ratio_w=w[0] / w[-1], ratio_wo=wo[0] / wo[-1], first_w=w[0], first_wo=wo[0], steps=steps,
              parts="; ".join(parts),
              costs=", ".join(_("{drop} at N={n}").format(drop=pct(drop[n]), n=n) for n in depths))
-    numbers = {"depths": list(depths), "steps": steps, "layer_gradients": grads,
-               "training": {k: {"final_loss": v["final_loss"], "accuracy": v["accuracy"]} for k, v in runs.items()}}
-    return Result(numbers, conclusion, figure)
