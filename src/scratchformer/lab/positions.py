@@ -8,6 +8,7 @@ and `reverse` (needs it), with and without positions.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -74,10 +75,17 @@ def run(out: Path, quick: bool = False) -> Result:
     ax2.legend()
     fig.tight_layout()
     figure = save_figure(fig, out, "positions")
+    numbers = {"steps": steps, "length": length, "permutation": gaps, "accuracy": acc, "chance": chance}
+    return Result(numbers, conclude(numbers), figure)
+
+
+def conclude(numbers: dict[str, Any]) -> str:
+    """The conclusion, in the current language, from the numbers alone."""
+    gaps, acc, chance = numbers["permutation"], numbers["accuracy"], numbers["chance"]
     no, yes = gaps["without PE"], gaps["with PE"]
     equivariant = no["max_abs_gap"] < 1e-4 * max(no["scale"], 1.0)
     rev_no, rev_yes = acc["reverse, without PE"], acc["reverse, with PE"]
-    conclusion = _(
+    return _(
         "Without positional encoding, f([8,3,4]) equals f([3,8,4]) with rows swapped {exact} ({verdict}); with PE "
         "the gap is {gap:.2f}. Copy needs no order: {copy_no} without PE, {copy_yes} with. Reverse needs it: "
         "{rev_no} without PE against {rev_yes} with ({gain}; chance {chance})."
@@ -86,5 +94,3 @@ def run(out: Path, quick: bool = False) -> Result:
              gap=yes["max_abs_gap"], copy_no=pct(acc["copy, without PE"]), copy_yes=pct(acc["copy, with PE"]),
              rev_no=pct(rev_no), rev_yes=pct(rev_yes), chance=pct(chance),
              gain=_("PE wins by {d}").format(d=pct(rev_yes - rev_no)) if rev_yes > rev_no else _("no gain from PE"))
-    numbers = {"steps": steps, "length": length, "permutation": gaps, "accuracy": acc, "chance": chance}
-    return Result(numbers, conclusion, figure)

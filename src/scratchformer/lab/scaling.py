@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -99,12 +100,22 @@ def run(out: Path, quick: bool = False) -> Result:
     axes[3].legend()
     fig.tight_layout()
     figure = common.save_figure(fig, out, "scaling")
-    s_hi, u_hi = stats["scaled"][-1], stats["unscaled"][-1]
-    s_lo, u_lo = stats["scaled"][0], stats["unscaled"][0]
     tail = max(1, steps // 10)
     loss = {k: sum(v[-tail:]) / len(v[-tail:]) for k, v in curves.items()}
+    numbers = {"d_k": d_ks, "keys": KEYS, "softmax": stats, "training": {
+        "d_k": train_dk, "steps": steps, "final_loss": loss, "accuracy": acc}}
+    return Result(numbers, conclude(numbers), figure)
+
+
+def conclude(numbers: dict[str, Any]) -> str:
+    """The conclusion, in the current language, from the numbers alone."""
+    d_ks, stats, training = numbers["d_k"], numbers["softmax"], numbers["training"]
+    train_dk, steps, loss, acc = training["d_k"], training["steps"], training["final_loss"], training["accuracy"]
+    names = {"scaled": _("scaled"), "unscaled": _("unscaled")}
+    s_hi, u_hi = stats["scaled"][-1], stats["unscaled"][-1]
+    s_lo, u_lo = stats["scaled"][0], stats["unscaled"][0]
     better = min(loss, key=loss.get)
-    conclusion = _(
+    return _(
         "At d_k={d_hi} without the scale, the largest attention weight averages {u_hi[max_weight]:.3f} (with it "
         "{s_hi[max_weight]:.3f}), the entropy is {u_hi[entropy]:.2f} nats against {s_hi[entropy]:.2f} (uniform: "
         "{uniform:.2f}), and the gradient through the softmax is {grad_ratio:.3f}x the scaled one's (at q, where "
@@ -113,13 +124,10 @@ def run(out: Path, quick: bool = False) -> Result:
         "{s_min:.3f} and {s_max:.3f}. Training the tagger (d_k={train_dk}, {steps} steps): final loss "
         "{loss[scaled]:.3f} scaled, {loss[unscaled]:.3f} unscaled ({better} is lower), accuracy {acc_s} against "
         "{acc_u}."
-    ).format(d_hi=d_ks[-1], d_lo=d_ks[0], u_hi=u_hi, s_hi=s_hi, uniform=math.log(KEYS),
+    ).format(d_hi=d_ks[-1], d_lo=d_ks[0], u_hi=u_hi, s_hi=s_hi, uniform=math.log(numbers["keys"]),
              grad_ratio=u_hi["grad_scores"] / s_hi["grad_scores"], grad_q_ratio=u_hi["grad_q"] / s_hi["grad_q"],
              low_gap=abs(u_lo["max_weight"] - s_lo["max_weight"]),
              grows=_("grows") if u_hi["max_weight"] > u_lo["max_weight"] else _("does not grow"),
              s_min=min(s["max_weight"] for s in stats["scaled"]), s_max=max(s["max_weight"] for s in stats["scaled"]),
              train_dk=train_dk, steps=steps, loss=loss, better=names[better], acc_s=common.pct(acc["scaled"]),
              acc_u=common.pct(acc["unscaled"]))
-    numbers = {"d_k": d_ks, "keys": KEYS, "softmax": stats, "training": {
-        "d_k": train_dk, "steps": steps, "final_loss": loss, "accuracy": acc}}
-    return Result(numbers, conclusion, figure)
