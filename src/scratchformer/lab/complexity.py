@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 import weakref
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -99,8 +100,16 @@ def run(out: Path, quick: bool = False) -> Result:
         ax.legend()
     fig.tight_layout()
     figure = save_figure(fig, out, "complexity")
+    numbers = {"lengths": lengths, "d_model": D_MODEL, "heads": HEADS, "measured": data, "flops": flops,
+               "exponents": fits, "threads": torch.get_num_threads()}
+    return Result(numbers, conclude(numbers), figure)
+
+
+def conclude(numbers: dict[str, Any]) -> str:
+    """The conclusion, in the current language, from the numbers alone."""
+    lengths, data, fits = numbers["lengths"], numbers["measured"], numbers["exponents"]
     hand, fused = data["hand-written"][-1], data["fused"][-1]
-    conclusion = _(
+    return _(
         "From n={n0} to n={n1}, the hand-written path's memory grows as n^{mem_hand:.2f} (it holds the n x n scores: "
         "{hand_mib:.1f} MiB at n={n1}), the fused kernel's as n^{mem_fused:.2f} ({fused_mib:.1f} MiB). The attention "
         "FLOPs grow as n^{flops_core:.2f} (with the projections, n^{flops_total:.2f} over this range). Time on this "
@@ -113,6 +122,3 @@ def run(out: Path, quick: bool = False) -> Result:
              time_fused=fits["fused"]["time"], hand_ms=hand["seconds"] * 1e3, fused_ms=fused["seconds"] * 1e3,
              ratio=hand["seconds"] / fused["seconds"],
              faster=_("faster") if fused["seconds"] < hand["seconds"] else _("slower"))
-    numbers = {"lengths": lengths, "d_model": D_MODEL, "heads": HEADS, "measured": data, "flops": flops,
-               "exponents": fits, "threads": torch.get_num_threads()}
-    return Result(numbers, conclusion, figure)

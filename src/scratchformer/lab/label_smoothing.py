@@ -11,6 +11,7 @@ project's loss (training/loss.py, `label_smoothed_loss`), differing only in eps.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -103,8 +104,15 @@ def run(out: Path, quick: bool = False) -> Result:
     ax2.legend()
     fig.tight_layout()
     figure = common.save_figure(fig, out, "label-smoothing")
+    numbers = {"steps": steps, "train_size": train_size, "noise": NOISE, "bins": BINS, "runs": runs}
+    return Result(numbers, conclude(numbers), figure)
+
+
+def conclude(numbers: dict[str, Any]) -> str:
+    """The conclusion, in the current language, from the numbers alone."""
+    runs = numbers["runs"]
     a, b = runs["eps=0.0"], runs["eps=0.1"]
-    conclusion = _(
+    return _(
         "Without smoothing the tagger's mean confidence is {a[confidence]:.3f} for an accuracy of "
         "{a[accuracy_noisy]:.3f} on noisy held-out labels (ECE {a[ece]:.3f}); with eps=0.1 it is {b[confidence]:.3f} "
         "for {b[accuracy_noisy]:.3f} (ECE {b[ece]:.3f}): label smoothing {lowers} the calibration error "
@@ -114,5 +122,3 @@ def run(out: Path, quick: bool = False) -> Result:
              ratio=a["ece"] / max(b["ece"], 1e-9), acc_a=common.pct(a["accuracy_clean"]),
              acc_b=common.pct(b["accuracy_clean"]),
              higher=_("eps=0.1 higher") if b["bleu_clean"] > a["bleu_clean"] else _("eps=0 higher or equal"))
-    return Result({"steps": steps, "train_size": train_size, "noise": NOISE, "bins": BINS, "runs": runs},
-                  conclusion, figure)
