@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 import torch
 
@@ -70,13 +70,18 @@ def run(out: Path, quick: bool = False) -> Result:
     ax.legend(fontsize=8)
     fig.tight_layout()
     figure = save_figure(fig, out, "extrapolation")
+    numbers = {"kinds": KINDS, "train_len": TRAIN_LEN, "test_len": test_len, "steps": steps, "runs": runs}
+    return Result(numbers, conclude(numbers), figure)
+
+
+def conclude(numbers: dict[str, Any]) -> str:
+    """The conclusion, in the current language, from the numbers alone."""
+    runs = numbers["runs"]
     best = max(runs, key=lambda k: runs[k]["beyond"])
-    conclusion = (
+    return (
         _("Accuracy inside the training length / beyond it: {rows}. Best beyond the training length: {best}").format(
             rows="; ".join(f"{k} {pct(r['inside'])} / {pct(r['beyond'])}" for k, r in runs.items()), best=best)
         + (_(", {lead} ahead of the worst.").format(
             lead=pct(runs[best]["beyond"] - min(r["beyond"] for r in runs.values()))) if len(runs) > 1 else ".")
         + (_(" The learned table's rows past the training length were never trained: {acc} there.").format(
             acc=pct(runs["learned"]["beyond"])) if "learned" in runs else ""))
-    numbers = {"kinds": KINDS, "train_len": TRAIN_LEN, "test_len": test_len, "steps": steps, "runs": runs}
-    return Result(numbers, conclusion, figure)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -129,12 +130,20 @@ def run(out: Path, quick: bool = False) -> Result:
     ax2.legend(loc="lower left")
     fig.tight_layout()
     figure = save_figure(fig, out, "layernorm-vs-batchnorm")
+    numbers = {"steps": steps, "train_lengths": [2, longest], "neighbour_gap": gaps, "training": results}
+    return Result(numbers, conclude(numbers), figure)
+
+
+def conclude(numbers: dict[str, Any]) -> str:
+    """The conclusion, in the current language, from the numbers alone."""
+    steps, longest, gaps, results = (numbers["steps"], numbers["train_lengths"][1], numbers["neighbour_gap"],
+                                     numbers["training"])
     ln, bn = results["LayerNorm"], results["BatchNorm"]
     long_key = f"batch statistics, padded to {3 * longest}"
     short_acc = bn["batch statistics, padded to 4"]
     change = (_("padding changed the accuracy by {d}").format(d=pct(abs(short_acc - bn[long_key])))
               if short_acc != bn[long_key] else _("padding did not change the accuracy"))
-    conclusion = _(
+    return _(
         "Batched beside a 5-token or a 24-token sentence, sentence A's logits move by {ln_gap:.1e} with LayerNorm "
         "(each token normalised alone) and by {bn_gap:.2f} with BatchNorm in training mode (its statistics count the "
         "neighbour's tokens and the padding; in eval mode, with running statistics, {bn_eval:.1e}). After {steps} "
@@ -145,5 +154,3 @@ def run(out: Path, quick: bool = False) -> Result:
              ln_wide=pct(ln[f"running statistics, padded to {3 * longest}"]),
              bn_4=pct(bn["batch statistics, padded to 4"]), bn_wide=pct(bn[long_key]), change=change,
              bn_run=pct(bn["running statistics, padded to 4"]))
-    numbers = {"steps": steps, "train_lengths": [2, longest], "neighbour_gap": gaps, "training": results}
-    return Result(numbers, conclusion, figure)
