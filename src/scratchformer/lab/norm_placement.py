@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from scratchformer.i18n import _
 from scratchformer.lab import common
@@ -57,24 +58,32 @@ def run(out: Path, quick: bool = False) -> Result:
     ax2.legend()
     fig.tight_layout()
     figure = common.save_figure(fig, out, "norm-placement")
+    fails = failed_runs(runs, chance_loss)
+    numbers = {"lr": LR, "steps": steps, "depths": list(depths), "chance_loss": chance_loss,
+               "runs": {k: {key: v for key, v in r.items() if key != "curve"} for k, r in runs.items()},
+               "failed": fails}
+    return Result(numbers, conclude(numbers), figure)
 
-    def failed(r: dict) -> bool:
-        return r["diverged"] or r["final_loss"] > 0.8 * chance_loss
 
-    fails = [name for name, r in runs.items() if failed(r)]
-    first_post = next((n for n in depths if failed(runs[f"post, N={n}, warm-up 0"])), None)
+def failed_runs(runs: dict[str, dict[str, Any]], chance_loss: float) -> list[str]:
+    """The runs that did not train: diverged, or a final loss above 0.8 x chance."""
+    return [name for name, r in runs.items() if r["diverged"] or r["final_loss"] > 0.8 * chance_loss]
+
+
+def conclude(numbers: dict[str, Any]) -> str:
+    """The conclusion, in the current language, from the numbers alone."""
+    runs, depths, chance_loss, fails = numbers["runs"], numbers["depths"], numbers["chance_loss"], numbers["failed"]
+    deep = depths[-1]
+    warm = max(int(name.rsplit(" ", 1)[1]) for name in runs)  # the warm-up steps of the warmed runs
+    first_post = next((n for n in depths if f"post, N={n}, warm-up 0" in fails), None)
     acc = {name: r["accuracy"] for name, r in runs.items()}
     post = (_("first fails at N={n} (loss {loss:.2f}, chance {chance:.2f})").format(
         n=first_post, loss=runs[f"post, N={first_post}, warm-up 0"]["final_loss"], chance=chance_loss)
         if first_post else _("trains at every depth tried"))
-    conclusion = _(
+    return _(
         "With lr {lr}: post-norm without warm-up {post}; at N={deep}: post-norm {post_0} without warm-up and "
         "{post_w} with {warm} warm-up steps, pre-norm {pre_0} without. Runs that did not train: {fails}."
-    ).format(lr=LR, post=post, deep=deep, post_0=common.pct(acc[f"post, N={deep}, warm-up 0"]),
+    ).format(lr=numbers["lr"], post=post, deep=deep, post_0=common.pct(acc[f"post, N={deep}, warm-up 0"]),
              post_w=common.pct(acc[f"post, N={deep}, warm-up {warm}"]), warm=warm,
              pre_0=common.pct(acc[f"pre, N={deep}, warm-up 0"]),
              fails="; ".join(fails) if fails else _("none"))
-    numbers = {"lr": LR, "steps": steps, "depths": list(depths), "chance_loss": chance_loss,
-               "runs": {k: {key: v for key, v in r.items() if key != "curve"} for k, r in runs.items()},
-               "failed": fails}
-    return Result(numbers, conclusion, figure)
