@@ -15,6 +15,7 @@ sublayer of an untrained stack, and a short training run of the toy tagger with 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -97,16 +98,22 @@ def run(out: Path, quick: bool = False) -> Result:
     ax2.legend()
     fig.tight_layout()
     figure = save_figure(fig, out, "add-and-norm")
+    numbers = {"depth": depth, "formulas": FORMULAS, "stream_rms": rms,
+               "train_layers": train_layers, "steps": steps,
+               "training": {k: {"final_loss": v["final_loss"], "accuracy": v["accuracy"]} for k, v in runs.items()}}
+    return Result(numbers, conclude(numbers), figure)
+
+
+def conclude(numbers: dict[str, Any]) -> str:
+    """The conclusion, in the current language, from the numbers alone."""
+    depth, rms, runs = numbers["depth"], numbers["stream_rms"], numbers["training"]
+    train_layers, steps = numbers["train_layers"], numbers["steps"]
     growth = {name: values[-1] / values[1] for name, values in rms.items()}
     best = max(runs, key=lambda k: runs[k]["accuracy"])
-    conclusion = _(
+    return _(
         "After {sublayers} sublayers the residual stream's RMS is {rms}: the seeds' placements add a normalised F(x) "
         "each time, so the stream grows {g000:.1f}x (seed000) and {g003:.1f}x (seed003) from the first sublayer to "
         "the last, where post-norm stays at {post:.2f}. Training N={n} for {steps} steps: {accuracies}; best: {best}."
     ).format(sublayers=2 * depth, rms=", ".join(f"{rms[n][-1]:.2f} ({n})" for n in PLACEMENTS),
              g000=growth["seed000"], g003=growth["seed003"], post=rms["post"][-1], n=train_layers, steps=steps,
              accuracies=", ".join(f"{n} {pct(runs[n]['accuracy'])}" for n in PLACEMENTS), best=best)
-    numbers = {"depth": depth, "formulas": FORMULAS, "stream_rms": rms,
-               "train_layers": train_layers, "steps": steps,
-               "training": {k: {"final_loss": v["final_loss"], "accuracy": v["accuracy"]} for k, v in runs.items()}}
-    return Result(numbers, conclusion, figure)

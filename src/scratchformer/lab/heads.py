@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -188,11 +189,19 @@ def run(out: Path, quick: bool = False, run_dir: str | Path | None = None) -> Re
     drops = masked_bleu(loaded, pairs[:n_bleu], kinds)
     short = min(pairs[:20], key=lambda p: abs(len(p[0].split()) - 7))  # a sentence of about 7 words
     figure = draw(out, stats, drops, sentence_weights(loaded, *short), loaded)
+    numbers = {"run": str(run_dir), "sentences_for_statistics": n_stats, "sentences_for_bleu": n_bleu,
+               "statistics": stats, "bleu": drops, "example": {"source": short[0], "reference": short[1]}}
+    return Result(numbers, conclude(numbers), figure)
+
+
+def conclude(numbers: dict[str, Any]) -> str:
+    """The conclusion, in the current language, from the numbers alone."""
+    stats, drops, n_bleu = numbers["statistics"], numbers["bleu"], numbers["sentences_for_bleu"]
     base = drops["baseline"]
     worst = {kind: max(((layer, head, base - b) for layer, row in enumerate(t) for head, b in enumerate(row)),
                        key=lambda x: x[2]) for kind, t in drops["per_head"].items()}
     spread = {kind: (min(min(r) for r in s["entropy"]), max(max(r) for r in s["entropy"])) for kind, s in stats.items()}
-    conclusion = _(
+    return _(
         "Entropy of the heads (nats, low = focused): {spread}. Greedy BLEU on {n} test sentences: {base:.1f}; masking "
         "one head costs at most {worst}; masking every head of a kind: {whole}. The heads differ: their entropies "
         "span {spans}."
@@ -202,6 +211,3 @@ def run(out: Path, quick: bool = False, run_dir: str | Path | None = None) -> Re
              whole="; ".join(f"{kind} -> {b:.1f}" for kind, b in drops["whole_kind"].items()),
              spans=", ".join(_("{span:.2f} nats ({kind})").format(span=hi - lo, kind=kind)
                              for kind, (lo, hi) in spread.items()))
-    numbers = {"run": str(run_dir), "sentences_for_statistics": n_stats, "sentences_for_bleu": n_bleu,
-               "statistics": stats, "bleu": drops, "example": {"source": short[0], "reference": short[1]}}
-    return Result(numbers, conclusion, figure)
