@@ -40,26 +40,26 @@ def enabled() -> bool:
     return os.environ.get(ENV, "1").strip() != "0"
 
 
-def cpu_name() -> str:
-    """The CPU's model name (/proc/cpuinfo on Linux), else what the platform module knows."""
+def _cpuinfo(*fields: str) -> str | None:
+    """The value of the first /proc/cpuinfo line that starts with one of `fields` (lower case), or None."""
     try:
         for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.lower().startswith(("model name", "hardware")) and ":" in line:  # x86; some ARM kernels
-                return line.split(":", 1)[1].strip()
+            if line.lower().startswith(fields) and ":" in line:
+                return line.split(":", 1)[1]
     except OSError:
         pass
-    return platform.processor() or platform.machine() or "unknown"
+    return None
+
+
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux), else what the platform module knows."""
+    name = _cpuinfo("model name", "hardware")  # x86; some ARM kernels
+    return name.strip() if name is not None else platform.processor() or platform.machine() or "unknown"
 
 
 def cpu_flags() -> str:
     """The CPU's feature flags (/proc/cpuinfo), sorted: what generated code may use (AVX-512, AMX); "" if unknown."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.lower().startswith(("flags", "features")) and ":" in line:
-                return " ".join(sorted(line.split(":", 1)[1].split()))
-    except OSError:
-        pass
-    return ""
+    return " ".join(sorted((_cpuinfo("flags", "features") or "").split()))
 
 
 def default_cache_path() -> Path:
