@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from scratchformer.config import ModelConfig
+from scratchformer.data.tokenizers import BOS_ID, EOS_ID
 from scratchformer.model.build import build_model
 from scratchformer.training.loss import label_smoothed_loss
 
@@ -197,7 +198,7 @@ def pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-BOS, EOS = 1, 2  # the project's <s> and </s> ids (data/tokenizers.py)
+BOS, EOS = BOS_ID, EOS_ID  # the project's <s> and </s> ids, as the toy tasks name them
 
 
 def seq2seq_config(vocab: int = 16, d_model: int = 64, n_heads: int = 4, layers: int = 2,
