@@ -124,3 +124,10 @@ def write_tiny_run(run_dir, tiny_seq2seq, corpus: str = "toy", steps: int = 40):
 def tiny_run(tmp_path_factory, tiny_seq2seq):
     """A tiny random translation run on the toy corpus, on disk (no training: a second)."""
     return write_tiny_run(tmp_path_factory.mktemp("report") / "run", tiny_seq2seq)
+
+
+@pytest.fixture(scope="session")
+def untrained_run(tmp_path_factory, tiny_seq2seq):
+    """tiny_run's files with its random weights never fitted: its outputs are long and its greedy and beam paths
+    part on most sentences on any CPU's kernels (the fitted run's may agree, as they did under baseline SSE code)."""
+    return write_tiny_run(tmp_path_factory.mktemp("untrained") / "run", tiny_seq2seq, steps=0)
