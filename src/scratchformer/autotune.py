@@ -62,9 +62,15 @@ def cpu_flags() -> str:
     return " ".join(sorted((_cpuinfo("flags", "features") or "").split()))
 
 
+def user_cache_root() -> Path:
+    """$XDG_CACHE_HOME/scratchformer, else ~/.cache/scratchformer: every per-user cache of ours lives under it
+    (runs/cache.py's private folders too). A relative XDG_CACHE_HOME is ignored, as the XDG spec says."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    return (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / "scratchformer"
+
+
 def default_cache_path() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "scratchformer" / "autotune.json"
+    return user_cache_root() / "autotune.json"
 
 
 def machine_busy() -> bool:

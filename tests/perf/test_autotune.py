@@ -104,6 +104,8 @@ def test_the_cache_lives_under_xdg_cache_home_else_home(tmp_path, monkeypatch):
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert autotune.default_cache_path() == tmp_path / "home" / ".cache" / "scratchformer" / "autotune.json"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # the XDG spec: a relative value is ignored
+    assert autotune.default_cache_path() == tmp_path / "home" / ".cache" / "scratchformer" / "autotune.json"
 
 
 def _run_dir(tmp_path):

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from scratchformer.autotune import user_cache_root
 from scratchformer.config.fields import loads_json
 from scratchformer.errors import ConfigError
 from scratchformer.runs.names import EXPORT
@@ -30,15 +31,10 @@ CONTENT = ".content.json"
 STALE_SECONDS = 24 * 3600  # a partial export this old belongs to no running process
 
 
-def _cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    return (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / "scratchformer"
-
-
 def user_cache_dir() -> Path:
     """$XDG_CACHE_HOME/scratchformer (or ~/.cache/scratchformer), 0700: made if missing, refused (one line) unless
     it is a real folder owned by this user that nobody else may write."""
-    root = _cache_root()
+    root = user_cache_root()
     try:
         root.parent.mkdir(parents=True, exist_ok=True)
         root.mkdir(mode=0o700, exist_ok=True)
@@ -129,7 +125,7 @@ def private_cache(name: str, stamp: dict[str, Any], write: Callable[[Path], None
 def find_private(name: str, stamp: dict[str, Any]) -> Path | None:
     """<user cache>/<name> if it is there, intact and made from `stamp`; None otherwise. Makes nothing (a plain
     translate call looks here without creating folders)."""
-    if not (_cache_root() / name).is_dir():
+    if not (user_cache_root() / name).is_dir():
         return None
     folder = user_cache_dir() / name  # the owner and mode checks
     return folder if intact(folder, stamp) else None
