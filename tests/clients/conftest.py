@@ -2,9 +2,10 @@
 (tests/clients/client.py blocks the import and reports sys.modules).
 
 Two Pythons: this one (transformers 5.x, ctranslate2, tokenizers, as the package's test extra installs them)
-and SCRATCHFORMER_CLIENT_PYTHON, a second virtual environment with transformers 4.57.6 and Optimum
-(`make test-clients` builds .venv-clients and sets it). Tests that need the second one skip, saying so, when
-the variable is unset."""
+SCRATCHFORMER_CLIENT_PYTHON, a second virtual environment with transformers 4.57.6 and Optimum, and
+SCRATCHFORMER_CLIENT_PYTHON_OLDEST, a third with the oldest transformers the HF export claims, 4.42.4 (`make
+test-clients` builds .venv-clients and .venv-clients-oldest and sets both). Tests that need one skip, saying so,
+when its variable is unset."""
 
 from __future__ import annotations
 
@@ -76,6 +77,7 @@ def small_onnx(small) -> Path:
 
 CLIENT = Path(__file__).with_name("client.py")
 ENV_VAR = "SCRATCHFORMER_CLIENT_PYTHON"
+OLDEST_VAR = "SCRATCHFORMER_CLIENT_PYTHON_OLDEST"
 
 
 def run_client(python: str, client: str, folder: Path, texts: list[str], tmp: Path, beams=(1, 4)) -> dict:
@@ -104,6 +106,16 @@ def client_python() -> str:
     python = os.environ.get(ENV_VAR)
     if not python:
         pytest.skip(f"{ENV_VAR} is unset: `make test-clients` builds .venv-clients (transformers 4.57.6, Optimum) "
+                    "and runs these tests with it")
+    return python
+
+
+@pytest.fixture(scope="session")
+def oldest_python() -> str:
+    """The oldest transformers the HF export claims (4.42.4, tokenizers 0.19), or a skip naming the variable."""
+    python = os.environ.get(OLDEST_VAR)
+    if not python:
+        pytest.skip(f"{OLDEST_VAR} is unset: `make test-clients` builds .venv-clients-oldest (transformers 4.42.4) "
                     "and runs these tests with it")
     return python
 

@@ -143,7 +143,7 @@ def test_marian_export_gives_our_logits_and_greedy_ids(tmp_path, tie, bias, equa
 def test_unequal_vocabularies_are_padded_to_one_size_for_transformers_4(tmp_path):
     """transformers 4.x sizes the decoder's embedding by vocab_size whatever decoder_vocab_size says: the export
     pads the smaller table (zero rows) and biases the extra output ids to -1e4, so both majors load it
-    (tests/clients loads it in 4.57.6 itself)."""
+    (tests/clients loads it in 4.42.4 and 4.57.6 themselves)."""
     from safetensors.torch import load_file
 
     from scratchformer.export.hf import PAD_LOGIT
@@ -161,7 +161,7 @@ def test_unequal_vocabularies_are_padded_to_one_size_for_transformers_4(tmp_path
     table = run.model.tgt_embed.token.weight.detach()[:, concat_permutation(c.d_model)]  # (V_tgt, D), folded
     assert torch.equal(dec[: c.tgt_vocab_size], table)
     assert not dec[c.tgt_vocab_size:].any() and (bias[0, c.tgt_vocab_size:] == PAD_LOGIT).all()
-    assert "transformers 4.4x-4.57 and 5.x" in (out / "README.md").read_text()
+    assert "transformers 4.42-4.57 and 5.x" in (out / "README.md").read_text()
 
 
 def test_marian_beam_without_length_penalty_gives_our_beam(tmp_path):
@@ -231,6 +231,22 @@ def test_tokenizer_files_encode_and_decode_as_ours(tmp_path, kind):
         ids = run.tgt_tok.encode(text)
         assert target(text)["input_ids"] == [*ids, EOS_ID]
         assert target.decode([BOS_ID, *ids, EOS_ID, PAD_ID], skip_special_tokens=True) == run.tgt_tok.decode(ids)
+
+
+def test_tokenizer_json_spells_bpe_merges_as_every_tokenizers_release_reads_them(tmp_path):
+    """tokenizers >= 0.20 saves merges as [a, b] pairs, which tokenizers 0.19 (transformers 4.42-4.44 pin it)
+    cannot parse; the export writes the "a b" strings both read, and they load to the same tokenizer here."""
+    from tokenizers import Tokenizer
+
+    run = load_run(_write_run(tmp_path / "run", ModelConfig.preset("tiny", **SMALL), src_kind="bpe"))
+    out = export_run(run.path, "hf", tmp_path / "hf")
+    merges = json.loads((out / "tokenizer.json").read_text(encoding="utf-8"))["model"]["merges"]
+    assert merges and all(isinstance(m, str) and m.count(" ") == 1 for m in merges)
+    assert merges == [" ".join(m) for m in json.loads(run.src_tok.hf.to_str())["model"]["merges"]]
+    loaded = Tokenizer.from_file(str(out / "tokenizer.json"))
+    loaded.encode_special_tokens = True  # a literal "<s>" is text, as the card tells a user to set
+    for text in TRICKY:
+        assert loaded.encode(text, add_special_tokens=False).ids == run.src_tok.encode(text), text
 
 
 # -- GPT-2 and BERT -------------------------------------------------------------------------------------------

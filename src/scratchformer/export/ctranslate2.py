@@ -51,7 +51,7 @@ from scratchformer.model.feedforward import ACTIVATIONS
 from scratchformer.model.transformer import EncoderDecoder
 from scratchformer.runs import Run
 
-FORMAT_VERSION = 3  # of what this converter writes: a cached export from another version is rebuilt
+FORMAT_VERSION = 4  # of what this converter writes: a cached export from another version is rebuilt (4: legacy merges)
 STAMP = "scratchformer_export.json"  # in the exported folder: what it was made from
 QUANTIZATIONS = ("float32", "int8")
 PAD_LOGIT = -1e4  # exp(-1e4 - max) is 0 in float32: PAD out of every softmax (and finite in float16)

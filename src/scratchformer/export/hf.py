@@ -141,6 +141,19 @@ def hf_tokenizer(tok: Tokenizer, template: str) -> Any:
     return hf
 
 
+def save_tokenizer_json(hf: Any, path: Path) -> None:
+    """`hf` (a `tokenizers.Tokenizer`) as the file every `tokenizers` release since 0.19 reads: BPE merges as "a b"
+    strings, not the [a, b] pairs that tokenizers >= 0.20 writes and 0.19 (transformers 4.40-4.44's) refuses ("data
+    did not match any variant of untagged enum ModelWrapper"). Pairs stay where a part holds a space (no legacy
+    spelling exists); ByteLevel and Metaspace BPE never do."""
+    data = json.loads(hf.to_str())
+    model = data.get("model") or {}
+    merges = model.get("merges")
+    if merges and all(isinstance(m, list) and len(m) == 2 and " " not in m[0] + m[1] for m in merges):
+        model["merges"] = [f"{a} {b}" for a, b in merges]
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+
+
 def write_tokenizers(run: Run, out: Path, template: str | None = None) -> list[str]:
     """tokenizer.json + tokenizer_config.json (PreTrainedTokenizerFast) of the input side in `out`, and of the
     target side in out/target_tokenizer/ where it differs: standard files `tokenizers.Tokenizer.from_file` and
@@ -155,7 +168,7 @@ def write_tokenizers(run: Run, out: Path, template: str | None = None) -> list[s
 
 def _save_tokenizer(tok: Tokenizer, arch: str, folder: Path, max_len: int, template: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    hf_tokenizer(tok, template).save(str(folder / "tokenizer.json"))
+    save_tokenizer_json(hf_tokenizer(tok, template), folder / "tokenizer.json")
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": BOS, "eos_token": EOS, "pad_token": PAD,
               "unk_token": UNK, "model_max_length": max_len, "clean_up_tokenization_spaces": False,
               "split_special_tokens": True,  # a literal "<s>" in the text is text, as in ours

@@ -156,7 +156,7 @@ def _usage(arch: str, targets: bool) -> list[str]:
                 "(num_return_sequences = num_beams), undoes Hugging Face's `|Y|^length_penalty` on their scores and "
                 "picks the best by GNMT's penalty with the run's alpha (decoding.json, this folder), within "
                 "scratchformer's length budget. " + parity_note("generate", "`generate(**batch)`")
-                + " In transformers 4.57.6 and 5.x alike; `translation` pipelines are gone in 5.x.", *tail]
+                + " In transformers 4.42-4.57 and 5.x alike; `translation` pipelines are gone in 5.x.", *tail]
     lines = ["```python", f"from transformers import {auto}, AutoTokenizer", "",
              f'model = {auto}.from_pretrained("DIR")', 'tok = AutoTokenizer.from_pretrained("DIR")']
     if arch == "decoder":
@@ -197,7 +197,8 @@ def _notes(arch: str, folded: bool, hf: dict[str, Any], gen: dict[str, Any] | No
         *([f"- **Vocabularies.** The run's source and target vocabularies differ in size; transformers 4.x sizes "
            "Marian's decoder embedding by vocab_size whatever decoder_vocab_size says, so both tables are padded to "
            f"{hf.get('vocab_size')} rows (zeros) and the extra output ids get a bias of -1e4: never generated, and the "
-           "logits of the real ids are unchanged. The folder loads in transformers 4.4x-4.57 and 5.x alike."]
+           "logits of the real ids are unchanged. The folder loads in transformers 4.42-4.57 and 5.x alike (4.40-4.41 "
+           "load it too, but read a literal `<s>` in a text as the special token)."]
           if padded else []),
         f"- scale_embedding={hf.get('scale_embedding')} (x sqrt(d_model)), final_logits_bias = our generator's bias, "
         f"activation_function={hf.get('activation_function')!r}, post-norm (Marian has no normalize_before), "

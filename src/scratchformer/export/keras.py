@@ -21,7 +21,7 @@ from typing import Any
 
 from scratchformer.decoding.quantize import Int8Linear
 from scratchformer.errors import ConfigError
-from scratchformer.export.hf import TEMPLATES, hf_tokenizer
+from scratchformer.export.hf import TEMPLATES, hf_tokenizer, save_tokenizer_json
 from scratchformer.runs import Run
 
 MODEL_FILE, SAVED_MODEL = "model.keras", "saved_model"
@@ -54,7 +54,7 @@ def export(run: Run, out: Path, quantization: str | None = None, **options: obje
     model.save(str(Path(out) / MODEL_FILE))
     saved_model(model, Path(out) / SAVED_MODEL)
     for side, tok in zip(("src", "tgt"), tokenizers):
-        tok.save(str(Path(out) / f"tokenizer_{side}.json"))
+        save_tokenizer_json(tok, Path(out) / f"tokenizer_{side}.json")
     (Path(out) / "README.md").write_text(readme(run), encoding="utf-8")
 
 
