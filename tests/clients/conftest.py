@@ -100,24 +100,24 @@ def client():
     return run_client
 
 
+def _python_from(var: str, venv: str, holds: str) -> str:
+    """The Python that `make test-clients` names in `var`, or a skip that says which venv to build."""
+    python = os.environ.get(var)
+    if not python:
+        pytest.skip(f"{var} is unset: `make test-clients` builds {venv} ({holds}) and runs these tests with it")
+    return python
+
+
 @pytest.fixture(scope="session")
 def client_python() -> str:
     """The second environment's Python (transformers 4.57.6 + Optimum), or a skip naming the variable."""
-    python = os.environ.get(ENV_VAR)
-    if not python:
-        pytest.skip(f"{ENV_VAR} is unset: `make test-clients` builds .venv-clients (transformers 4.57.6, Optimum) "
-                    "and runs these tests with it")
-    return python
+    return _python_from(ENV_VAR, ".venv-clients", "transformers 4.57.6, Optimum")
 
 
 @pytest.fixture(scope="session")
 def oldest_python() -> str:
     """The oldest transformers the HF export claims (4.42.4, tokenizers 0.19), or a skip naming the variable."""
-    python = os.environ.get(OLDEST_VAR)
-    if not python:
-        pytest.skip(f"{OLDEST_VAR} is unset: `make test-clients` builds .venv-clients-oldest (transformers 4.42.4) "
-                    "and runs these tests with it")
-    return python
+    return _python_from(OLDEST_VAR, ".venv-clients-oldest", "transformers 4.42.4")
 
 
 @pytest.fixture(scope="session")
