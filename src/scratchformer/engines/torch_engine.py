@@ -33,7 +33,7 @@ from scratchformer.runs.cache import find_private, private_cache, user_cache_dir
 
 PACKAGE = "step.pt2"  # any row count
 SMALL = "small_step.pt2"  # tuned for few rows (captured.by_rows)
-FORMAT = 3  # of the packages' layout; part of every key
+FORMAT = 4  # of the packages' layout and graph (4: attention written out); part of every key
 SENTENCES = (1, 32)  # the batch sizes autotune times the two steps at
 
 
