@@ -168,3 +168,65 @@ def test_beam_is_at_least_as_good_as_greedy_and_sorted(make_seq2seq, random_sour
     for hyps, g_score in zip(beam, greedy.scores):
         assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
         assert hyps[0].score >= g_score - 1e-4
+
+
+def _random_logprobs(prefix: tuple[int, ...], seed: int, vocab: int, eos_bias: float) -> list[float]:
+    """A fixed random next-token distribution per prefix (float64, no ties; PAD impossible)."""
+    g = torch.Generator().manual_seed(hash((seed, prefix)) % (2**31))
+    logits = torch.randn(vocab, generator=g, dtype=torch.float64)
+    logits[EOS] += eos_bias
+    logits[PAD] = -math.inf
+    return torch.log_softmax(logits, 0).tolist()
+
+
+def _plain_beam(logprobs, k: int, limit: int, alpha: float, min_len: int) -> list[tuple[list[int], float]]:
+    """The module docstring's search for one sentence, in plain Python: the oracle of beam_search_core."""
+    beams = [([], 0.0)] + [([], -math.inf)] * (k - 1)  # step 0: only beam 0 is live
+    finished: list[tuple[list[int], float]] = []
+    for t in range(limit):
+        cands = []
+        for b, (toks, score) in enumerate(beams):
+            for v, lp_v in enumerate(logprobs(tuple(toks))):
+                if v == EOS and t < min_len:
+                    lp_v = -math.inf
+                cands.append((score + lp_v, b * 10_000 + v, toks, v))
+        top = sorted(cands, key=lambda c: (-c[0], c[1]))[: 2 * k]
+        lp = length_penalty(t + 1, alpha)
+        finished += [(toks, val / lp) for val, _, toks, v in top[:k] if v == EOS and val > -math.inf]
+        live = [(toks + [v], val) for val, _, toks, v in top if v != EOS][:k]
+        kth = sorted((s for _, s in finished), reverse=True)[k - 1] if len(finished) >= k else -math.inf
+        if t + 1 >= limit:  # budget reached: the live beams are hypotheses too
+            finished += [(toks, val / lp) for toks, val in live if val > -math.inf]
+            break
+        if live[0][1] / lp <= kth:
+            break
+        beams = live
+    return sorted(finished, key=lambda h: -h[1])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_batched_search_equals_a_plain_search_of_each_sentence(seed):
+    """beam_search_core over a batch (sentences finishing at different steps, EOS inside and outside the first K,
+    the common step where no EOS is among the first K) gives each sentence what a plain per-sentence search gives."""
+    rng = torch.Generator().manual_seed(seed)
+    k, vocab = 1 + seed % 4, 6 + seed % 3
+    batch = 1 + int(torch.randint(4, (1,), generator=rng))
+    limits = torch.randint(1, 8, (batch,), generator=rng).tolist()
+    alpha, min_len = [0.0, 0.6, 1.5][seed % 3], seed % 2
+    biases = torch.linspace(-2.0, 1.5, batch).tolist()  # some sentences end early, some run to their budget
+
+    row_sentence = torch.arange(batch).repeat_interleave(k)  # followed through `index`, as a KV cache is
+
+    def step_fn(tokens, index):
+        nonlocal row_sentence
+        if index is not None:
+            row_sentence = row_sentence[index]
+        return torch.tensor([_random_logprobs(tuple(row[1:]), seed * 100 + s, vocab, biases[s])
+                             for row, s in zip(tokens.tolist(), row_sentence.tolist())], dtype=torch.float64)
+
+    batched = beam_search_core(step_fn, batch, k, limits, alpha, BOS, EOS, n_best=k, min_len=min_len)
+    plain = [_plain_beam(lambda p, s=s: _random_logprobs(p, seed * 100 + s, vocab, biases[s]), k, limits[s],
+                         alpha, min_len) for s in range(batch)]
+    for hyps, oracle in zip(batched, plain):
+        assert [h.tokens for h in hyps] == [toks for toks, _ in oracle[:k]]
+        assert [h.score for h in hyps] == pytest.approx([s for _, s in oracle[:k]], rel=1e-12)

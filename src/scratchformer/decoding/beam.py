@@ -147,6 +147,8 @@ def beam_search_core(
     kth_finished: Tensor | None = None  # (A, K) best K finished scores, -inf where fewer
     index: Tensor | None = None
     eos_index = torch.tensor([eos], device=device)
+    ranks = torch.arange(2 * k, device=device)  # (2K,) candidate positions
+    starts = torch.arange(a, device=device)[:, None] * k  # (A, 1) each active sentence's first row
     for t in range(t_max):
         cancel.check()  # a caller that gave up stops the work here (cancel.py)
         logprobs = step_fn(tokens, index)  # (A*K, V)
@@ -160,27 +162,29 @@ def beam_search_core(
         cand = (scores.view(-1, 1) + logprobs).view(a, k * vocab)  # (A, K*V)
         top_val, top_idx = cand.topk(2 * k, dim=1)  # (A, 2K), best first
         top_beam, top_tok = top_idx // vocab, top_idx % vocab  # (A, 2K)
-        is_eos = top_tok == eos
         lp = length_penalty(t + 1, alpha)  # |Y| = t + 1: t tokens + EOS, or t + 1 tokens for a live beam
-        closed = is_eos[:, :k] & (top_val[:, :k] > NEG_INF)  # (A, K) EOS among the first K closes a hypothesis
-        closed_scores = torch.where(closed, top_val[:, :k] / lp, NEG_INF)
-        kth_finished = torch.cat([kth_finished, closed_scores], dim=1).topk(k, dim=1).values  # (A, K)
-        # first K non-EOS candidates: sort key puts EOS after every non-EOS, order kept otherwise
-        order = is_eos.long() * (2 * k) + torch.arange(2 * k, device=device)  # (A, 2K)
-        pos = order.topk(k, dim=1, largest=False).indices  # (A, K), ascending = best first
-        live_val, live_beam, live_tok = top_val.gather(1, pos), top_beam.gather(1, pos), top_tok.gather(1, pos)
+        if bool((top_tok[:, :k] == eos).any()):  # a device sync (the other: `done`); free on the CPU
+            is_eos = top_tok == eos
+            closed = is_eos[:, :k] & (top_val[:, :k] > NEG_INF)  # (A, K) EOS among the first K closes a hypothesis
+            closed_scores = torch.where(closed, top_val[:, :k] / lp, NEG_INF)
+            kth_finished = torch.cat([kth_finished, closed_scores], dim=1).topk(k, dim=1).values  # (A, K)
+            # first K non-EOS candidates: sort key puts EOS after every non-EOS, order kept otherwise
+            order = is_eos.long() * (2 * k) + ranks  # (A, 2K)
+            pos = order.topk(k, dim=1, largest=False).indices  # (A, K), ascending = best first
+            live_val, live_beam, live_tok = top_val.gather(1, pos), top_beam.gather(1, pos), top_tok.gather(1, pos)
+        else:  # the common step: no EOS among any sentence's first K, so nothing closes and they are the live beams
+            closed = None
+            live_val, live_beam, live_tok = top_val[:, :k], top_beam[:, :k], top_tok[:, :k]
         at_limit = limits <= t + 1  # (A,)
-        done = (live_val[:, 0] / lp <= kth_finished[:, -1]) | at_limit  # (A,)
-        flags = torch.cat([closed.flatten(), done]).cpu()  # the one device sync per step
-        closed_cpu, done_cpu = flags[: a * k].view(a, k), flags[a * k:]
-        rows = torch.arange(a, device=device)[:, None] * k + live_beam  # (A, K) row each live beam continues
-        if bool(closed_cpu.any()):
-            _collect(finished, sents, tokens, closed_cpu, top_beam, top_val, lp, k)
-        if bool(done_cpu.any()):
-            ends = (done & at_limit).nonzero().squeeze(1)
+        done = ((live_val[:, 0] / lp <= kth_finished[:, -1]) | at_limit).cpu()  # (A,)
+        rows = starts[:a] + live_beam  # (A, K) row each live beam continues
+        if closed is not None and bool(closed.any()):
+            _collect(finished, sents, tokens, closed.cpu(), top_beam, top_val, lp, k)
+        if bool(done.any()):
+            ends = (done & at_limit.cpu()).nonzero().squeeze(1).to(device)
             if ends.numel():  # budget reached: the live beams are hypotheses too (no EOS, |Y| = t + 1)
                 _collect_live(finished, sents[ends], tokens, rows[ends], live_tok[ends], live_val[ends], lp)
-            keep = (~done).nonzero().squeeze(1)  # (A',)
+            keep = (~done).nonzero().squeeze(1).to(device)  # (A',)
             if keep.numel() == 0:
                 break
             sents, limits, kth_finished = sents[keep], limits[keep], kth_finished[keep]
@@ -188,7 +192,7 @@ def beam_search_core(
             a = keep.numel()
         index = rows.flatten()  # (A*K,)
         tokens = torch.cat([tokens.index_select(0, index), live_tok.reshape(-1, 1)], dim=1)  # (A*K, t + 1)
-        scores = live_val
+        scores = live_val.contiguous()
     return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in finished]
 
 
