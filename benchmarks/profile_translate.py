@@ -34,7 +34,7 @@ from benchlib import ROOT, describe_machine, log, machine_info
 import scratchformer.decoding.search as search_module
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.data.corpus import load_pairs
-from scratchformer.decoding.captured import CapturedSteps
+from scratchformer.decoding.captured import CapturedDecoder, CapturedSteps
 from scratchformer.decoding.fast_step import LeanDecoder
 from scratchformer.engines import Translator
 from scratchformer.runs import load_run
@@ -96,10 +96,13 @@ def instrumented(run: Any, clock: Clock):
         patch(LeanDecoder, "embed", "target embedding")
         captured_init = CapturedSteps.__init__
 
-        def timed_init(steps: CapturedSteps, model: Any, step: Callable[..., Any], *rest: Any, **kw: Any) -> None:
-            # the captured package runs the embedding, the decoder layers and the output layer as one graph: its
-            # time goes to "decoder layers"; its reorders and cache growth stay in the search's bookkeeping
-            captured_init(steps, model, clock.wrap("decoder layers", step, count_steps=True), *rest, **kw)
+        def timed_init(steps: CapturedSteps, model: Any, dec: CapturedDecoder, *rest: Any, **kw: Any) -> None:
+            # the captured step runs the embedding, the decoder layers and the output layer as one graph: its time
+            # goes to "decoder layers", its encoder package's (encoder and cross-attention projections) to
+            # "encoder"; its reorders and cache growth stay in the search's bookkeeping
+            timed = CapturedDecoder(clock.wrap("decoder layers", dec.step, count_steps=True),
+                                    clock.wrap("encoder", dec.encoder) if dec.encoder is not None else None)
+            captured_init(steps, model, timed, *rest, **kw)
         CapturedSteps.__init__ = timed_init
         stack.callback(lambda: setattr(CapturedSteps, "__init__", captured_init))
         for fn in ("greedy_decode", "beam_search"):  # the searches as the torch engine's TorchSearch calls them

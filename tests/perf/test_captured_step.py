@@ -1,7 +1,8 @@
 """The captured decoding step (decoding/captured.py, chosen in engines/torch_engine.py): where a C++ compiler exists,
-the same tokens as the eager step (greedy; beam 4 in the slow suite) and logits within 1e-5; the eager step where
-none exists; `auto` never compiles; the package's key changes with the weights. One small compile (a toy model, one
-row per sentence) in the default suite; no timing (benchmarks/bench_decode_paths.py measures)."""
+the same tokens as the eager step (greedy; beam 4 in the slow suite) and logits within 1e-5, the encoder's package
+the modules' cross-attention keys and values within 1e-5; the eager step where none exists; `auto` never compiles;
+the package's key changes with the weights. Two small compiles (a toy model's step for one row per sentence, and its
+encoder) in the default suite; no timing (benchmarks/bench_decode_paths.py measures)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import torch
 
 from scratchformer import autotune
 from scratchformer.decoding import beam_search, captured, greedy_decode
+from scratchformer.decoding.common import pad_ids
 from scratchformer.engines import Translator, torch_engine
 from scratchformer.runs import load_run
 
@@ -41,6 +43,14 @@ def package(run, tmp_path_factory):
                                  tmp_path_factory.mktemp("captured") / "step.pt2")
 
 
+@pytest.fixture(scope="module")
+def encoder_package(run, tmp_path_factory):
+    """The run's encoder with the cross-attention projections, compiled once."""
+    if not captured.compiler_available():
+        pytest.skip("no C++ compiler")
+    return captured.compile_encoder(captured.StaticEncoder(run.model), tmp_path_factory.mktemp("enc") / "encoder.pt2")
+
+
 def _sources(run):
     return [run.src_tok.encode(t) + [2] for t in TEXTS]
 
@@ -53,11 +63,29 @@ def test_greedy_tokens_and_logits_equal_the_eager_step(run, package, monkeypatch
     # 16 and the sentences end apart (rows leave the batch) whatever this CPU's kernels trained the toy run to say
     hold = dict(max_len=None, min_len=10_000, return_logits=True)
     eager = greedy_decode(run.model, src, **hold)  # the lean step (fast_step.py)
-    fast = greedy_decode(run.model, src, **hold, captured=captured.load_step(package))
+    fast = greedy_decode(run.model, src, **hold, captured=captured.CapturedDecoder(captured.load_step(package)))
     assert fast.tokens == eager.tokens
     lengths = sorted(map(len, fast.tokens))
     assert lengths[0] > 8 and lengths[0] < lengths[-1]  # grown twice; sentences end apart
     torch.testing.assert_close(fast.logits, eager.logits, rtol=0, atol=1e-5)
+
+
+@needs_compiler
+def test_the_captured_encoder_gives_the_modules_cross_keys_and_values_and_tokens(run, package, encoder_package):
+    """A batch of unequal sentences (padding masked), one sentence, and a 1-token source (the modules' path)."""
+    dec = captured.CapturedDecoder(captured.load_step(package), captured.load_step(encoder_package))
+    eager = captured.CapturedDecoder(dec.step)
+    for src in (_sources(run), _sources(run)[:1], [[5]]):
+        ids = pad_ids(src, run.model.config.pad_id, torch.device("cpu"))
+        mask = run.model.src_mask(ids)
+        got, want = dec.cross(run.model, ids, mask), eager.cross(run.model, ids, mask)
+        assert len(got) == 2 * run.model.config.n_decoder_layers
+        keep = mask[:, :, 0, :, None]  # (B, 1, L, 1): padded positions are masked out of every attention
+        for g, w in zip(got, want):
+            assert g.shape == w.shape
+            torch.testing.assert_close(g * keep, w * keep, rtol=0, atol=1e-5)
+    src = _sources(run)
+    assert greedy_decode(run.model, src, max_len=30, captured=dec) == greedy_decode(run.model, src, max_len=30)
 
 
 @needs_compiler
@@ -67,7 +95,7 @@ def test_the_tuned_package_for_few_rows_gives_the_same_tokens(run, package, tmp_
     finish on it."""
     monkeypatch.setattr(captured, "START", 4)
     small = captured.compile_step(captured.StaticStep.for_model(run.model, 1), tmp_path / "small.pt2", tuned=True)
-    step = captured.by_rows(captured.load_step(small), captured.load_step(package))
+    step = captured.CapturedDecoder(captured.by_rows(captured.load_step(small), captured.load_step(package)))
     src = _sources(run)
     eager = greedy_decode(run.model, src, max_len=40, return_logits=True)
     fast = greedy_decode(run.model, src, max_len=40, return_logits=True, captured=step)
@@ -84,7 +112,8 @@ def test_beam4_hypotheses_equal_the_eager_step(run, tmp_path, monkeypatch):
     static = captured.StaticStep.for_model(run.model, 4)
     large = captured.load_step(captured.compile_step(static, tmp_path / "s.pt2"))
     small = captured.load_step(captured.compile_step(static, tmp_path / "small.pt2", tuned=True))  # one sentence
-    step = captured.by_rows(small, large, 4)  # a batch ends on the small one, a sentence alone runs on it
+    step = captured.CapturedDecoder(captured.by_rows(small, large, 4))  # a batch ends on the small one, a
+    # sentence alone runs on it
     for src in (_sources(run), _sources(run)[:1]):
         eager = beam_search(run.model, src, beam_size=4, max_len=30, n_best=4)
         fast = beam_search(run.model, src, beam_size=4, max_len=30, n_best=4, captured=step)
@@ -94,7 +123,8 @@ def test_beam4_hypotheses_equal_the_eager_step(run, tmp_path, monkeypatch):
 
 
 @needs_compiler
-def test_step_captured_compiles_once_into_the_private_cache_and_auto_then_uses_it(run, package, private_home,
+def test_step_captured_compiles_once_into_the_private_cache_and_auto_then_uses_it(run, package, encoder_package,
+                                                                                  private_home,
                                                                                   monkeypatch, capsys):
     compiles = []
 
@@ -103,16 +133,22 @@ def test_step_captured_compiles_once_into_the_private_cache_and_auto_then_uses_i
         shutil.copy(package, path)
         return path
 
+    def fake_encoder(encoder, path):
+        compiles.append("encoder")
+        shutil.copy(encoder_package, path)
+        return path
+
     monkeypatch.setattr(captured, "compile_step", fake_compile)
+    monkeypatch.setattr(captured, "compile_encoder", fake_encoder)
     monkeypatch.setattr(autotune, "TUNER", autotune.Tuner(private_home / "autotune.json"))  # off (the suite's env)
     options = run.decoding.pick(beam=1, step="captured")
     first = Translator(run, options).translate(TEXTS)
-    assert compiles == [(1, False), (1, True)]  # any rows, and tuned for few rows
+    assert compiles == [(1, False), (1, True), "encoder"]  # any rows, tuned for few rows, and the encoder
     err = capsys.readouterr().err
     assert err.count("compiling the decoding step") == 1 and str(private_home / "cache" / "scratchformer") in err
     folder = next((private_home / "cache" / "scratchformer").glob("captured-*"))
     assert (folder.parent.stat().st_mode & 0o777) == 0o700
-    assert Translator(run, options).translate(TEXTS) == first and len(compiles) == 2  # cached: loaded
+    assert Translator(run, options).translate(TEXTS) == first and len(compiles) == 3  # cached: loaded
     assert Translator(run, options.pick(step="eager")).translate(TEXTS) == first
     # auto: the package is used once autotune recorded it as faster here (never measured -> eager)
     auto = Translator(run, options.pick(step="auto"))
@@ -121,7 +157,7 @@ def test_step_captured_compiles_once_into_the_private_cache_and_auto_then_uses_i
     key = torch_engine.CapturedStepCache(run.model, "auto").shapes(1)
     monkeypatch.setattr(autotune.TUNER, "recorded", lambda decision, shapes: "captured" if shapes == key else None)
     auto = Translator(run, options.pick(step="auto"))
-    assert auto.backend.captured(1) is not None and auto.translate(TEXTS) == first and len(compiles) == 2
+    assert auto.backend.captured(1) is not None and auto.translate(TEXTS) == first and len(compiles) == 3
 
 
 def test_auto_never_compiles(run, private_home, monkeypatch):

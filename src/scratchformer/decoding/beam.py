@@ -28,7 +28,7 @@ from torch import Tensor
 
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID
 from scratchformer.decoding import cancel
-from scratchformer.decoding.captured import CapturedSteps
+from scratchformer.decoding.captured import CapturedDecoder, CapturedSteps
 from scratchformer.decoding.common import (
     NEG_INF,
     as_src_tensor,
@@ -71,7 +71,7 @@ def beam_search(
     repetition_penalty: float = 1.0,
     prefixes: Sequence[Sequence[int]] | None = None,
     ensemble: Sequence[EncoderDecoder] = (),
-    captured: Callable[..., Tensor] | None = None,
+    captured: CapturedDecoder | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search over src (B, L_src) ids (or id lists), right-padded with `pad`; n_best hypotheses each.
 
@@ -82,8 +82,8 @@ def beam_search(
     grows to hold them): constraints.py. Scores are then those of the penalized distribution, bans included.
     ensemble: more models with `model`'s vocabularies; each step's distribution is the mean of all their
     probabilities (fairseq's EnsembleModel; ensemble.py). `model` sets the ids and the length budget.
-    captured: a compiled step for `beam_size` rows per sentence (captured.py; the torch engine loads it), used with
-    the cache and without an ensemble.
+    captured: a compiled step for `beam_size` rows per sentence, and encoder (captured.py; the torch engine loads
+    them), used with the cache and without an ensemble.
     """
     bos, eos, pad = special_ids(model, bos, eos, pad)
     with eval_mode(model):
@@ -98,8 +98,7 @@ def beam_search(
         fixed = src.size(0) == 1 or min_len >= int(limits.max())
         if captured is not None and use_cache and not ensemble:
             src_mask = model.src_mask(src)
-            stepper = CapturedSteps(model, captured, model.encode(src, src_mask), src_mask, int(limits.max()),
-                                    beam_size)
+            stepper = CapturedSteps(model, captured, src, src_mask, int(limits.max()), beam_size)
         else:
             stepper = model_steps([model, *ensemble], src, use_cache, beam_size, fixed)
         with stepper as steps:

@@ -5,14 +5,17 @@ a static KV cache, with no Python between its kernels.
     path = compile_step(step, package_path)          # torch.export + AOTInductor, frozen weights: ~20 s once
     small = compile_step(step, other_path, tuned=True)  # max-autotune's C++ GEMMs, for few rows: ~2 min once
     fn = by_rows(load_step(small), load_step(path), group)  # the tuned package for few rows, the other above
-    steps = CapturedSteps(model, fn, memory, src_mask, capacity, group)  # Seq2SeqSteps' contract
+    enc = load_step(compile_encoder(StaticEncoder(model), encoder_path))  # the encoder + cross k/v: ~12 s once
+    steps = CapturedSteps(model, CapturedDecoder(fn, enc), src, src_mask, capacity, group)  # Seq2SeqSteps' contract
 
 The static cache (gpt-fast's, Hugging Face's StaticCache): one preallocated (N, h, C, d) key and value tensor per
 decoder layer, which the graph writes in place with `index_copy_` at the step's position; the new row attends to
 the positions `arange(C) <= pos`, so every step has the same shapes. Rows N, the source length S and the capacity C
 are dynamic dimensions of one package (beams per sentence, G, is fixed per package); a beam reorder or sentences
 dropping out is an `index_select` of the caches outside the graph, so nothing recompiles. The encoder's keys and
-values are inputs, not constants: one package serves every sentence of the weights it was compiled from.
+values are inputs, not constants: one package serves every sentence of the weights it was compiled from. They come
+from a third package, the encoder with the decoder's cross-attention projections (StaticEncoder; dynamic batch and
+source length), or from the modules where it was not compiled.
 
 What chooses it (`step: auto | eager | captured`, config/decoding.py), where packages are cached and how they are
 keyed is the torch engine's business (engines/torch_engine.py); this file builds, compiles, loads, runs and times
@@ -25,7 +28,8 @@ from __future__ import annotations
 import shutil
 import sysconfig
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -34,8 +38,8 @@ from torch.nn import functional as F
 from torch.utils import _pytree as pytree
 
 from scratchformer.decoding.common import Seq2SeqSteps
-from scratchformer.decoding.fast_step import LeanDecoder
-from scratchformer.model.transformer import EncoderDecoder
+from scratchformer.decoding.fast_step import LeanDecoder, _hooked
+from scratchformer.model.transformer import EncoderDecoder, check_ids
 
 START = 32  # positions a static cache holds at first (it doubles when full)
 SMALL_ROWS = 4  # most rows the tuned package serves in greedy search (by_rows): 1.44x at 4 rows, 0.87x at 8
@@ -166,6 +170,43 @@ def compile_step(step: StaticStep, package_path: Path, tuned: bool = False) -> P
     return Path(path)
 
 
+class StaticEncoder(nn.Module):
+    """The encoder and the decoder's cross-attention projections as one graph: (src (B, L) ids, src_mask (B, 1, 1, L)
+    bool) -> per decoder layer the keys and the values (B, h, L, d) its cross-attention reads, 2 x layers tensors.
+    What the modules do once per sentence before the first step (model.encode, then each layer's _project_kv)."""
+
+    def __init__(self, model: EncoderDecoder) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, ...]:
+        memory = self.model.encoder(self.model.src_embed(src), src_mask)  # (B, L, D)
+        layers = self.model.decoder.layers
+        return tuple(t.contiguous() for layer in layers for t in layer.cross_attn._project_kv(memory))
+
+    def example(self) -> tuple[Tensor, Tensor]:
+        src = torch.full((MIN_ROWS, 16), 4, dtype=torch.long)
+        return src, torch.ones(MIN_ROWS, 1, 1, 16, dtype=torch.bool)
+
+    def dynamic_shapes(self) -> tuple:
+        dim = torch.export.Dim
+        b = dim("sentences", min=1, max=4096)
+        n = dim("src_len", min=2, max=max(self.model.config.max_len, 17))  # a length seen as 1 would specialise
+        return ({0: b, 1: n}, {0: b, 3: n})
+
+
+def compile_encoder(encoder: StaticEncoder, package_path: Path) -> Path:
+    """torch.export the encoder with dynamic batch and source length, then AOTInductor with frozen weights, into
+    `package_path`: 1.6-2.0x the modules for one sentence of 12-40 tokens, 1.16x for 32 of 30 (experiments/
+    decode-capture/encoder_capture.py). Plain inductor: max-autotune measured no faster there."""
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
+        exported = torch.export.export(encoder, encoder.example(), dynamic_shapes=encoder.dynamic_shapes())
+        path = torch._inductor.aoti_compile_and_package(exported, package_path=str(package_path),
+                                                        inductor_configs={"freezing": True})
+    return Path(path)
+
+
 def by_rows(small: Callable[..., Tensor] | None, large: Callable[..., Tensor], group: int = 1) -> Callable[..., Tensor]:
     """One step from two packages of the same step: `small` (compiled `tuned`) for calls of at most SMALL_ROWS rows
     (greedy: a sentence alone, the last sentences of a batch) or, with beams, of one sentence; `large` for more."""
@@ -188,38 +229,59 @@ def load_step(package_path: Path) -> Callable[..., Tensor]:
     loader = getattr(compiled, "loader", None)
     if loader is None or not hasattr(loader, "boxed_run") or not hasattr(loader, "get_call_spec"):
         return compiled
-    if pytree.treespec_loads(loader.get_call_spec()[1]).num_leaves != 1:
-        return compiled
+    out_spec = pytree.treespec_loads(loader.get_call_spec()[1])
     run = loader.boxed_run
+    if out_spec.num_leaves == 1:
 
-    def step(*inputs: Tensor) -> Tensor:
-        return run(list(inputs))[0]  # a fresh list: the boxed convention may consume it
+        def step(*inputs: Tensor) -> Tensor:
+            return run(list(inputs))[0]  # a fresh list: the boxed convention may consume it
 
-    return step
+        return step
+
+    def several(*inputs: Tensor) -> Sequence[Tensor]:
+        return run(list(inputs))  # the encoder's 2 x layers tensors, in order
+
+    return several
+
+
+@dataclass
+class CapturedDecoder:
+    """What the torch engine hands a search: the compiled step (by_rows) and, where it was compiled, the encoder with
+    the cross-attention projections (StaticEncoder)."""
+
+    step: Callable[..., Tensor]
+    encoder: Callable[..., Sequence[Tensor]] | None = None
+
+    def cross(self, model: EncoderDecoder, src: Tensor, src_mask: Tensor) -> list[Tensor]:
+        """Per decoder layer the cross-attention keys and values (B, h, L, d) for src (B, L): the compiled encoder's,
+        or the modules' (no encoder package, a 1-token source, a hook on the encoder that must see its call)."""
+        check_ids(src, model.config.src_vocab_size, model.config.max_len, "src")
+        if self.encoder is not None and src.size(1) >= 2 and not _hooked([model.src_embed, model.encoder]):
+            return list(self.encoder(src.contiguous(), src_mask.contiguous()))
+        memory = model.encode(src, src_mask)
+        return [t.contiguous() for layer in model.decoder.layers for t in layer.cross_attn._project_kv(memory)]
 
 
 class CapturedSteps:
     """Seq2SeqSteps' step function (common.py: `(tokens (N, t), index) -> logits (N, V)`, `row_sentences()`) over a
     compiled StaticStep: the static caches live here, and `index` is applied to them outside the graph."""
 
-    def __init__(self, model: EncoderDecoder, step: Callable[..., Tensor], memory: Tensor, src_mask: Tensor,
+    def __init__(self, model: EncoderDecoder, captured: CapturedDecoder, src: Tensor, src_mask: Tensor,
                  capacity: int, group: int = 1) -> None:
         c = model.config
-        self.step, self.group = step, group
-        self.cross = []  # per layer k, v (B, h, S, d): the encoder's keys/values, once per sentence
-        for layer in model.decoder.layers:
-            k, v = layer.cross_attn._project_kv(memory)
-            self.cross += [k.contiguous(), v.contiguous()]
+        self.step, self.group = captured.step, group
+        self.cross = captured.cross(model, src, src_mask)  # per layer k, v (B, h, S, d): once per sentence
+        kv = self.cross[0]  # (B, h, S, d): its rows, dtype and device
         self.src_mask = src_mask.contiguous()  # AOTInductor reads its inputs as contiguous: no strided views
         # The capacity starts small and doubles when full (a dynamic dimension: no recompile), so that each step's
         # attention reads about the filled part rather than the length limit's worth of positions. Zeros, not
         # empty: masked positions still enter the attention's sums (as -inf), and garbage may be NaN.
-        rows, shape = memory.size(0) * group, (c.n_heads, min(max(capacity, 2), START), c.head_dim_k)
-        self._full = [memory.new_zeros(rows, *shape) for _ in range(2 * c.n_decoder_layers)]
+        rows, shape = kv.size(0) * group, (c.n_heads, min(max(capacity, 2), START), c.head_dim_k)
+        self._full = [kv.new_zeros(rows, *shape) for _ in range(2 * c.n_decoder_layers)]
         self._other: list[Tensor] | None = None  # a second set of the same shape, for reorders (made on the first)
         self.selfs = list(self._full)  # what the step reads and writes: the first rows of _full (contiguous)
-        self.positions = torch.arange(max(capacity, 2), device=memory.device)
-        self.sents = torch.arange(memory.size(0), device=memory.device)
+        self.positions = torch.arange(max(capacity, 2), device=kv.device)
+        self.sents = torch.arange(kv.size(0), device=kv.device)
         self.length = 0  # positions filled
 
     def __enter__(self) -> CapturedSteps:
@@ -269,7 +331,7 @@ class CapturedSteps:
             self.sents = self.sents.index_select(0, sentences)
 
 
-def time_steps(model: EncoderDecoder, step: Callable[..., Tensor] | None, group: int, sentences: int,
+def time_steps(model: EncoderDecoder, step: CapturedDecoder | None, group: int, sentences: int,
                steps: int = 16, src_len: int = 24) -> Callable[[], object]:
     """Work for autotune: `steps` decoding steps of `sentences` x `group` rows, from a fresh cache each call, with
     the captured `step` (None: the eager lean step, common.py's Seq2SeqSteps)."""
@@ -281,9 +343,8 @@ def time_steps(model: EncoderDecoder, step: Callable[..., Tensor] | None, group:
     def work() -> None:
         with torch.inference_mode():
             mask = model.src_mask(src)
-            memory = model.encode(src, mask)
-            run = (Seq2SeqSteps(model, memory, mask, group=group) if step is None
-                   else CapturedSteps(model, step, memory, mask, steps, group))
+            run = (Seq2SeqSteps(model, model.encode(src, mask), mask, group=group) if step is None
+                   else CapturedSteps(model, step, src, mask, steps, group))
             for t in range(1, steps + 1):
                 run(tokens[:, :t])
 

@@ -9,14 +9,14 @@ each sentence alone (tests prove it). PAD is never emitted.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from scratchformer.decoding import cancel
-from scratchformer.decoding.captured import CapturedSteps
+from scratchformer.decoding.captured import CapturedDecoder, CapturedSteps
 from scratchformer.decoding.common import (
     NEG_INF,
     Seq2SeqSteps,
@@ -55,7 +55,7 @@ def greedy_decode(
     no_repeat_ngram: int = 0,
     repetition_penalty: float = 1.0,
     prefixes: Sequence[Sequence[int]] | None = None,
-    captured: Callable[..., Tensor] | None = None,
+    captured: CapturedDecoder | None = None,
 ) -> list[list[int]] | GreedyOutput:
     """Greedy translation of src (B, L_src) ids (or id lists), right-padded with `pad`.
 
@@ -66,7 +66,8 @@ def greedy_decode(
     bos / eos / pad: None -> the model's own (decoder_start_id, extra["eos_token_id"], pad_id), else ours (1, 2, 0).
     no_repeat_ngram / repetition_penalty / prefixes (forced target ids per sentence, kept in the output; the budget
     grows to hold them): constraints.py. With any of them, scores are log-probs of the penalized distribution.
-    captured: a compiled step for one row per sentence (captured.py; the torch engine loads it), used with the cache.
+    captured: a compiled step for one row per sentence, and encoder (captured.py; the torch engine loads them), used
+    with the cache.
     Returns the token lists, or a GreedyOutput when return_scores / return_logits is set.
     """
     cap = model.config.max_len
@@ -82,11 +83,10 @@ def greedy_decode(
         constraints = Constraints(no_repeat_ngram, repetition_penalty, prefixes)
         limits = constrained_limits(length_limits(src, pad, max_len, cap), constraints, cap)  # (B,)
         src_mask = model.src_mask(src)  # (B, 1, 1, L_src)
-        memory = model.encode(src, src_mask)  # (B, L_src, D)
-        # packed GEMMs (packing.py) where the row count holds to the end: one sentence, or a forced length
-        if captured is not None and use_cache:
-            stepper = CapturedSteps(model, captured, memory, src_mask, int(limits.max()))
-        else:
+        if captured is not None and use_cache:  # its encoder too, where compiled
+            stepper = CapturedSteps(model, captured, src, src_mask, int(limits.max()))
+        else:  # packed GEMMs (packing.py) where the row count holds to the end: one sentence, or a forced length
+            memory = model.encode(src, src_mask)  # (B, L_src, D)
             stepper = Seq2SeqSteps(model, memory, src_mask, use_cache, pack=force_len is not None or src.size(0) == 1)
         with stepper as steps:
             out = _greedy_loop(steps, limits, bos, eos, pad, min_len, return_scores, return_logits,

@@ -2,7 +2,7 @@
 option (n-best, repetition rules, forced prefixes, alignments, int8 weights, an ensemble's step function).
 
     TorchSearch(model, members=()).decode_batch(srcs, options, prefixes, structured) -> [[Hyp], ...]
-    TorchSearch(model, captured=steps_for)       steps_for(rows per sentence) -> a compiled step or None (captured.py)
+    TorchSearch(model, captured=steps_for)       steps_for(rows per sentence) -> a CapturedDecoder or None (captured.py)
 
 The ensemble lives here only: more models are handed to beam search, which averages their probabilities at each
 step (ensemble.py's step-function wrapper); beam 1 is then beam search of width 1, i.e. greedy.
@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from torch import Tensor
-
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.decoding.alignment import align as word_alignments
 from scratchformer.decoding.beam import beam_search
+from scratchformer.decoding.captured import CapturedDecoder
 from scratchformer.decoding.common import special_ids
 from scratchformer.decoding.greedy import greedy_decode
 from scratchformer.decoding.results import Hyp
@@ -29,7 +28,7 @@ class TorchSearch:
     SUPPORTS = frozenset({"n_best", "no_repeat_ngram", "repetition_penalty", "align", "int8", "prefix", "step"})
 
     def __init__(self, model: EncoderDecoder, members: Sequence[EncoderDecoder] = (), int8: bool = False,
-                 captured: Callable[[int], Callable[..., Tensor] | None] | None = None) -> None:
+                 captured: Callable[[int], CapturedDecoder | None] | None = None) -> None:
         if int8:
             from scratchformer.decoding.quantize import quantize_int8
 

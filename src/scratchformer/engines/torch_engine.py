@@ -5,8 +5,9 @@ compiled ahead with AOTInductor (decoding/captured.py); auto, the captured step 
 cached and autotune measured it faster here. A package is compiled only under `step: captured`, with one line
 saying so, into this user's cache (runs/cache.py: $XDG_CACHE_HOME/scratchformer, 0700, written atomically, content
 hashed), one per CPU flags, torch version, weights digest and rows per sentence (1 for greedy, the beam width),
-each holding two packages of the same step: one tuned for a few rows, one for any; rows, source length and capacity
-are dynamic dimensions of both. Packages are only ever loaded from there,
+each holding two packages of the same step (one tuned for a few rows, one for any; rows, source length and capacity
+are dynamic dimensions of both) and one of the encoder with the decoder's cross-attention projections (batch and
+source length dynamic). Packages are only ever loaded from there,
 under a name made from our own digest of the weights. Anything that fails runs the eager step, with one line.
 """
 
@@ -16,12 +17,10 @@ import hashlib
 import json
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
 
 from scratchformer import autotune
 from scratchformer.config.decoding import DecodingOptions
@@ -33,7 +32,8 @@ from scratchformer.runs.cache import find_private, private_cache, user_cache_dir
 
 PACKAGE = "step.pt2"  # any row count
 SMALL = "small_step.pt2"  # tuned for few rows (captured.by_rows)
-FORMAT = 4  # of the packages' layout and graph (4: attention written out); part of every key
+ENCODER = "encoder.pt2"  # the encoder with the cross-attention projections (captured.StaticEncoder)
+FORMAT = 5  # of the packages' layout and graph (4: attention written out, 5: the encoder); part of every key
 SENTENCES = (1, 32)  # the batch sizes autotune times the two steps at
 
 
@@ -46,13 +46,13 @@ class CapturedStepCache:
 
     def __init__(self, model: torch.nn.Module, mode: str) -> None:
         self.model, self.mode = model, mode
-        self.loaded: dict[int, Callable[..., Tensor] | None] = {}
+        self.loaded: dict[int, captured.CapturedDecoder | None] = {}
         self._digest: str | None = None
         self._why = captured.unavailable(model) if mode != "eager" else "eager"
         if self._why is not None and mode == "captured":
             say(f"--step captured: {self._why}; decoding with the eager step")
 
-    def __call__(self, group: int) -> Callable[..., Tensor] | None:
+    def __call__(self, group: int) -> captured.CapturedDecoder | None:
         if group not in self.loaded:
             self.loaded[group] = None if self._why is not None else self._load(group)
         return self.loaded[group]
@@ -69,7 +69,7 @@ class CapturedStepCache:
         return {"format": FORMAT, "cpu": hashlib.sha256(autotune.cpu_flags().encode()).hexdigest()[:16],
                 "torch": torch.__version__, "weights": self._digest, "group": group}
 
-    def _load(self, group: int) -> Callable[..., Tensor] | None:
+    def _load(self, group: int) -> captured.CapturedDecoder | None:
         if self.mode == "auto" and autotune.recorded("decode-step", self.shapes(group)) != "captured":
             return None  # never measured here, or measured slower: nothing is compiled, nothing hashed
         stamp = self.stamp(group)
@@ -87,10 +87,13 @@ class CapturedStepCache:
                 def write(tmp: Path) -> None:
                     captured.compile_step(step, tmp / PACKAGE)
                     captured.compile_step(step, tmp / SMALL, tuned=True)
+                    captured.compile_encoder(captured.StaticEncoder(self.model), tmp / ENCODER)
 
                 folder = private_cache(name, stamp, write)
                 say(f"compiled in {time.perf_counter() - start:.0f} s")
-            fn = captured.by_rows(captured.load_step(folder / SMALL), captured.load_step(folder / PACKAGE), group)
+            fn = captured.CapturedDecoder(
+                captured.by_rows(captured.load_step(folder / SMALL), captured.load_step(folder / PACKAGE), group),
+                captured.load_step(folder / ENCODER))
         except Exception as e:  # noqa: BLE001 - any failure of the optional fast path: the eager step, one line
             first = (str(e).splitlines() or [""])[0][:160]
             say(f"the captured decoding step failed ({type(e).__name__}: {first}); decoding with the eager step")
