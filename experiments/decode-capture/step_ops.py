@@ -32,11 +32,12 @@ def main() -> None:
     p.add_argument("--sentences", type=int, default=16)
     p.add_argument("--rows", type=int, default=25, help="rows of the op table")
     p.add_argument("--beam", type=int, default=1, help="beam width (1: greedy)")
+    p.add_argument("--batch", type=int, default=1, help="sentences per batch")
     args = p.parse_args()
     torch.set_num_threads(1)
     run = load_run(args.run_dir)
     texts = [s for s, _ in load_pairs(run.train_config.corpus, "test", on_error="skip")[: args.sentences]]
-    translator = Translator(run, DecodingOptions(beam=args.beam, step="captured", batch_size=1, alpha=0.6))
+    translator = Translator(run, DecodingOptions(beam=args.beam, step="captured", batch_size=args.batch, alpha=0.6))
     translator.translate(texts)  # loads the packages, warms the caches
     with profile() as prof:
         translator.translate(texts)

@@ -73,11 +73,16 @@ def attend(q: Tensor, k: Tensor, v: Tensor, visible: Tensor) -> Tensor:
 
 
 class StaticStep(nn.Module):
-    """One decoding step over static per-layer caches: (tok, pos, src_mask, *cross k/v, *self k/v) -> logits.
+    """One decoding step over static per-layer caches: (tok, pos, src_mask, [beams,] *cross k/v, *self k/v) -> logits.
 
     tok (N, 1) the newest ids; pos (1,) long, their position; src_mask (B, 1, 1, S) bool with N = B * group;
     cross k/v (B, h, S, d) per layer, the encoder's projected keys/values; self k/v (N, h, C, d) per layer, written
-    in place at `pos`. The weights are the model's own (frozen into the package when compiled)."""
+    in place at `pos`. The weights are the model's own (frozen into the package when compiled).
+
+    With beams (group G > 1), a beam reorder copies no cache: row r writes its new key/value into its own row, and
+    `beams` (N, C) long says which beam of r's sentence holds r's key/value at each earlier position (fairseq and
+    CTranslate2 gather the whole cache instead, each step). The step reads them through that index, inside the
+    attention's own loop; the caller reorders only `beams` (N x C ids, not N x h x C x d floats)."""
 
     def __init__(self, model: EncoderDecoder, lean: LeanDecoder, group: int) -> None:
         super().__init__()
@@ -91,19 +96,27 @@ class StaticStep(nn.Module):
             return None
         return StaticStep(model, lean, group)
 
-    def forward(self, tok: Tensor, pos: Tensor, src_mask: Tensor, *caches: Tensor) -> Tensor:
+    def forward(self, tok: Tensor, pos: Tensor, src_mask: Tensor, *inputs: Tensor) -> Tensor:
         lean, h, d, g = self.lean, self.h, self.d, self.group
         n_layers = self.n_layers
+        beams, caches = (inputs[0], inputs[1:]) if g > 1 else (None, inputs)
         cross, selfs = caches[: 2 * n_layers], caches[2 * n_layers :]
-        n = tok.size(0)
+        n, capacity = tok.size(0), selfs[0].size(2)
         weight, scale, position = lean.embedding
         x = F.embedding(tok, weight) * scale + position.index_select(0, pos)  # (N, 1, D)
-        visible = (torch.arange(selfs[0].size(2), device=tok.device) <= pos)[None, None, None, :]  # (1, 1, 1, C)
+        slots = torch.arange(capacity, device=tok.device)  # (C,)
+        visible = (slots <= pos)[None, None, None, :]  # (1, 1, 1, C)
+        if beams is not None:  # (N, C): the cache row holding row r's key/value at each position; its own at pos
+            rows = torch.arange(n, device=tok.device)[:, None]  # (N, 1)
+            holder = torch.where(slots == pos, rows, rows - rows % g + beams)  # (N, C)
 
         def self_attn(y: Tensor, a: nn.Module, sk: Tensor, sv: Tensor) -> Tensor:
             q, k, v = a.w_qkv.forward(y).view(n, 1, 3, h, d).permute(2, 0, 3, 1, 4).unbind(0)  # (N, h, 1, d)
             sk.index_copy_(2, pos, k)  # in place: the caller's cache tensors are the graph's inputs
             sv.index_copy_(2, pos, v)
+            if beams is not None:  # each row's own history, gathered where the attention reads it
+                sk = sk.transpose(1, 2)[holder, slots].transpose(1, 2)  # (N, h, C, d)
+                sv = sv.transpose(1, 2)[holder, slots].transpose(1, 2)
             out = attend(q, sk, sv, visible)  # (N, h, 1, d)
             return a.w_o.forward(out.transpose(1, 2).reshape(n, 1, h * d))
 
@@ -133,7 +146,8 @@ class StaticStep(nn.Module):
         cross = [torch.zeros(sentences, h, src_len, d, dtype=p.dtype) for _ in range(2 * self.n_layers)]
         selfs = [torch.zeros(n, h, capacity, d, dtype=p.dtype) for _ in range(2 * self.n_layers)]
         mask = torch.ones(sentences, 1, 1, src_len, dtype=torch.bool)
-        return (torch.ones(n, 1, dtype=torch.long), torch.tensor([1]), mask, *cross, *selfs)
+        beams = [torch.zeros(n, capacity, dtype=torch.long)] if self.group > 1 else []
+        return (torch.ones(n, 1, dtype=torch.long), torch.tensor([1]), mask, *beams, *cross, *selfs)
 
     def dynamic_shapes(self, one_sentence: bool = False) -> tuple:
         """Rows (sentences x group), source length and capacity dynamic; one_sentence: rows fixed at one sentence."""
@@ -144,7 +158,8 @@ class StaticStep(nn.Module):
         n = b * self.group if b is not dim.STATIC and self.group > 1 else b
         cross = [{0: b, 2: s}] * (2 * self.n_layers)
         selfs = [{0: n, 2: c}] * (2 * self.n_layers)
-        return ({0: n}, None, {0: b, 3: s}, (*cross, *selfs))  # *caches: one tuple
+        beams = [{0: n, 1: c}] if self.group > 1 else []
+        return ({0: n}, None, {0: b, 3: s}, (*beams, *cross, *selfs))  # *inputs: one tuple
 
 
 def compile_step(step: StaticStep, package_path: Path, tuned: bool = False) -> Path:
@@ -283,6 +298,9 @@ class CapturedSteps:
         self.positions = torch.arange(max(capacity, 2), device=kv.device)
         self.sents = torch.arange(kv.size(0), device=kv.device)
         self.length = 0  # positions filled
+        # with beams: which beam of its sentence holds each row's key/value per position (StaticStep's docstring)
+        self.beams = kv.new_zeros(rows, shape[1], dtype=torch.long) if group > 1 else None
+        self.own = torch.arange(rows, device=kv.device) % group  # each row's own beam
 
     def __enter__(self) -> CapturedSteps:
         return self
@@ -299,8 +317,11 @@ class CapturedSteps:
         t = tokens.size(1) - 1  # the newest token's position
         if t >= self.selfs[0].size(2):
             self._grow(2 * self.selfs[0].size(2))
-        logits = self.step(tokens[:, -1:].contiguous(), self.positions[t : t + 1], self.src_mask, *self.cross,
-                           *self.selfs)
+        beams = [] if self.beams is None else [self.beams]
+        logits = self.step(tokens[:, -1:].contiguous(), self.positions[t : t + 1], self.src_mask, *beams,
+                           *self.cross, *self.selfs)
+        if self.beams is not None:  # row r wrote position t into its own cache row
+            self.beams[:, t] = self.own[: self.beams.size(0)]
         self.length = t + 1
         return logits
 
@@ -311,24 +332,41 @@ class CapturedSteps:
             new[:rows, :, :n] = old[:, :, :n]
         self._full, self._other = grown, None
         self.selfs = [c[:rows] for c in grown]
+        if self.beams is not None:
+            beams = self.beams.new_zeros(rows, capacity)
+            beams[:, :n] = self.beams[:, :n]
+            self.beams = beams
 
     def _select(self, index: Tensor) -> None:
-        """Rows `index` of the caches (beams reordered, finished sentences out): the filled part, gathered into the
-        first rows of the other buffer set (as model/attention.py's KVCache.reorder: no allocation per step; a
-        prefix of rows stays contiguous, so fewer rows need no new buffers either)."""
-        n, m = self.length, index.numel()
+        """Rows `index` of the search (beams reordered, finished sentences out). Greedy: those rows of the caches.
+        Beams: `beams` reordered alone while every sentence stays; when sentences finish, the caches keep the rows of
+        the others. Cache rows are gathered, filled part only, into the first rows of the other buffer set (as
+        model/attention.py's KVCache.reorder: no allocation per step; a prefix of rows stays contiguous, so fewer
+        rows need no new buffers either)."""
+        g, m = self.group, index.numel()
         shrink = m < self.selfs[0].size(0)
-        if self._other is None:
-            self._other = [torch.zeros_like(c) for c in self._full]
-        for old, new in zip(self.selfs, self._other):
-            torch.index_select(old[:, :, :n], 0, index, out=new[:m, :, :n])
-        self._full, self._other = self._other, self._full
-        self.selfs = [c[:m] for c in self._full]
+        rows = index
+        if self.beams is not None:
+            self.beams = self.beams.index_select(0, index)  # beam numbers within a sentence: valid while it stays
+            if not shrink:
+                return
+            sentences = index[::g] // g  # its sentences' cache rows move whole
+            rows = (sentences[:, None] * g + self.own[:g]).flatten()
+        self._gather(rows)
         if shrink:
-            sentences = index[:: self.group] // self.group  # (N' / G,) rows stay within their sentence
+            sentences = index[::g] // g  # (N' / G,) rows stay within their sentence
             self.cross = [c.index_select(0, sentences) for c in self.cross]
             self.src_mask = self.src_mask.index_select(0, sentences)
             self.sents = self.sents.index_select(0, sentences)
+
+    def _gather(self, rows: Tensor) -> None:
+        n, m = self.length, rows.numel()
+        if self._other is None:
+            self._other = [torch.zeros_like(c) for c in self._full]
+        for old, new in zip(self.selfs, self._other):
+            torch.index_select(old[:, :, :n], 0, rows, out=new[:m, :, :n])
+        self._full, self._other = self._other, self._full
+        self.selfs = [c[:m] for c in self._full]
 
 
 def time_steps(model: EncoderDecoder, step: CapturedDecoder | None, group: int, sentences: int,

@@ -33,7 +33,8 @@ from scratchformer.runs.cache import find_private, private_cache, user_cache_dir
 PACKAGE = "step.pt2"  # any row count
 SMALL = "small_step.pt2"  # tuned for few rows (captured.by_rows)
 ENCODER = "encoder.pt2"  # the encoder with the cross-attention projections (captured.StaticEncoder)
-FORMAT = 5  # of the packages' layout and graph (4: attention written out, 5: the encoder); part of every key
+FORMAT = 6  # of the packages' layout and graph, part of every key (4: attention written out, 5: the encoder,
+#            6: beams read their cache through an index)
 SENTENCES = (1, 32)  # the batch sizes autotune times the two steps at
 
 
