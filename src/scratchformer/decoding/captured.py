@@ -292,15 +292,14 @@ class CapturedSteps:
         # attention reads about the filled part rather than the length limit's worth of positions. Zeros, not
         # empty: masked positions still enter the attention's sums (as -inf), and garbage may be NaN.
         rows, shape = kv.size(0) * group, (c.n_heads, min(max(capacity, 2), START), c.head_dim_k)
-        self._full = [kv.new_zeros(rows, *shape) for _ in range(2 * c.n_decoder_layers)]
-        self._other: list[Tensor] | None = None  # a second set of the same shape, for reorders (made on the first)
-        self.selfs = list(self._full)  # what the step reads and writes: the first rows of _full (contiguous)
+        self.selfs = [kv.new_zeros(rows, *shape) for _ in range(2 * c.n_decoder_layers)]  # the step writes them
         self.positions = torch.arange(max(capacity, 2), device=kv.device)
         self.sents = torch.arange(kv.size(0), device=kv.device)
         self.length = 0  # positions filled
         # with beams: which beam of its sentence holds each row's key/value per position (StaticStep's docstring)
         self.beams = kv.new_zeros(rows, shape[1], dtype=torch.long) if group > 1 else None
-        self.own = torch.arange(rows, device=kv.device) % group  # each row's own beam
+        self.row_ids = torch.arange(rows, device=kv.device)
+        self.own = self.row_ids % group  # each row's own beam
 
     def __enter__(self) -> CapturedSteps:
         return self
@@ -327,11 +326,10 @@ class CapturedSteps:
 
     def _grow(self, capacity: int) -> None:
         n, rows = self.length, self.selfs[0].size(0)
-        grown = [c.new_zeros(rows, c.size(1), capacity, c.size(3)) for c in self._full]  # rows never grow back
+        grown = [c.new_zeros(rows, c.size(1), capacity, c.size(3)) for c in self.selfs]  # rows never grow back
         for old, new in zip(self.selfs, grown):
-            new[:rows, :, :n] = old[:, :, :n]
-        self._full, self._other = grown, None
-        self.selfs = [c[:rows] for c in grown]
+            new[:, :, :n] = old[:, :, :n]
+        self.selfs = grown
         if self.beams is not None:
             beams = self.beams.new_zeros(rows, capacity)
             beams[:, :n] = self.beams[:, :n]
@@ -340,9 +338,7 @@ class CapturedSteps:
     def _select(self, index: Tensor) -> None:
         """Rows `index` of the search (beams reordered, finished sentences out). Greedy: those rows of the caches.
         Beams: `beams` reordered alone while every sentence stays; when sentences finish, the caches keep the rows of
-        the others. Cache rows are gathered, filled part only, into the first rows of the other buffer set (as
-        model/attention.py's KVCache.reorder: no allocation per step; a prefix of rows stays contiguous, so fewer
-        rows need no new buffers either)."""
+        the others (_keep)."""
         g, m = self.group, index.numel()
         shrink = m < self.selfs[0].size(0)
         rows = index
@@ -352,21 +348,25 @@ class CapturedSteps:
                 return
             sentences = index[::g] // g  # its sentences' cache rows move whole
             rows = (sentences[:, None] * g + self.own[:g]).flatten()
-        self._gather(rows)
+        self.selfs = self._keep(self.selfs, rows, self.length)
         if shrink:
             sentences = index[::g] // g  # (N' / G,) rows stay within their sentence
-            self.cross = [c.index_select(0, sentences) for c in self.cross]
+            self.cross = self._keep(self.cross, sentences)
             self.src_mask = self.src_mask.index_select(0, sentences)
             self.sents = self.sents.index_select(0, sentences)
 
-    def _gather(self, rows: Tensor) -> None:
-        n, m = self.length, rows.numel()
-        if self._other is None:
-            self._other = [torch.zeros_like(c) for c in self._full]
-        for old, new in zip(self.selfs, self._other):
-            torch.index_select(old[:, :, :n], 0, rows, out=new[:m, :, :n])
-        self._full, self._other = self._other, self._full
-        self.selfs = [c[:m] for c in self._full]
+    def _keep(self, tensors: list[Tensor], rows: Tensor, filled: int | None = None) -> list[Tensor]:
+        """Rows `rows` (increasing: rows only leave) of each tensor as its first rows, in place, the first `filled`
+        positions only (dimension 2): rows before the first one that leaves stay where they are, and only those
+        after it move up. The batch runs longest source first, so the rows that end first are mostly the last ones,
+        and often nothing moves. Returns the tensors' first rows (views: contiguous, no allocation)."""
+        m = rows.numel()
+        moved = (rows != self.row_ids[:m]).nonzero()
+        if moved.numel():
+            first, part = int(moved[0]), slice(None, filled)
+            for c in tensors:
+                c[first:m, :, part] = c[:, :, part].index_select(0, rows[first:])  # a copy of the moved rows first
+        return [c[:m] for c in tensors]
 
 
 def time_steps(model: EncoderDecoder, step: CapturedDecoder | None, group: int, sentences: int,
