@@ -41,7 +41,8 @@ from scratchformer.decoding.common import Seq2SeqSteps
 from scratchformer.decoding.fast_step import LeanDecoder, _hooked
 from scratchformer.model.transformer import EncoderDecoder, check_ids
 
-START = 32  # positions a static cache holds at first (it doubles when full)
+START = 16  # positions a static cache holds at first
+GROW = 8  # positions it gains when full: each step's attention reads every slot, so slack costs a read per step
 SMALL_ROWS = 4  # most rows the tuned package serves in greedy search (by_rows): 1.44x at 4 rows, 0.87x at 8
 MIN_ROWS = 2  # torch.export specialises a dimension seen as 1: the example has 2 sentences (and 16 positions)
 
@@ -288,8 +289,9 @@ class CapturedSteps:
         self.cross = captured.cross(model, src, src_mask)  # per layer k, v (B, h, S, d): once per sentence
         kv = self.cross[0]  # (B, h, S, d): its rows, dtype and device
         self.src_mask = src_mask.contiguous()  # AOTInductor reads its inputs as contiguous: no strided views
-        # The capacity starts small and doubles when full (a dynamic dimension: no recompile), so that each step's
-        # attention reads about the filled part rather than the length limit's worth of positions. Zeros, not
+        # The capacity starts small and grows by GROW slots when full (a dynamic dimension: no recompile), so that
+        # each step's attention reads about the filled part rather than the length limit's worth of positions
+        # (doubling instead: 2-3% slower at batch 32, RESULTS.md). Zeros, not
         # empty: masked positions still enter the attention's sums (as -inf), and garbage may be NaN.
         rows, shape = kv.size(0) * group, (c.n_heads, min(max(capacity, 2), START), c.head_dim_k)
         self.selfs = [kv.new_zeros(rows, *shape) for _ in range(2 * c.n_decoder_layers)]  # the step writes them
@@ -315,7 +317,7 @@ class CapturedSteps:
             self._select(index)
         t = tokens.size(1) - 1  # the newest token's position
         if t >= self.selfs[0].size(2):
-            self._grow(2 * self.selfs[0].size(2))
+            self._grow(self.selfs[0].size(2) + GROW)
         beams = [] if self.beams is None else [self.beams]
         logits = self.step(tokens[:, -1:].contiguous(), self.positions[t : t + 1], self.src_mask, *beams,
                            *self.cross, *self.selfs)
