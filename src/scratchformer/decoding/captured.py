@@ -11,8 +11,9 @@ a static KV cache, with no Python between its kernels.
 The static cache (gpt-fast's, Hugging Face's StaticCache): one preallocated (N, h, C, d) key and value tensor per
 decoder layer, which the graph writes in place with `index_copy_` at the step's position; the new row attends to
 the positions `arange(C) <= pos`, so every step has the same shapes. Rows N, the source length S and the capacity C
-are dynamic dimensions of one package (beams per sentence, G, is fixed per package); a beam reorder or sentences
-dropping out is an `index_select` of the caches outside the graph, so nothing recompiles. The encoder's keys and
+are dynamic dimensions of one package (beams per sentence, G, is fixed per package); a beam reorder is a reorder of
+an (N, C) index the graph reads the caches through, and sentences dropping out move cache rows outside the graph,
+so nothing recompiles. The encoder's keys and
 values are inputs, not constants: one package serves every sentence of the weights it was compiled from. They come
 from a third package, the encoder with the decoder's cross-attention projections (StaticEncoder; dynamic batch and
 source length), or from the modules where it was not compiled.
@@ -186,6 +187,13 @@ def compile_step(step: StaticStep, package_path: Path, tuned: bool = False) -> P
     return Path(path)
 
 
+def cross_kv(model: EncoderDecoder, src: Tensor, src_mask: Tensor) -> list[Tensor]:
+    """Per decoder layer the keys and the values (B, h, L, d) its cross-attention reads for src (B, L), through the
+    modules: what StaticEncoder compiles, and what runs where its package does not."""
+    memory = model.encoder(model.src_embed(src), src_mask)  # (B, L, D)
+    return [t.contiguous() for layer in model.decoder.layers for t in layer.cross_attn._project_kv(memory)]
+
+
 class StaticEncoder(nn.Module):
     """The encoder and the decoder's cross-attention projections as one graph: (src (B, L) ids, src_mask (B, 1, 1, L)
     bool) -> per decoder layer the keys and the values (B, h, L, d) its cross-attention reads, 2 x layers tensors.
@@ -196,9 +204,7 @@ class StaticEncoder(nn.Module):
         self.model = model
 
     def forward(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, ...]:
-        memory = self.model.encoder(self.model.src_embed(src), src_mask)  # (B, L, D)
-        layers = self.model.decoder.layers
-        return tuple(t.contiguous() for layer in layers for t in layer.cross_attn._project_kv(memory))
+        return tuple(cross_kv(self.model, src, src_mask))
 
     def example(self) -> tuple[Tensor, Tensor]:
         src = torch.full((MIN_ROWS, 16), 4, dtype=torch.long)
@@ -239,8 +245,9 @@ def by_rows(small: Callable[..., Tensor] | None, large: Callable[..., Tensor], g
 def load_step(package_path: Path) -> Callable[..., Tensor]:
     """The compiled step of a package written by compile_step: its loader's `boxed_run` on the flat inputs, where the
     package's own `__call__` re-reads its input/output specs (JSON) and flattens the arguments on every call, 20-60 us
-    a step (a fifth of a one-row step). The step's inputs are already flat tensors in the exported order, and it has
-    one output; a torch whose package object lacks that loader gets the package's own call."""
+    a step (a fifth of a one-row step). The inputs are already flat tensors in the exported order; a package of one
+    output (the step) returns that tensor, one of several (the encoder's) their list. A torch whose package object
+    lacks that loader gets the package's own call."""
     compiled = torch._inductor.aoti_load_package(str(package_path))
     loader = getattr(compiled, "loader", None)
     if loader is None or not hasattr(loader, "boxed_run") or not hasattr(loader, "get_call_spec"):
@@ -274,8 +281,7 @@ class CapturedDecoder:
         check_ids(src, model.config.src_vocab_size, model.config.max_len, "src")
         if self.encoder is not None and src.size(1) >= 2 and not _hooked([model.src_embed, model.encoder]):
             return list(self.encoder(src.contiguous(), src_mask.contiguous()))
-        memory = model.encode(src, src_mask)
-        return [t.contiguous() for layer in model.decoder.layers for t in layer.cross_attn._project_kv(memory)]
+        return cross_kv(model, src, src_mask)
 
 
 class CapturedSteps:
@@ -291,8 +297,8 @@ class CapturedSteps:
         self.src_mask = src_mask.contiguous()  # AOTInductor reads its inputs as contiguous: no strided views
         # The capacity starts small and grows by GROW slots when full (a dynamic dimension: no recompile), so that
         # each step's attention reads about the filled part rather than the length limit's worth of positions
-        # (doubling instead: 2-3% slower at batch 32, RESULTS.md). Zeros, not
-        # empty: masked positions still enter the attention's sums (as -inf), and garbage may be NaN.
+        # (doubling instead: 2-3% slower at batch 32, RESULTS.md). Zeros, not empty: masked positions still enter
+        # the attention's sums (as -inf), and garbage may be NaN.
         rows, shape = kv.size(0) * group, (c.n_heads, min(max(capacity, 2), START), c.head_dim_k)
         self.selfs = [kv.new_zeros(rows, *shape) for _ in range(2 * c.n_decoder_layers)]  # the step writes them
         self.positions = torch.arange(max(capacity, 2), device=kv.device)
@@ -341,27 +347,26 @@ class CapturedSteps:
         """Rows `index` of the search (beams reordered, finished sentences out). Greedy: those rows of the caches.
         Beams: `beams` reordered alone while every sentence stays; when sentences finish, the caches keep the rows of
         the others (_keep)."""
-        g, m = self.group, index.numel()
-        shrink = m < self.selfs[0].size(0)
-        rows = index
+        g = self.group
+        shrink = index.numel() < self.selfs[0].size(0)
         if self.beams is not None:
             self.beams = self.beams.index_select(0, index)  # beam numbers within a sentence: valid while it stays
             if not shrink:
                 return
-            sentences = index[::g] // g  # its sentences' cache rows move whole
-            rows = (sentences[:, None] * g + self.own[:g]).flatten()
+        sentences = index[::g] // g if shrink else None  # (N' / G,) rows stay within their sentence
+        rows = index if self.beams is None else (sentences[:, None] * g + self.own[:g]).flatten()  # whole sentences
         self.selfs = self._keep(self.selfs, rows, self.length)
-        if shrink:
-            sentences = index[::g] // g  # (N' / G,) rows stay within their sentence
+        if sentences is not None:
             self.cross = self._keep(self.cross, sentences)
             self.src_mask = self.src_mask.index_select(0, sentences)
             self.sents = self.sents.index_select(0, sentences)
 
     def _keep(self, tensors: list[Tensor], rows: Tensor, filled: int | None = None) -> list[Tensor]:
-        """Rows `rows` (increasing: rows only leave) of each tensor as its first rows, in place, the first `filled`
-        positions only (dimension 2): rows before the first one that leaves stay where they are, and only those
-        after it move up. The batch runs longest source first, so the rows that end first are mostly the last ones,
-        and often nothing moves. Returns the tensors' first rows (views: contiguous, no allocation)."""
+        """Rows `rows` of each tensor as its first rows, in place, the first `filled` positions only (dimension 2):
+        the rows already in their place, up to the first that is not, stay untouched; the rest are copied out, then
+        written (so any order is right). Rows only leave here, and the batch runs longest source first, so the rows
+        that end first are mostly the last ones and often nothing moves. Returns the tensors' first rows (views:
+        contiguous, no allocation)."""
         m = rows.numel()
         moved = (rows != self.row_ids[:m]).nonzero()
         if moved.numel():
