@@ -197,7 +197,7 @@ def test_10_seed_000s_triu_with_k_0_hides_the_diagonal_and_row_0_sees_the_future
     torch.manual_seed(0)
     q = k = v = torch.randn(1, 4, 8)
     _, p = seed_000_attention(q, k, v, seed.unsqueeze(0))
-    assert torch.allclose(p[0, 0], torch.full((4,), 0.25))  # ... so -1e9 everywhere: position 0 attends evenly, future included
+    assert torch.allclose(p[0, 0], torch.full((4,), 0.25))  # all -1e9: position 0 attends evenly, future too
     fixed = torch.from_numpy(1 - np.triu(np.ones((4, 4)), k=1).astype("uint8"))  # the fix: k=1
     assert torch.equal(fixed.bool(), causal_mask(4)[0, 0])  # lower triangle with the diagonal: ours
     _, p = seed_000_attention(q, k, v, fixed.unsqueeze(0))
@@ -246,7 +246,7 @@ def test_12_unit_variance_embeddings_times_sqrt_d_drown_the_positional_encoding(
     seed = nn.Embedding(1000, D).weight  # nn.Embedding's default N(0, 1): not small, larger than the PE already
     assert abs(rms(seed) - 1.0) < 0.01
     assert abs(rms(seed) * math.sqrt(D) - 22.6) < 0.3  # x sqrt(512): 32 times the PE, the PE is drowned
-    ours = TokenEmbedding(1000, D)  # std D^-0.5, so that after x sqrt(D) the embedding has RMS 1, next to the PE's 0.707
+    ours = TokenEmbedding(1000, D)  # std D^-0.5: after x sqrt(D), RMS 1, next to the PE's 0.707
     assert abs(rms(ours(torch.arange(1000))) - 1.0) < 0.01
 
 
@@ -293,7 +293,7 @@ def test_14_without_the_scale_attention_saturates_but_does_not_give_nan():
     weights = (q @ k.T).softmax(-1)  # scores of std ~32: softmax saturates ...
     assert float(weights.detach().max(-1).values.mean()) > 0.9
     (weights * torch.randn(32)).sum().backward()
-    assert torch.isfinite(weights).all() and torch.isfinite(q.grad).all()  # ... but stays finite: softmax subtracts the max
+    assert torch.isfinite(weights).all() and torch.isfinite(q.grad).all()  # ... but finite: softmax subtracts the max
     lab = json.loads((ROOT / "docs" / "lab" / "scaling.json").read_text(encoding="utf-8"))["numbers"]["training"]
     assert lab["d_k"] == 256 and lab["accuracy"]["unscaled"] > 0.95  # our lab: the unscaled tagger trains, 98.2%
     assert math.isfinite(lab["final_loss"]["unscaled"])  # no NaN
@@ -324,7 +324,7 @@ def test_15_seed_001s_code_does_not_run_as_printed():
     assert np.concatenate([decoder_input, next_token[:, None]], axis=-1).tolist() == [[1, 5]]  # the fix
     tf = _tensorflow()
     if tf is None:
-        pytest.skip("the TensorFlow checks (tf.softmax, tf.ones, tf.concat) need the keras extra; the numpy ones passed")
+        pytest.skip("the TensorFlow checks (tf.softmax, tf.ones, tf.concat) need the keras extra; numpy's passed")
     assert not hasattr(tf, "softmax") and hasattr(tf.nn, "softmax")  # weights = tf.softmax(...): AttributeError
     with pytest.raises((ValueError, TypeError, tf.errors.InvalidArgumentError)):
         tf.ones((tf.constant(tgt), tf.constant(tgt)))
