@@ -1,11 +1,11 @@
-"""One vocabulary: the Chinese pages (docs/zh/**/*.md) and the catalog's Chinese entries use the glossary's Chinese
-terms (docs/zh/glossary.md) in running text, not the English ones: 词元 not token, 查询 not query, 层归一化 not
-LayerNorm, 后归一化 not post-norm, and so on, for every row whose Chinese differs from its English.
+"""One vocabulary: the Chinese pages (docs/zh/**/*.md, README.zh-CN.md) and the catalog's Chinese entries use the
+glossary's Chinese terms (docs/zh/glossary.md) in running text, not the English ones: 词元 not token, 查询 not query,
+层归一化 not LayerNorm, 后归一化 not post-norm, and so on, for every row whose Chinese differs from its English.
 
 What is not running text, and so may keep the English (the allowlist, one rule each in `running_text`):
 - code: fenced blocks, `inline code` (also across lines), link targets, file names, URLs, --flags, key=value;
-- quotations: “…” and 「…」 (the seeds' words, a tool's output), blockquotes (> …), and lines with no Chinese at all
-  (English quoted beside its translation);
+- quotations: “…”, 「…」 and titles 《…》 (the seeds' words, a tool's output), blockquotes (> …), and lines with no
+  Chinese at all (English quoted beside its translation);
 - a gloss: the English term in brackets right after its Chinese term, 后归一化（post-norm）, as the glossary allows
   on first use;
 - in the catalog, a leading name the English message starts with too, `attention：…` for "attention: …" (a command
@@ -47,7 +47,7 @@ CODE = [
     (re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*"), " "),  # flags
     (re.compile(r"\b\w+=\S+"), " "),  # key=value settings
 ]
-QUOTES = re.compile(r"“[^”\n]*”|「[^」\n]*」")
+QUOTES = re.compile(r"“[^”\n]*”|「[^」\n]*」|《[^》\n]*》")
 GLOSS = re.compile(r"[（(]([^（）()\n]*)[）)]")
 
 
@@ -99,7 +99,7 @@ def test_the_allowlist_keeps_code_quotes_and_glosses_and_catches_running_text():
 
 def test_the_chinese_pages_use_the_glossarys_terms():
     table, wrong = terms(), []
-    for page in sorted(ZH.rglob("*.md")):
+    for page in [*sorted(ZH.rglob("*.md")), ROOT / "README.zh-CN.md"]:
         text = page.read_text(encoding="utf-8")
         if page.name == "glossary.md":  # the table itself pairs each English term with its Chinese one
             text = re.sub(r"^\|.*\|$", "", text, flags=re.M)
