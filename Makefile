@@ -99,9 +99,13 @@ test-clients-slow: install $(CLIENTS_STAMP) $(CLIENTS_OLDEST_STAMP)
 lint: install
 	$(BIN)/ruff check src tests benchmarks scripts experiments
 
+# Every figure the README and docs/ show (benchmarks/run.py), or one: `make bench FIGURE=padding`. Each run appends
+# rows to benchmarks/results.jsonl (command, commit, CPU, load, versions, date), then benchmarks/render.py rewrites the
+# tables of the README, docs/performance.md (+ zh) and benchmarks/RESULTS.md from it.
+FIGURE ?=
 bench: install
 	$(BIN)/python -m pip install -q -e '.[bench]'
-	$(BIN)/python benchmarks/run_all.py
+	$(BIN)/python benchmarks/run.py $(FIGURE)
 
 clean:
 	rm -rf $(VENV) $(CLIENTS) $(CLIENTS_OLDEST) build *.egg-info .pytest_cache .ruff_cache
