@@ -155,9 +155,23 @@ def _paths(rows: list[Row], lang: str) -> str:
     return " / ".join(ratio(r) for r in rows)
 
 
+def _bleu(rows: list[Row], lang: str) -> str:
+    b, c = rows
+    pairs = b.get("sentences") or "?"
+    if lang == "zh":
+        return f"sacreBLEU **{b['ours']:.2f}**，chrF {c['ours']:.2f}（{pairs} 句）"
+    return f"sacreBLEU **{b['ours']:.2f}**, chrF {c['ours']:.2f} ({pairs} pairs)"
+
+
+SHIPPED = "models/en-zh, software test split, beam 4"
 HF = "HF MarianMTModel.generate"
 CT2 = "CTranslate2 engine (float32)"
 HEADLINE = [
+    Headline("bleu", {"en": "the shipped model `models/en-zh` (8.03M parameters): `scratchformer evaluate models/en-zh "
+                            "--split test`, its corpus (software) and its `decoding.json` (beam 4)",
+                      "zh": "发布的模型 `models/en-zh`（8.03M 参数）：`scratchformer evaluate models/en-zh "
+                            "--split test`，它自己的语料（software）和 `decoding.json`（束宽 4）"},
+             [(f"bleu: {SHIPPED}", None), (f"chrf: {SHIPPED}", None)], _bleu, "docs/translation.md"),
     Headline("train", {"en": "training speed against `torch.nn.Transformer` (same weights, loss, Adam)",
                        "zh": "训练速度对比 `torch.nn.Transformer`（同样的权重、损失、Adam）"},
              [("train: tokens/s, fp32, paper-base 6+6, 32 x ~16 tokens", "torch.nn.Transformer"),

@@ -24,6 +24,7 @@ HERE = Path(__file__).resolve().parent
 # name -> the script's arguments besides --threads: exactly the command each headline figure was measured with
 FIGURES: dict[str, list[str]] = {
     "tests": [],
+    "bleu": [],
     "padding": [],
     "train": ["--bf16", "--compile"],
     "decode": [],
