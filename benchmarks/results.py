@@ -97,12 +97,16 @@ def command(argv: list[str]) -> list[str]:
     return ["python", script_arg, *argv[1:]]
 
 
+# The commit as the benchmark started: a commit made while it measures (minutes) must not be credited with it
+_GIT_AT_START = git_commit() if recording() else None
+
+
 def provenance(argv: list[str] | None = None) -> dict[str, Any]:
     """Everything a row records besides its figure (see the module docstring)."""
     from benchlib import cpu_model, simd_flags
 
     argv = sys.argv if argv is None else argv
-    commit, dirty = git_commit()
+    commit, dirty = _GIT_AT_START if _GIT_AT_START and argv is sys.argv else git_commit()
     return {"name": figure_name(argv[0]), "command": command(argv), "commit": commit, "dirty": dirty,
             "cpu": cpu_model(), "simd": simd_flags(), "load_before": list(_LOAD_BEFORE),
             "load_after": [round(x, 2) for x in os.getloadavg()], "versions": versions(),
