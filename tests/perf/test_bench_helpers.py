@@ -1,5 +1,5 @@
-"""The CPU-independent parts of benchmarks/: FLOP counting, targets, the machine every figure names, the RESULTS
-header, the GPU script's plan and its CUDA check."""
+"""The CPU-independent parts of benchmarks/: FLOP counting, targets, the machine every figure names, the GPU script's
+plan and its CUDA check (results.jsonl's rows and the rendered tables: tests/docs/test_figures.py)."""
 
 import json
 import sys
