@@ -192,8 +192,9 @@ HEADLINE = [
              [(f"decode paths: greedy, batch {b}, captured vs CTranslate2", CT2) for b in (1, 32)]
              + [(f"decode paths: beam 4, batch {b}, captured vs CTranslate2", CT2) for b in (1, 32)],
              _paths, "docs/performance.md"),
-    Headline("engines", {"en": "CTranslate2 / ONNX Runtime exports of the shipped model, 1,000 test sentences",
-                         "zh": "发布模型导出到 CTranslate2 / ONNX Runtime，1000 句测试句"},
+    Headline("engines", {"en": "CTranslate2 / ONNX Runtime exports of `models/en-zh` as it was at the row's commit, "
+                               "1,000 test sentences",
+                         "zh": "`models/en-zh`（该行提交时的模型）导出到 CTranslate2 / ONNX Runtime，1000 句测试句"},
              [(f"engines: {w}, identical outputs ({e})", None) for w in ("greedy", "beam 4")
               for e in ("ctranslate2", "onnxruntime")], _identical, "docs/export.md"),
     Headline("serve", {"en": "`serve` with 16 clients (beam 4, batching on)",
