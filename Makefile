@@ -10,7 +10,8 @@ STAMP := $(VENV)/.installed-$(SUM)
 # pytest workers (pytest-xdist): one per core, at most 4 (each test runs one torch thread)
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 
-.PHONY: install install-demo demo test test-kernels test-keras test-slow test-clients test-clients-slow lint bench clean
+.PHONY: install install-demo demo test test-kernels test-keras test-slow test-claims test-clients test-clients-slow lint bench \
+	clean
 
 # What `make demo` needs, nothing more: torch (the CPU build) and the package with its own dependencies.
 $(DEMO_STAMP): pyproject.toml
@@ -51,11 +52,13 @@ test-kernels: install
 	ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 SCRATCHFORMER_TEST_THREADS=1 $(KERNELS_PYTEST)
 
 # The Keras port (scratchformer/keras, seed 001's readers) on TensorFlow: the `keras` extra (keras, tensorflow-cpu:
-# about 1.4 GB installed, under a minute from a warm pip cache), then tests/keras. `make test` skips those tests,
+# about 1.4 GB installed, under a minute from a warm pip cache), then tests/keras and the [keras] cases of the
+# Translator grid (tests/decoding/test_translator.py). `make test` skips those tests,
 # saying why, where the extra is missing.
 test-keras: install
 	$(BIN)/python -m pip install -q -e '.[keras]'
 	$(BIN)/python -m pytest tests/keras
+	$(BIN)/python -m pytest tests/decoding/test_translator.py -k keras  # the Translator grid's [keras] cases
 
 test-slow: install
 	$(BIN)/python -m pytest -m slow
@@ -95,13 +98,26 @@ test-clients: install $(CLIENTS_STAMP) $(CLIENTS_OLDEST_STAMP)
 test-clients-slow: install $(CLIENTS_STAMP) $(CLIENTS_OLDEST_STAMP)
 	$(CLIENT_PYTHONS) $(BIN)/python -m pytest -m slow -s tests/clients
 
+# The slow tests the README's claims stand on (its "held by tests" table, and the exports' figures), run by CI
+# (.ci/run): Table 3 (inspect/test_params.py), SmolLM2 within 1e-4 of transformers (interop/test_real_weights.py),
+# the shipped model through each export (engines/test_ctranslate2.py, test_onnx.py, test_hf.py), beam 4 captured
+# equal to eager (perf/test_captured_step.py), then the exports in their own clients (test-clients-slow).
+CLAIMS := tests/inspect/test_params.py tests/interop/test_real_weights.py tests/engines/test_ctranslate2.py \
+	tests/engines/test_onnx.py tests/engines/test_hf.py tests/perf/test_captured_step.py
+test-claims: install test-clients-slow
+	$(BIN)/python -m pytest -m slow -n $(TEST_WORKERS) $(CLAIMS)
+
 # ruff's linter only: its formatter would re-wrap the hand-laid shape comments and tables of 285 files
 lint: install
 	$(BIN)/ruff check src tests benchmarks scripts experiments
 
+# Every figure the README and docs/ show (benchmarks/run.py), or one: `make bench FIGURE=padding`. Each run appends
+# rows to benchmarks/results.jsonl (command, commit, CPU, load, versions, date), then benchmarks/render.py rewrites the
+# tables of the README, docs/performance.md (+ zh) and benchmarks/RESULTS.md from it.
+FIGURE ?=
 bench: install
 	$(BIN)/python -m pip install -q -e '.[bench]'
-	$(BIN)/python benchmarks/run_all.py
+	$(BIN)/python benchmarks/run.py $(FIGURE)
 
 clean:
 	rm -rf $(VENV) $(CLIENTS) $(CLIENTS_OLDEST) build *.egg-info .pytest_cache .ruff_cache

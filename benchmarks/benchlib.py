@@ -5,7 +5,8 @@ candidates in the SAME process, interleaved (A B B A A B ...: the order alternat
 spike cannot favour one side), repeated, and reports medians and the ratio of medians. The load average is
 recorded with every figure.
 
-A figure is one JSON line:
+A figure is one JSON line, which results.py also appends to results.jsonl with its provenance (command, commit,
+CPU, load, versions, date) when a benchmark script runs as a program:
     {"figure": ..., "unit": ..., "ours": x, "peer": y, "peer_name": ..., "ratio": x / y,
      "higher_is_better": true, "target": ">= 1.5x", "met": true, "note": ..., "load": [1, 5, 15 min],
      "machine": {"cpu": ..., "simd": ["avx2", ...], "torch": ..., "mkl": true, "onednn": true, "threads": 2}}
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import results
 import torch
 
 from scratchformer.inspect.flops import matmul_rate, transformer_flops  # noqa: F401 (re-exported)
@@ -142,6 +144,7 @@ def emit(figure: str, unit: str, ours: float, peer: float | None = None, peer_na
               "ratio": _round(ratio), "higher_is_better": higher_is_better, "target": target, "met": met,
               "note": note, "load": [round(x, 2) for x in os.getloadavg()], "machine": machine_info(), **extra}
     print(json.dumps(record, ensure_ascii=False), flush=True)
+    results.record(record)  # appended to results.jsonl when a benchmark script measures (not in tests, not --quick)
     return record
 
 

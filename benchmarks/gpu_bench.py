@@ -71,7 +71,7 @@ def peak_flops(device_name: str) -> float | None:
 def require_cuda() -> None:
     if not torch.cuda.is_available():
         sys.exit(f"gpu_bench.py needs a CUDA GPU, and torch {torch.__version__} sees none on this machine "
-                 "(torch.cuda.is_available() is False). For the CPU figures run benchmarks/run_all.py.")
+                 "(torch.cuda.is_available() is False). For the CPU figures run benchmarks/run.py.")
 
 
 def main(argv: list[str] | None = None) -> None:

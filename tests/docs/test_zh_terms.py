@@ -38,6 +38,9 @@ def terms() -> dict[str, str]:
 
 CODE = [
     (re.compile(r"```.*?```", re.S), "\n"),  # fenced code blocks (the newlines they held are put back below)
+    # tables rendered by benchmarks/render.py from results.jsonl: tool output (their row labels are the figures'
+    # names, which tests/docs/test_figures.py holds to the results file), not running text
+    (re.compile(r"<!-- figures:(\w+) -->.*?<!-- /figures:\1 -->", re.S), "\n"),
     (re.compile(r"<!--.*?-->", re.S), " "),
     (re.compile(r"`[^`]+`"), " "),  # inline code, which may run over a line break
     (re.compile(r"\]\([^)]*\)"), "]"),  # link targets

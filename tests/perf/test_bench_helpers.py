@@ -1,5 +1,5 @@
-"""The CPU-independent parts of benchmarks/: FLOP counting, targets, the machine every figure names, the RESULTS
-header, the GPU script's plan and its CUDA check."""
+"""The CPU-independent parts of benchmarks/: FLOP counting, targets, the machine every figure names, the GPU script's
+plan and its CUDA check (results.jsonl's rows and the rendered tables: tests/docs/test_figures.py)."""
 
 import json
 import sys
@@ -13,7 +13,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import benchlib  # noqa: E402
 import gpu_bench  # noqa: E402
-import run_all  # noqa: E402
 
 from scratchformer import ModelConfig, build_model  # noqa: E402
 
@@ -96,15 +95,11 @@ def test_every_figure_names_its_machine(capsys):
     assert machine["mkl"] == torch.backends.mkl.is_available() and isinstance(machine["simd"], list)
 
 
-def test_the_results_header_names_the_cpu_and_its_simd():
+def test_describe_machine_names_the_cpu_and_its_simd():
     info = {"cpu": "AMD EPYC", "simd": ["avx2"], "cores": 2, "threads": 2, "torch": "2.13.0+cpu", "mkl": True,
             "onednn": True}
-    meta = {"date": "2026-12-01", "cpu": "AMD EPYC", "cores": 2, "threads": 2, "torch": "2.13.0+cpu",
-            "machine": info, "load_before": (1.0, 1.0, 1.0), "load_after": (1.5, 1.0, 1.0)}
-    header = run_all.render([], meta, "## Why\n").splitlines()[2]
-    assert "AMD EPYC (avx2; no AVX-512; no AMX), 2 cores, 2 torch thread(s), torch 2.13.0+cpu (MKL, oneDNN)" in header
+    line = benchlib.describe_machine(info)
+    assert "AMD EPYC (avx2; no AVX-512; no AMX), 2 cores, 2 torch thread(s), torch 2.13.0+cpu (MKL, oneDNN)" in line
     xeon = {**info, "cpu": "Intel Xeon", "simd": benchlib.simd_flags(SAPPHIRE), "mkl": False, "onednn": False}
     line = benchlib.describe_machine(xeon)
     assert "avx512f" in line and "amx_bf16" in line and "no AVX-512" not in line and "no MKL/oneDNN" in line
-    old = {k: v for k, v in meta.items() if k != "machine"}  # results.jsonl written before the machine field
-    assert "AMD EPYC, 2 cores, 2 torch thread(s), torch 2.13.0+cpu" in run_all.render([], old, "").splitlines()[2]

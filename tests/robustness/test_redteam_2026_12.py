@@ -309,7 +309,13 @@ def test_model_overrides_meet_the_model_checks_in_train_config(model):
 
 
 def test_model_overrides_leave_vocabulary_ids_to_the_real_vocabulary():
-    TrainConfig(model={"pad_id": 7000})  # demo's preset has a smaller vocabulary: the tokenizer's size decides
+    """pad_id=7000 lies outside the demo preset's own vocabulary: the config takes it (the tokenizers' sizes are not
+    known yet) and keeps it, and the real vocabulary decides: one that holds id 7000 takes it, a smaller one refuses."""
+    config = TrainConfig(model={"pad_id": 7000})
+    assert config.model == {"pad_id": 7000}
+    assert ModelConfig.preset(config.preset, **config.model, src_vocab_size=8000, tgt_vocab_size=8000).pad_id == 7000
+    with pytest.raises(ConfigError, match="pad_id=7000 is outside the vocabulary"):
+        ModelConfig.preset(config.preset, **config.model, src_vocab_size=4000, tgt_vocab_size=4000)
 
 
 def test_a_bad_model_override_fails_before_overwrite_deletes_the_run(toy_run, tmp_path):

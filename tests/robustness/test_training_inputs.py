@@ -144,7 +144,8 @@ def test_train_config_rejects_each_bad_value_in_one_line(field, value):
 def test_train_config_accepts_good_values():
     for kw in ({"lr_factor": 2}, {"clip_norm": None}, {"time_limit": 1}, {"device": "cuda:1"}, {"device": "mps"},
                {"max_epochs": None}, {"eval_every": 0, "save_every": 0}):
-        TrainConfig(**kw)
+        config = TrainConfig(**kw)  # accepted, and kept as given (not silently replaced by a default)
+        assert {k: getattr(config, k) for k in kw} == kw
 
 
 def test_config_that_is_a_fifo_is_one_line_and_does_not_block(tmp_path):

@@ -1,0 +1,385 @@
+#!/usr/bin/env python3
+"""Render the figures tables of the pages from results.jsonl: nothing in them is typed by hand.
+
+    .venv/bin/python benchmarks/render.py            # rewrite every page's tables
+    .venv/bin/python benchmarks/render.py --check    # exit 1, with a diff, where a page differs from its rendering
+
+A table lives between `<!-- figures:NAME -->` and `<!-- /figures:NAME -->` in a page of PAGES; TABLES[NAME] renders
+it from the rows of results.jsonl in the page's language. The rules every table keeps:
+- every figure names the CPU it was measured on (model and the SIMD kind that chooses kernels) and its commit
+  and date; a row written before results.py recorded commits says "commit not recorded" and the commit that
+  first wrote it to results.jsonl;
+- rows from different CPU kinds stay separate rows (the same model name with other flags is another kind);
+- one cell shows one run: a figure is the newest row of its name per CPU kind, so a range never mixes runs,
+  let alone code versions;
+- a figure without a row is not shown; the table's last line names the figures that `make bench FIGURE=NAME`
+  must measure before they are shown again;
+- a row marked "withdrawn" in results.jsonl (with the reason) is never shown; RESULTS.md lists it with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from results import ROOT, load
+
+PAGES = {"README.md": "en", "README.zh-CN.md": "zh", "docs/performance.md": "en", "docs/zh/performance.md": "zh",
+         "benchmarks/RESULTS.md": "en"}
+Row = dict[str, Any]
+
+
+# --- what every table says about a row -------------------------------------------------------------------------
+
+def cpu_kind(row: Row) -> tuple[str, tuple[str, ...] | None]:
+    simd = row.get("simd")
+    return row.get("cpu") or "unknown CPU", tuple(simd) if simd is not None else None
+
+
+def cpu_label(row: Row, lang: str = "en") -> str:
+    cpu, simd = cpu_kind(row)
+    if simd is None:
+        kind = "未记录指令集" if lang == "zh" else "flags not recorded"
+    elif any(f.startswith("amx") for f in simd):
+        kind = "AVX-512, AMX"
+    elif "avx512_bf16" in simd:
+        kind = "AVX512-BF16, no AMX" if lang == "en" else "AVX512-BF16，无 AMX"
+    elif "avx512f" in simd:
+        kind = "AVX-512"
+    elif "avx2" in simd:
+        kind = "AVX2 only" if lang == "en" else "仅 AVX2"
+    else:
+        kind = "no AVX2" if lang == "en" else "无 AVX2"
+    return f"{cpu} ({kind})" if lang == "en" else f"{cpu}（{kind}）"
+
+
+def measured(row: Row, lang: str = "en") -> str:
+    """"2026-12-06, commit 7ccb7c0" or "2026-11-30, commit not recorded (row from f1845d1)"."""
+    if row.get("commit"):
+        dirty = "+" if row.get("dirty") else ""
+        commit = f"commit {row['commit'][:7]}{dirty}" if lang == "en" else f"提交 {row['commit'][:7]}{dirty}"
+    else:
+        src = row.get("recorded_in") or "?"
+        commit = (f"commit not recorded (row from {src})" if lang == "en" else f"未记录提交（该行写入于 {src}）")
+    return f"{row.get('date', '?')}, {commit}" if lang == "en" else f"{row.get('date', '?')}，{commit}"
+
+
+def fmt(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        if x.is_integer() and abs(x) < 1e6:
+            return f"{x:,.0f}"
+        return f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
+    return str(x)
+
+
+def ratio(row: Row) -> str:
+    return f"{row['ratio']:.2f}x" if row.get("ratio") is not None else "-"
+
+
+def live(rows: list[Row]) -> list[Row]:
+    return [r for r in rows if not r.get("withdrawn")]
+
+
+def newest(rows: list[Row], figure: str, peer: str | None = None) -> dict[tuple, Row]:
+    """The newest live row of `figure` (and `peer_name`) per CPU kind, in the order the kinds first appear."""
+    out: dict[tuple, Row] = {}
+    for r in live(rows):
+        if r.get("figure") == figure and (peer is None or r.get("peer_name") == peer):
+            out[cpu_kind(r)] = r
+    return out
+
+
+def same_run(a: Row, b: Row) -> bool:
+    """Two figures shown in one cell must come from one run: same commit (or same unrecorded source) and date."""
+    return (a.get("commit"), a.get("recorded_in"), a.get("date")) == (b.get("commit"), b.get("recorded_in"),
+                                                                    b.get("date"))
+
+
+# --- the headline table (README.md, README.zh-CN.md) --------------------------------------------------------------
+
+@dataclass
+class Headline:
+    name: str  # the figure name: `make bench FIGURE=name` measures it
+    what: dict[str, str]  # per language
+    keys: list[tuple[str, str | None]]  # (figure, peer_name): the rows the cell needs, all from one run
+    cell: Callable[[list[Row], str], str]
+    link: str  # the page that explains it, relative to the repository root
+
+
+def _pair(rows: list[Row], lang: str) -> str:
+    return " / ".join(ratio(r) for r in rows)
+
+
+def _train(rows: list[Row], lang: str) -> str:
+    fp32, mfu = rows[0], rows[1]
+    return (f"{ratio(fp32)} (fp32, {mfu['ours']:.0%} MFU)" if lang == "en"
+            else f"{ratio(fp32).replace('x', ' 倍')}（fp32，MFU {mfu['ours']:.0%}）")
+
+
+def _of(row: Row) -> str:
+    m = re.search(r"(\d+) of (\d+)", row.get("note", ""))
+    return f"{m.group(1)}/{m.group(2)}" if m else fmt(row.get("ours"))
+
+
+def _identical(rows: list[Row], lang: str) -> str:
+    g_ct2, g_ort, b_ct2, b_ort = (_of(r) for r in rows)
+    if lang == "zh":
+        return f"贪心 {g_ct2} / {g_ort}；束宽 4 {b_ct2} / {b_ort} 句与我们的输出完全相同"
+    return f"identical to ours: greedy {g_ct2} / {g_ort}, beam 4 {b_ct2} / {b_ort} sentences"
+
+
+def _serve(rows: list[Row], lang: str) -> str:
+    at16, p99, err64 = rows
+    if lang == "zh":
+        return (f"吞吐是单客户端的 {at16['ratio']:.1f} 倍，p99 {p99['ours']:.2f} s；64 个客户端 {fmt(err64['ours'])} "
+                f"错误（负载 {at16['load'][0]:g}）")
+    return (f"{at16['ratio']:.1f}x one client's throughput, p99 {p99['ours']:.2f} s; {fmt(err64['ours'])} errors at "
+            f"64 (load {at16['load'][0]:g})")
+
+
+def _tests(rows: list[Row], lang: str) -> str:
+    n = fmt(rows[0]["ours"])
+    return (f"{n} tests in `tests/robustness/`, each bad input one line, no traceback" if lang == "en"
+            else f"`tests/robustness/` 中 {n} 个测试，每个坏输入都是一行错误，没有 traceback")
+
+
+def _paths(rows: list[Row], lang: str) -> str:
+    return " / ".join(ratio(r) for r in rows)
+
+
+def _bleu(rows: list[Row], lang: str) -> str:
+    b, c = rows
+    pairs = b.get("sentences") or "?"
+    if lang == "zh":
+        return f"sacreBLEU **{b['ours']:.2f}**，chrF {c['ours']:.2f}（{pairs} 句）"
+    return f"sacreBLEU **{b['ours']:.2f}**, chrF {c['ours']:.2f} ({pairs} pairs)"
+
+
+SHIPPED = "models/en-zh, software test split, beam 1"
+HF = "HF MarianMTModel.generate"
+CT2 = "CTranslate2 engine (float32)"
+HEADLINE = [
+    Headline("bleu", {"en": "the shipped model `models/en-zh` (8.03M parameters), its one headline: `scratchformer "
+                            "evaluate en-zh --split test --beam 1` (what `make demo` prints), its corpus's (software) "
+                            "test split, greedy, its `decoding.json`",
+                      "zh": "发布的模型 `models/en-zh`（8.03M 参数）唯一的标题数字：`scratchformer evaluate en-zh "
+                            "--split test --beam 1`（`make demo` 打印的就是它），它自己语料（software）的测试集，贪心，"
+                            "它的 `decoding.json`"},
+             [(f"bleu: {SHIPPED}", None), (f"chrf: {SHIPPED}", None)], _bleu, "docs/translation.md"),
+    Headline("train", {"en": "training speed against `torch.nn.Transformer` (same weights, loss, Adam)",
+                       "zh": "训练速度对比 `torch.nn.Transformer`（同样的权重、损失、Adam）"},
+             [("train: tokens/s, fp32, paper-base 6+6, 32 x ~16 tokens", "torch.nn.Transformer"),
+              ("train: model-FLOP utilisation, fp32", "torch.nn.Transformer")], _train, "docs/performance.md"),
+    Headline("train", {"en": "training with bf16 autocast against fp32 (ours)",
+                       "zh": "bf16 autocast 训练对比 fp32（我们自己的）"},
+             [("train: tokens/s, ours bf16 autocast vs ours fp32", "ours fp32")], _pair, "docs/performance.md"),
+    Headline("decode", {"en": "decoding against Hugging Face `generate`, fp32 greedy, batch 1 / 32, 64 tokens",
+                        "zh": "解码对比 Hugging Face `generate`，fp32 贪心，批 1 / 32，64 个词元"},
+             [(f"decode fp32: greedy, batch {b}, 64 new tokens", HF) for b in (1, 32)],
+             _pair, "docs/performance.md"),
+    Headline("decode_paths", {"en": "our decoder (`--step captured`) against CTranslate2 fp32 (patience 2), greedy "
+                                    "batch 1 / 32, beam 4 batch 1 / 32",
+                              "zh": "我们的解码器（`--step captured`）对比 CTranslate2 fp32（patience 2），"
+                                    "贪心批 1 / 32，束宽 4 批 1 / 32"},
+             [(f"decode paths: greedy, batch {b}, captured vs CTranslate2", CT2) for b in (1, 32)]
+             + [(f"decode paths: beam 4, batch {b}, captured vs CTranslate2", CT2) for b in (1, 32)],
+             _paths, "docs/performance.md"),
+    Headline("engines", {"en": "CTranslate2 / ONNX Runtime exports of `models/en-zh` as it was at the row's commit, "
+                               "1,000 test sentences",
+                         "zh": "`models/en-zh`（该行提交时的模型）导出到 CTranslate2 / ONNX Runtime，1000 句测试句"},
+             [(f"engines: {w}, identical outputs ({e})", None) for w in ("greedy", "beam 4")
+              for e in ("ctranslate2", "onnxruntime")], _identical, "docs/export.md"),
+    Headline("serve", {"en": "`serve` with 16 clients (beam 4, batching on)",
+                       "zh": "`serve`，16 个并发客户端（束宽 4，开启合批）"},
+             [("serve batching on, 16 client(s): sentences/s", "1 client"),
+              ("serve batching on, 16 client(s): p99 latency", None),
+              ("serve batching on, 64 client(s): errors", None)], _serve, "docs/serving.md"),
+    Headline("tests", {"en": "hostile input", "zh": "恶意输入"},
+             [("tests: collected in tests/robustness", None)], _tests, "docs/robustness.md"),
+]
+
+
+def _link(page: str, lang: str) -> str:
+    if lang == "zh" and page.startswith("docs/"):
+        page = "docs/zh/" + page[len("docs/"):]
+    return f"[{page}]({page})"
+
+
+def cells(rows: list[Row], keys: list[tuple[str, str | None]]) -> list[list[Row]]:
+    """Per CPU kind that has every key, the rows of one run; a kind whose rows come from several runs is left out
+    (a cell never mixes runs)."""
+    per_key = [newest(rows, fig, peer) for fig, peer in keys]
+    out = []
+    for kind in per_key[0]:
+        if all(kind in k for k in per_key):
+            group = [k[kind] for k in per_key]
+            if all(same_run(group[0], r) for r in group):
+                out.append(group)
+    return out
+
+
+def _missing(names: list[str], lang: str) -> str:
+    cmd = ", ".join(f"`make bench FIGURE={n}`" for n in names)
+    if lang == "zh":
+        return f"还没有结果行、因此不显示的数字：{cmd}（`benchmarks/results.jsonl` 有了它们的行之后会重新出现在表中）。"
+    return (f"Not shown until `benchmarks/results.jsonl` has their rows: {cmd}.")
+
+
+def render_headline(rows: list[Row], lang: str) -> list[str]:
+    head = {"zh": "| 内容 | 数字 | CPU | 测量于 | 在哪里测的 |"}.get(lang, "| what | figure | CPU | measured | page |")
+    lines, missing = [head, "|---|---|---|---|---|"], []
+    for h in HEADLINE:
+        groups = cells(rows, h.keys)
+        if not groups and h.name not in missing:
+            missing.append(h.name)
+        for group in groups:
+            lines.append(f"| {h.what[lang]} | {h.cell(group, lang)} | {cpu_label(group[0], lang)} | "
+                         f"{measured(group[0], lang)} | {_link(h.link, lang)} |")
+    if missing:
+        lines += ["", _missing(missing, lang)]
+    return lines
+
+
+# --- docs/performance.md (+ zh): ours against the peers, per CPU kind -------------------------------------------------
+
+PERFORMANCE = [  # (figure, peer_name): None takes any peer (the figure has one)
+    ("train: tokens/s, fp32, paper-base 6+6, 32 x ~16 tokens", "torch.nn.Transformer"),
+    ("train: model-FLOP utilisation, fp32", "torch.nn.Transformer"),
+    ("train: tokens/s, ours bf16 autocast vs ours fp32", "ours fp32"),
+    ("train: tokens/s, ours torch.compile vs ours eager", "ours eager"),
+    *[(f"decode fp32: {w}, batch {b}, 64 new tokens", HF) for w in ("greedy", "beam 4") for b in (1, 32)],
+    *[(f"decode int8: {w}, batch {b}, 64 new tokens", "CTranslate2 int8") for w in ("greedy", "beam 4")
+      for b in (1, 32)],
+    *[(f"decode paths: {w}, batch {b}, captured vs CTranslate2", CT2) for w in ("greedy", "beam 4") for b in (1, 32)],
+    *[(f"engines: {w}, batch {b}", CT2) for w in ("greedy", "beam 4") for b in (1, 32)],
+    ("decode floor: batch-1 step, fp32 paper-base: weight GEMVs alone vs our whole step", None),
+    ("decode overhead: batch-1 step at d_model 64 (arithmetic ~0), ours vs HF", None),
+    ("decode fp32: KV cache vs none, greedy, batch 1, 256 new tokens", None),
+    ("padding: real-token fraction, en-zh, max_tokens 4096", None),
+    ("quality: BLEU, int8 vs float32", None),
+    ("memory: training step, paper-base, 32 x ~16 tokens, Adam", None),
+    ("memory: decoding fp32, beam 4, batch 32, 64 tokens", "HF generate"),
+    ("memory: decoding fp32, beam 4, batch 32, 64 tokens", "CTranslate2 float32"),
+]
+
+
+def _met(row: Row, lang: str) -> str:
+    if row.get("met") is None:
+        return row.get("target") or "-"
+    word = {True: "met", False: "**missed**"} if lang == "en" else {True: "达到", False: "**未达到**"}
+    return f"{row['target']}, {word[row['met']]}" if lang == "en" else f"{row['target']}，{word[row['met']]}"
+
+
+def table_rows(rows: list[Row], keys: list[tuple[str, str | None]], lang: str) -> tuple[list[str], list[str]]:
+    lines, missing = [], []
+    for fig, peer in keys:
+        found = newest(rows, fig, peer)
+        if not found:
+            missing.append(fig)
+        for r in found.values():
+            peer_cell = f"{fmt(r.get('peer'))} {r['peer_name']}" if r.get("peer_name") else fmt(r.get("peer"))
+            lines.append(f"| {fig} | {fmt(r.get('ours'))} {r.get('unit', '')} | {peer_cell} | {ratio(r)} | "
+                         f"{_met(r, lang)} | {cpu_label(r, lang)} | {measured(r, lang)} |")
+    return lines, missing
+
+
+def render_performance(rows: list[Row], lang: str) -> list[str]:
+    head = ("| 数字 | 我们 | 对手 | 我们 / 对手 | 目标 | CPU | 测量于 |" if lang == "zh"
+            else "| figure | ours | peer | ours / peer | target | CPU | measured |")
+    lines, missing = table_rows(rows, PERFORMANCE, lang)
+    names = sorted({_name_of(rows, f) for f in missing})
+    return [head, "| --- | ---: | --- | ---: | --- | --- | --- |", *lines] + (["", _missing(names, lang)] if names
+                                                                              else [])
+
+
+def _name_of(rows: list[Row], figure: str) -> str:
+    prefix = figure.split(":")[0]
+    return {"decode paths": "decode_paths", "decode floor": "decode_floor", "decode overhead": "decode_floor",
+            "decode fp32": "decode", "decode int8": "decode"}.get(prefix, prefix.split()[0])
+
+
+# --- RESULTS.md: every live figure, newest per CPU kind; the withdrawn rows with their reasons ----------------------
+
+def render_results(rows: list[Row], lang: str = "en") -> list[str]:
+    keys: list[tuple[str, str]] = []
+    for r in live(rows):
+        k = (r["figure"], r.get("peer_name", ""))
+        if k not in keys:
+            keys.append(k)
+    lines = ["| figure | unit | ours | peer | ours / peer | target | met? | CPU | measured | load (1 min) | note |",
+             "| --- | --- | ---: | --- | ---: | --- | --- | --- | --- | ---: | --- |"]
+    for fig, peer in keys:
+        for r in newest(rows, fig, peer).values():
+            met = {True: "yes", False: "**no**", None: "-"}[r.get("met")]
+            peer_cell = f"{fmt(r.get('peer'))} ({peer})" if peer else fmt(r.get("peer"))
+            load = (r.get("load_before") or r.get("load") or [None])[0]
+            note = re.sub(r";? ?measured \d{4}-\d\d-\d\d on [^;]*$", "", r.get("note", "")).replace("|", "\\|")
+            lines.append(f"| {fig.replace('|', chr(92) + '|')} | {r.get('unit', '')} | {fmt(r.get('ours'))} | "
+                         f"{peer_cell} | {ratio(r)} | {r.get('target') or '-'} | {met} | {cpu_label(r)} | "
+                         f"{measured(r)} | {fmt(load)} | {note} |")
+    withdrawn = [r for r in rows if r.get("withdrawn")]
+    if withdrawn:
+        lines += ["", "Withdrawn rows (kept in results.jsonl, never shown in a table):", ""]
+        lines += [f"- {r['figure']} against {r.get('peer_name') or '-'}: {ratio(r)}, {cpu_label(r)}, {measured(r)}. "
+                  f"Why: {r['withdrawn']}" for r in withdrawn]
+    return lines
+
+
+TABLES: dict[str, Callable[[list[Row], str], list[str]]] = {
+    "headline": render_headline, "performance": render_performance, "results": render_results}
+MARK = re.compile(r"(<!-- figures:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /figures:(?P=name) -->)", re.S)
+
+
+def render_page(text: str, rows: list[Row], lang: str) -> str:
+    def one(m: re.Match) -> str:
+        name = m.group("name")
+        if name not in TABLES:
+            raise SystemExit(f"render.py: no table named {name!r} (known: {', '.join(TABLES)})")
+        return m.group(1) + "\n".join(TABLES[name](rows, lang)) + "\n" + m.group(4)
+
+    return MARK.sub(one, text)
+
+
+def check(root: Path = ROOT, rows: list[Row] | None = None) -> list[str]:
+    """A unified diff per page whose tables differ from their rendering ([] when every page agrees)."""
+    rows = load() if rows is None else rows
+    diffs = []
+    for page, lang in PAGES.items():
+        path = root / page
+        text = path.read_text(encoding="utf-8")
+        want = render_page(text, rows, lang)
+        if want != text:
+            diffs.append("".join(difflib.unified_diff(text.splitlines(True), want.splitlines(True), page,
+                                                      f"{page} (rendered)")))
+    return diffs
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--check", action="store_true", help="change nothing; exit 1 where a page differs")
+    args = p.parse_args(argv)
+    if args.check:
+        diffs = check()
+        sys.stdout.write("".join(diffs))
+        return 1 if diffs else 0
+    rows = load()
+    for page, lang in PAGES.items():
+        path = ROOT / page
+        text = path.read_text(encoding="utf-8")
+        new = render_page(text, rows, lang)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            print(f"render.py: rewrote {page}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""The figures the pages show are rendered from benchmarks/results.jsonl, and every row there can be re-proven: the
+README's headline table, docs/performance.md (+ zh) and RESULTS.md must equal their rendering (benchmarks/render.py),
+and each row carries its command, commit (or says it has none), CPU, load, versions and date (benchmarks/results.py)."""
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import render  # noqa: E402
+import results  # noqa: E402
+import run  # noqa: E402
+
+XEON = {"cpu": "Intel Xeon", "simd": ["avx2", "avx512f", "amx_tile"]}
+EPYC = {"cpu": "AMD EPYC", "simd": ["avx2"]}
+TRAIN = "train: tokens/s, fp32, paper-base 6+6, 32 x ~16 tokens"
+MFU = "train: model-FLOP utilisation, fp32"
+
+
+def row(figure, ratio, peer="torch.nn.Transformer", commit="a" * 40, date="2026-12-06", **kw):
+    return {"figure": figure, "name": "train", "unit": "x", "ours": ratio, "peer": 1.0, "peer_name": peer,
+            "ratio": ratio, "target": None, "met": None, "note": "", "commit": commit, "dirty": False, "date": date,
+            "load_before": [1.0, 1.0, 1.0], **XEON, **kw}
+
+
+def test_every_page_equals_its_rendering():
+    diffs = render.check()
+    assert diffs == [], "a page differs from benchmarks/render.py's rendering (run it):\n" + "".join(diffs)
+
+
+def test_a_hand_edited_figure_fails_the_check(tmp_path):
+    for page in render.PAGES:
+        (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / page, tmp_path / page)
+    assert render.check(tmp_path) == []
+    readme = tmp_path / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    assert "| 1.05x (fp32" in text
+    readme.write_text(text.replace("| 1.05x (fp32", "| 1.15x (fp32", 1), encoding="utf-8")
+    diffs = render.check(tmp_path)
+    assert len(diffs) == 1 and "-| training speed" in diffs[0] and "1.15x" in diffs[0] and "+| training" in diffs[0]
+
+
+def test_every_page_has_its_tables():
+    for page in render.PAGES:
+        names = [m.group("name") for m in render.MARK.finditer((ROOT / page).read_text(encoding="utf-8"))]
+        assert names and set(names) <= set(render.TABLES), (page, names)
+
+
+def test_rows_of_two_cpu_kinds_stay_separate_rows():
+    rows = [row(TRAIN, 1.05), row(MFU, 0.54), row(TRAIN, 1.01, **EPYC), row(MFU, 0.82, **EPYC),
+            row(TRAIN, 0.9, cpu="AMD EPYC", simd=["avx2", "avx512f", "avx512_bf16"]),
+            row(MFU, 0.7, cpu="AMD EPYC", simd=["avx2", "avx512f", "avx512_bf16"])]
+    lines = [line for line in render.render_headline(rows, "en") if line.startswith("| training speed")]
+    assert [line.split(" | ")[1] for line in lines] == ["1.05x (fp32, 54% MFU)", "1.01x (fp32, 82% MFU)",
+                                                        "0.90x (fp32, 70% MFU)"]
+    assert [line.split(" | ")[2] for line in lines] == [
+        "Intel Xeon (AVX-512, AMX)", "AMD EPYC (AVX2 only)", "AMD EPYC (AVX512-BF16, no AMX)"]
+
+
+def test_a_cell_shows_the_newest_run_and_never_mixes_runs():
+    new = "b" * 40
+    rows = [row(TRAIN, 1.67), row(MFU, 0.5), row(TRAIN, 1.13, commit=new)]
+    # the newest training row has no MFU row of its own run: the cell is not built from two runs
+    assert not [line for line in render.render_headline(rows, "en") if line.startswith("| training speed")]
+    lines = [line for line in render.render_headline(rows + [row(MFU, 0.6, commit=new)], "en")
+             if line.startswith("| training speed")]
+    assert len(lines) == 1 and "1.13x (fp32, 60% MFU)" in lines[0] and "commit bbbbbbb" in lines[0]
+    assert "1.67" not in lines[0]
+
+
+def test_an_old_row_shows_its_date_and_where_it_came_from():
+    old = row(TRAIN, 1.05, commit=None, date="2026-11-30", recorded_in="f1845d1")
+    assert render.measured(old) == "2026-11-30, commit not recorded (row from f1845d1)"
+    assert render.measured(row(TRAIN, 1.0, dirty=True)) == "2026-12-06, commit aaaaaaa+"
+
+
+def test_a_figure_without_rows_is_named_not_shown():
+    bf16 = row("train: tokens/s, ours bf16 autocast vs ours fp32", 2.9, peer="ours fp32")
+    lines = render.render_headline([row(TRAIN, 1.05), row(MFU, 0.5), bf16], "en")
+    assert lines[-1].startswith("Not shown until") and "`make bench FIGURE=decode_paths`" in lines[-1]
+    assert "`make bench FIGURE=train`" not in lines[-1]
+
+
+def test_a_withdrawn_row_is_listed_with_its_reason_and_never_shown():
+    rows = [row(TRAIN, 1.05, withdrawn="measured something else"), row(MFU, 0.5)]
+    assert not [line for line in render.render_headline(rows, "en") if line.startswith("| training speed")]
+    text = "\n".join(render.render_results(rows))
+    assert "Why: measured something else" in text and f"| {TRAIN} |" not in text
+
+
+def test_results_md_no_longer_contradicts_itself():
+    """RESULTS.md showed greedy batch 1 against CTranslate2 as 1.07x and as 0.32x, two measurements of different
+    things; the first is withdrawn (with its reason), so one line remains."""
+    text = (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8")
+    table = text[text.index("<!-- figures:results -->"):text.index("Withdrawn rows")]
+    ct2_b1 = [line for line in table.splitlines() if "greedy, batch 1" in line and "CTranslate2" in line
+              and "float32" in line]
+    assert len(ct2_b1) == 1 and "0.32x" in ct2_b1[0]
+
+
+def test_every_row_can_be_traced():
+    rows = results.load()
+    assert rows
+    for r in rows:
+        assert r["name"] in run.FIGURES and r["date"] and r["cpu"], r["figure"]
+        assert r["commit"] or r["commit_note"].startswith("not recorded"), r["figure"]
+        if r["commit"]:  # written by results.py: everything the issue asks a row to record
+            assert {"command", "dirty", "simd", "load_before", "load_after", "versions"} <= set(r), r["figure"]
+            assert r["command"][1] == f"benchmarks/bench_{r['name']}.py"
+
+
+def test_every_named_figure_has_a_script_and_every_table_names_a_figure():
+    for name in run.FIGURES:
+        assert (ROOT / "benchmarks" / f"bench_{name}.py").is_file(), name
+    assert {h.name for h in render.HEADLINE} <= set(run.FIGURES)
+    assert run.resolve(["floor,paths"]) == ["decode_floor", "decode_paths"]
+    with pytest.raises(SystemExit, match="no figure named 'nope'"):
+        run.resolve(["nope"])
+
+
+def test_a_benchmark_script_records_and_a_test_or_a_smoke_run_does_not(tmp_path, monkeypatch):
+    assert not results.recording()  # this process is pytest: benchlib.emit writes nothing
+    assert results.recording(["/x/benchmarks/bench_padding.py", "--threads", "1"])
+    assert not results.recording(["/x/benchmarks/bench_padding.py", "--quick"])
+    assert not results.recording(["/x/benchmarks/benchlib.py"])
+    out = tmp_path / "results.jsonl"
+    monkeypatch.setattr(results, "_PROVENANCE", {})
+    written = results.append({"figure": "tests: collected in x", "ours": 3.0}, path=out,
+                             argv=[str(ROOT / "benchmarks" / "bench_tests.py"), "--threads", "1"])
+    assert json.loads(out.read_text(encoding="utf-8")) == written
+    assert written["name"] == "tests" and written["command"] == ["python", "benchmarks/bench_tests.py", "--threads",
+                                                                  "1"]
+    assert len(written["commit"]) == 40 and isinstance(written["dirty"], bool)
+    assert written["cpu"] and isinstance(written["simd"], list) and "torch" in written["versions"]
+    assert len(written["load_before"]) == len(written["load_after"]) == 3 and written["date"]
