@@ -365,6 +365,14 @@ def test_a_beam_of_superscript_two_gets_our_message(translator):
     assert out.status == 400 and out.body == {"error": "beam must be a whole number from 1 to 16, got '²'"}
 
 
+def test_too_many_alternatives_are_named_in_the_requests_words(translator):
+    """Issue 42: `alternatives: 15` at the default beam was reported as `--n-best 16`, a flag nobody gave."""
+    out = run_service(translator, settings(), lambda app: asgi(app, "POST", "/translate", json.dumps(
+        {"q": "Hi", "alternatives": 15}).encode(), content_type="application/json"))
+    assert out.status == 400 and out.body["error"].startswith("alternatives 15 needs a beam of at least 16"), out
+    assert "--" not in out.body["error"] and "this server's default" in out.body["error"]
+
+
 # --- wrong-language input: a JSON field LibreTranslate clients ignore, and a log line --------------------------
 
 def test_a_chinese_request_to_an_en_zh_server_gets_a_warning_field_and_a_log_line(translator, caplog):

@@ -30,7 +30,7 @@ from scratchformer.decoding.cancel import Cancelled
 from scratchformer.decoding.common import PAPER_EXTRA_LEN
 from scratchformer.decoding.sentences import split_sentences
 from scratchformer.serve.batcher import Batcher
-from scratchformer.serve.bodies import ServeError, request_fields
+from scratchformer.serve.bodies import CLIENT_LEFT, SHUTTING_DOWN, ServeError, request_fields
 from scratchformer.serve.decoder import ALIASES, LANGUAGE_NAMES, Options, RunTranslator
 from scratchformer.serve.metrics import Metrics
 
@@ -57,10 +57,20 @@ class Settings:
     slice_cost: int = 8192  # row-steps per decoding call of a long request (batcher.py): ~32 sentences at beam 4
     host: str = "127.0.0.1"  # the address the server is bound to: a Host header naming it is this server
     allowed_hosts: tuple[str, ...] = ()  # more names clients may reach it by (--allowed-host; "*": any)
+    header_timeout: float = 10.0  # seconds a connection may take to send a request's headers (protocol.py)
+    body_timeout: float = 30.0  # seconds a request's body may take once its headers are in (more: 408)
+    keep_alive_timeout: float = 5.0  # seconds an idle connection is kept open after an answer
+    max_connections: int = 512  # connections served at once (more: 503); fewer if the open-files limit is low
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def _error(status: int, message: str, close: bool = False) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers={"Connection": "close"} if close else None)
+
+
+def _refused(request: Request, e: ServeError) -> JSONResponse:
+    if e.status == CLIENT_LEFT:  # nobody reads the answer; one line in the log, never a traceback
+        LOG.warning("scratchformer serve: %s %s: %s", request.method, request.url.path, e.message)
+    return _error(e.status, e.message, e.close)
 
 
 def _integer(fields: dict, name: str, default: int, low: int, high: int) -> int:
@@ -177,14 +187,20 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
                       settings.max_batch_tokens, metrics, settings.slice_cost)
     body_limit = 4 * settings.max_chars * settings.max_sentences + 65536  # UTF-8 and JSON escapes, then refused
 
+    stopping = asyncio.Event()  # set by SIGTERM (begin_shutdown): bodies still arriving get 503 at once
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
+        app.state.loop = asyncio.get_running_loop()
         await batcher.start()
         yield
         await batcher.stop()
 
     app = FastAPI(title="scratchformer", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.metrics, app.state.batcher = metrics, batcher
+    app.state.metrics, app.state.batcher, app.state.stopping, app.state.loop = metrics, batcher, stopping, None
+
+    async def request_fields_of(request: Request) -> dict[str, Any]:
+        return await request_fields(request, body_limit, settings.body_timeout, stopping)
 
     @app.middleware("http")
     async def count(request: Request, call_next):
@@ -217,7 +233,7 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
 
     @app.post("/translate")
     async def translate(request: Request) -> JSONResponse:
-        fields = await request_fields(request, body_limit)
+        fields = await request_fields_of(request)
         check_key(fields, request)
         texts, single = _texts(fields, settings)
         source, target = _language(fields, "source", settings.source), _language(fields, "target", settings.target)
@@ -230,6 +246,11 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
                                   "(format \"text\")")
         beam = _integer(fields, "beam", settings.beam, 1, settings.max_beam)
         alternatives = _integer(fields, "alternatives", 0, 0, settings.max_beam - 1)
+        if alternatives + 1 > beam:  # in the request's own words, not the CLI's --n-best / --beam
+            default = "" if "beam" in fields else " (this server's default)"
+            raise ServeError(400, f"alternatives {alternatives} needs a beam of at least {alternatives + 1} (the "
+                                  f"best translation and its alternatives come out of the beams), and the beam is "
+                                  f"{beam}{default}: send \"beam\": {alternatives + 1} or fewer alternatives")
         options = Options(beam, alternatives + 1)
         translator.check(options)  # ScratchformerError -> 400 (the handler below)
         costs = text_costs(translator, texts, beam)
@@ -259,7 +280,7 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
     @app.post("/detect")
     async def detect(request: Request) -> JSONResponse:
         """LibreTranslate's language detection: a one-pair server knows its source language."""
-        fields = await request_fields(request, body_limit)
+        fields = await request_fields_of(request)
         check_key(fields, request)
         _texts(fields, settings)
         return JSONResponse([{"confidence": 100.0, "language": settings.source}])
@@ -286,13 +307,13 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
     async def prometheus(request: Request) -> PlainTextResponse:
         """Prometheus text; with --api-key it needs the key too (?api_key=KEY or Authorization: Bearer KEY):
         its counts tell who uses the service how much."""
-        check_key(await request_fields(request, body_limit), request)
+        check_key(await request_fields_of(request), request)
         return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.post("/attention")
     async def attention(request: Request) -> JSONResponse:
         """{"q": source, "translation": its translation} -> the cross-attention heatmap's numbers."""
-        fields = await request_fields(request, body_limit)
+        fields = await request_fields_of(request)
         check_key(fields, request)
         source, translation = fields.get("q"), fields.get("translation")
         if not isinstance(source, str) or not isinstance(translation, str):
@@ -322,10 +343,16 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
     return app
 
 
+def begin_shutdown(app: FastAPI) -> None:
+    """SIGTERM's first step (callable from a signal handler): bodies still arriving are answered 503 at once."""
+    if app.state.loop is not None:
+        app.state.loop.call_soon_threadsafe(app.state.stopping.set)
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     """Every failure as {"error": one line}: ours, FastAPI's validation, Starlette's 404 / 405, our checks'."""
-    app.add_exception_handler(ServeError, lambda r, e: _error(e.status, e.message))
-    app.add_exception_handler(Cancelled, lambda r, e: _error(503, "the server is shutting down: try again"))
+    app.add_exception_handler(ServeError, _refused)
+    app.add_exception_handler(Cancelled, lambda r, e: _error(503, SHUTTING_DOWN))
     app.add_exception_handler(RequestValidationError, lambda r, e: _error(400, f"invalid request: {e.errors()}"))
     app.add_exception_handler(HTTPException, lambda r, e: _error(e.status_code, str(e.detail)))
     app.add_exception_handler(ValueError, lambda r, e: _error(400, str(e).splitlines()[0] if str(e) else repr(e)))
