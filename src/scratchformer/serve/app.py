@@ -25,13 +25,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
 
-from scratchformer.data.language import wrong_pair
+from scratchformer.data.language import CONFIDENT, LANGUAGE_NAMES, detect, wrong_pair
 from scratchformer.decoding.cancel import Cancelled
 from scratchformer.decoding.common import PAPER_EXTRA_LEN
 from scratchformer.decoding.sentences import split_sentences
 from scratchformer.serve.batcher import Batcher
 from scratchformer.serve.bodies import CLIENT_LEFT, SHUTTING_DOWN, ServeError, request_fields
-from scratchformer.serve.decoder import ALIASES, LANGUAGE_NAMES, Options, RunTranslator
+from scratchformer.serve.decoder import ALIASES, Options, RunTranslator
 from scratchformer.serve.metrics import Metrics
 
 LOG = logging.getLogger("scratchformer.serve")  # no handler of ours: Python's last resort prints warnings to stderr
@@ -142,6 +142,16 @@ def request_cost(translator: RunTranslator, texts: list[str], beam: int) -> int:
     return sum(text_costs(translator, texts, beam))
 
 
+def _detected(text: str, source: str, auto: bool) -> dict[str, Any]:
+    """LibreTranslate's {"confidence": 0-100, "language": code} for `text`: data/language.py's detection; the
+    server's `source` for a text without letters, and with `auto` (a /translate with source "auto") for one too
+    unsure to tell (below data.language.CONFIDENT), with its real confidence."""
+    code, confidence = detect(text)
+    if code is None or (auto and confidence < CONFIDENT):
+        code = source
+    return {"confidence": round(100 * confidence, 1), "language": code}
+
+
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
@@ -238,9 +248,17 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
         texts, single = _texts(fields, settings)
         source, target = _language(fields, "source", settings.source), _language(fields, "target", settings.target)
         auto = source == "auto"
+        detected = [_detected(t, settings.source, auto=True) for t in texts] if auto else []
         if (settings.source if auto else source, target) != (settings.source, settings.target):
             raise ServeError(400, f"{source}->{target} is not a language pair this server translates: it "
                                   f"translates {settings.source}->{settings.target}")
+        for i, found in enumerate(detected):  # source "auto": what is not the server's source is refused
+            if found["language"] != settings.source:
+                raise ServeError(400, f"source auto: {'q' if single else f'q[{i}]'} looks like "
+                                      f"{LANGUAGE_NAMES.get(found['language'], found['language'])} "
+                                      f"({found['language']}, "
+                                      f"{found['confidence']:.0f}% sure), and this server translates only "
+                                      f"{settings.source}->{settings.target}")
         if fields.get("format", "text") != "text":
             raise ServeError(400, f"format {fields.get('format')!r}: this server translates plain text only "
                                   "(format \"text\")")
@@ -270,20 +288,21 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
             scores = [[score for _, score in h] for h in hyps]
             out |= {"alternatives": alts[0] if single else alts, "scores": scores[0] if single else scores}
         if auto:
-            detected = {"confidence": 100.0, "language": settings.source}
-            out["detectedLanguage"] = detected if single else [detected] * len(texts)
+            out["detectedLanguage"] = detected[0] if single else detected
         if warning := wrong_pair(texts, settings.source, settings.target):  # e.g. 我 爱 中国 to an en->zh model
             out["warning"] = warning  # a field LibreTranslate clients ignore; its text is translate's line
             LOG.warning("scratchformer serve: a /translate request: %s", warning)
         return JSONResponse(out)
 
     @app.post("/detect")
-    async def detect(request: Request) -> JSONResponse:
-        """LibreTranslate's language detection: a one-pair server knows its source language."""
+    async def detect_language(request: Request) -> JSONResponse:
+        """LibreTranslate's language detection: [{"confidence": 0-100, "language": code}] for a text (a list of
+        those for a list of texts), from data/language.py's detector."""
         fields = await request_fields_of(request)
         check_key(fields, request)
-        _texts(fields, settings)
-        return JSONResponse([{"confidence": 100.0, "language": settings.source}])
+        texts, single = _texts(fields, settings)
+        found = [[_detected(t, settings.source, auto=False)] for t in texts]
+        return JSONResponse(found[0] if single else found)
 
     @app.get("/languages")
     async def languages() -> JSONResponse:
