@@ -192,6 +192,7 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
     beam is settings.beam, else the run's own (its decoding.json, through the Translator's options)."""
     if settings.beam is None:
         settings.beam = translator.options.beam
+    detect("Load the language detector.")  # its model loads now (a second or two), not on a request's event loop
     metrics = Metrics()
     batcher = Batcher(translator.translate, translator.count_tokens, settings.batch_wait_ms,
                       settings.max_batch_tokens, metrics, settings.slice_cost)
