@@ -53,13 +53,20 @@ class Server:
         return self.proc.wait(timeout=timeout)
 
 
-def start_server(run_dir: Path, *flags: str, timeout: float = 120) -> Server:
-    """`scratchformer serve RUN_DIR --port 0 FLAGS` in a subprocess (one torch thread); returns once it listens."""
+def start_server(run_dir: Path, *flags: str, timeout: float = 120, nofile: int | None = None) -> Server:
+    """`scratchformer serve RUN_DIR --port 0 FLAGS` in a subprocess (one torch thread); returns once it listens.
+    nofile: the server's soft limit on open file descriptors (as `prlimit --nofile`)."""
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+    def limit() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
     proc = subprocess.Popen([sys.executable, "-m", "scratchformer", "serve", str(run_dir), "--port", "0",
                              "--threads", "1", *flags], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=limit if nofile else None)
     server = Server(proc, "")
     ready = threading.Event()
 

@@ -365,24 +365,49 @@ def test_a_beam_of_superscript_two_gets_our_message(translator):
     assert out.status == 400 and out.body == {"error": "beam must be a whole number from 1 to 16, got '²'"}
 
 
-# --- wrong-language input: a JSON field LibreTranslate clients ignore, and a log line --------------------------
+def test_too_many_alternatives_are_named_in_the_requests_words(translator):
+    """Issue 42: `alternatives: 15` at the default beam was reported as `--n-best 16`, a flag nobody gave."""
+    out = run_service(translator, settings(), lambda app: asgi(app, "POST", "/translate", json.dumps(
+        {"q": "Hi", "alternatives": 15}).encode(), content_type="application/json"))
+    assert out.status == 400 and out.body["error"].startswith("alternatives 15 needs a beam of at least 16"), out
+    assert "--" not in out.body["error"] and "this server's default" in out.body["error"]
+
+
+# --- wrong-language input: a JSON field LibreTranslate clients ignore, and a log line; source "auto" -------------
+
+def post(body):
+    return lambda app: asgi(app, "POST", "/translate", json.dumps(body).encode(), content_type="application/json")
+
 
 def test_a_chinese_request_to_an_en_zh_server_gets_a_warning_field_and_a_log_line(translator, caplog):
-    def post(body):
-        return lambda app: asgi(app, "POST", "/translate", json.dumps(body).encode(), content_type="application/json")
-
     with caplog.at_level("WARNING", logger="scratchformer.serve"):
         out = run_service(translator, settings(), post({"q": "我 爱 中国", "source": "en", "target": "zh"}))
     assert out.status == 200 and isinstance(out.body["translatedText"], str)  # still translated: a client goes on
-    assert out.body["warning"].startswith("the input is mostly CJK, but this model translates en->zh")
+    assert out.body["warning"].startswith("the input looks like Chinese, but this model translates en->zh")
     assert [r.getMessage() for r in caplog.records] == [f"scratchformer serve: a /translate request: "
                                                         f"{out.body['warning']}"]
     caplog.clear()
-    out = run_service(translator, settings(), post({"q": ["Open the file.", "保存文件"], "source": "auto"}))
-    assert out.status == 200 and out.body["warning"].startswith("1 of 2 inputs (first: #2) are mostly CJK")
+    out = run_service(translator, settings(), post({"q": ["Open the file.", "Bonjour le monde"], "source": "en"}))
+    assert out.status == 200 and out.body["warning"].startswith("1 of 2 inputs are not English (first: #2, which "
+                                                                "looks like French)")
     caplog.clear()
     out = run_service(translator, settings(), post({"q": ["Open the file.", "", "OK"]}))
     assert out.status == 200 and "warning" not in out.body and not caplog.records  # English, empty, too short
+
+
+def test_source_auto_translates_english_and_refuses_the_rest(translator):
+    """Issue 44: source "auto" was told every text is English (confidence 100). Now English is translated with
+    the detector's confidence, and another language is a 400, as LibreTranslate answers a pair it lacks."""
+    out = run_service(translator, settings(), post({"q": ["Open the file in a new window.", "OK"],
+                                                    "source": "auto", "target": "zh"}))
+    assert out.status == 200, out
+    first, short = out.body["detectedLanguage"]
+    assert first["language"] == "en" and 50 < first["confidence"] <= 100
+    assert short["language"] == "en" and short["confidence"] < 50  # too short to tell: taken as the source
+    for q, name in (("Bonjour, je voudrais ouvrir ce fichier.", "French (fr"), ("我 爱 中国", "Chinese (zh")):
+        out = run_service(translator, settings(), post({"q": q, "source": "auto", "target": "zh"}))
+        assert out.status == 400 and out.body["error"].startswith(f"source auto: q looks like {name}"), out
+        assert "translates only en->zh" in out.body["error"]
 
 
 # --- over real HTTP: the key from the command line, the Host check in uvicorn -------------------------------------

@@ -80,7 +80,9 @@ def test_host_without_key_warns_in_one_line(capsys, tmp_path):
     (["--batch-wait-ms", "-1"], "--batch-wait-ms"), (["--timeout", "0"], "--timeout"),
     (["--port", "70000"], "65535"), (["--max-chars", "0"], "--max-chars"), (["--beam", "0"], "--beam"),
     (["--beam", "20"], "--max-beam"), (["--alpha", "-1"], "--alpha -1"), (["--source", "en"], "--target"),
-    (["--batch-size", "0"], "--batch-size 0"),
+    (["--batch-size", "0"], "--batch-size 0"), (["--header-timeout", "0"], "--header-timeout"),
+    (["--body-timeout", "nan"], "--body-timeout"), (["--keep-alive-timeout", "-1"], "--keep-alive-timeout"),
+    (["--max-connections", "0"], "--max-connections"),
 ])
 def test_flags_that_cannot_work_are_one_line(capsys, tiny_run, flags, words):
     assert main(["serve", str(tiny_run), *flags]) == 2

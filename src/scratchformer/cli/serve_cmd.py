@@ -15,13 +15,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = Settings(args.source or "", args.target or "", beam=args.beam, batch_wait_ms=args.batch_wait_ms,
                         max_batch_tokens=args.max_batch_tokens, max_chars=args.max_chars,
                         max_sentences=args.max_sentences, max_beam=args.max_beam, timeout=args.timeout,
-                        api_key=args.api_key, max_cost=args.max_cost, allowed_hosts=tuple(args.allowed_host))
+                        api_key=args.api_key, max_cost=args.max_cost, allowed_hosts=tuple(args.allowed_host),
+                        header_timeout=args.header_timeout, body_timeout=args.body_timeout,
+                        keep_alive_timeout=args.keep_alive_timeout, max_connections=args.max_connections)
     return serve(args.run_dir, settings, host=args.host, port=args.port, weights=args.weights,
                  log_level=args.log_level, decoding=given_flags(args))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     from scratchformer.cli.common import add_decoding_args
+    from scratchformer.i18n import _
 
     p = sub.add_parser("serve", help="serve a translation run over HTTP (LibreTranslate-compatible)")
     p.add_argument("run_dir")
@@ -55,6 +58,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="most decoding steps x beams a request may cost: beam x the sum of its sentences' output "
                         "budgets (source tokens + 50); more: 413 before any decoding (default 200000; the worst "
                         "request within the other defaults would cost 1.4 million)")
+    c = p.add_argument_group(_("connections (slow or idle clients)"))
+    c.add_argument("--header-timeout", type=float, default=10.0,
+                   help=_("seconds a connection may take to send a request's headers; slower or idle ones are "
+                          "closed (default 10)"))
+    c.add_argument("--body-timeout", type=float, default=30.0,
+                   help=_("seconds a request's body may take to arrive once its headers are in (more: 408; "
+                          "default 30)"))
+    c.add_argument("--keep-alive-timeout", type=float, default=5.0,
+                   help=_("seconds an idle connection stays open after an answer (default 5)"))
+    c.add_argument("--max-connections", type=int, default=512,
+                   help=_("connections served at once; more get 503 (default 512, fewer if the open-files limit, "
+                          "ulimit -n, leaves less room)"))
     b.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
                    help="uvicorn's log level (default warning)")
     p.set_defaults(func=cmd_serve)

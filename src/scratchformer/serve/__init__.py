@@ -5,6 +5,7 @@
     app.py       the FastAPI app: /translate /languages /detect /health /metrics /attention and the page at /
     bodies.py    a request's fields: JSON or form bodies, bounded while they stream, strict UTF-8, 415 otherwise
     metrics.py   counters and latency quantiles, as Prometheus text
+    protocol.py  the connections: header, body and idle timeouts, a cap (503 beyond), a file-descriptor budget
     server.py    start-up (load once, bind), uvicorn, graceful SIGTERM
     page.html    the page at /: type English, get Chinese, n-best and the cross-attention heatmap (no CDN)
 """

@@ -25,13 +25,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
 
-from scratchformer.data.language import wrong_pair
+from scratchformer.data.language import CONFIDENT, LANGUAGE_NAMES, detect, wrong_pair
 from scratchformer.decoding.cancel import Cancelled
 from scratchformer.decoding.common import PAPER_EXTRA_LEN
 from scratchformer.decoding.sentences import split_sentences
 from scratchformer.serve.batcher import Batcher
-from scratchformer.serve.bodies import ServeError, request_fields
-from scratchformer.serve.decoder import ALIASES, LANGUAGE_NAMES, Options, RunTranslator
+from scratchformer.serve.bodies import CLIENT_LEFT, SHUTTING_DOWN, ServeError, request_fields
+from scratchformer.serve.decoder import ALIASES, Options, RunTranslator
 from scratchformer.serve.metrics import Metrics
 
 LOG = logging.getLogger("scratchformer.serve")  # no handler of ours: Python's last resort prints warnings to stderr
@@ -57,10 +57,20 @@ class Settings:
     slice_cost: int = 8192  # row-steps per decoding call of a long request (batcher.py): ~32 sentences at beam 4
     host: str = "127.0.0.1"  # the address the server is bound to: a Host header naming it is this server
     allowed_hosts: tuple[str, ...] = ()  # more names clients may reach it by (--allowed-host; "*": any)
+    header_timeout: float = 10.0  # seconds a connection may take to send a request's headers (protocol.py)
+    body_timeout: float = 30.0  # seconds a request's body may take once its headers are in (more: 408)
+    keep_alive_timeout: float = 5.0  # seconds an idle connection is kept open after an answer
+    max_connections: int = 512  # connections served at once (more: 503); fewer if the open-files limit is low
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def _error(status: int, message: str, close: bool = False) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers={"Connection": "close"} if close else None)
+
+
+def _refused(request: Request, e: ServeError) -> JSONResponse:
+    if e.status == CLIENT_LEFT:  # nobody reads the answer; one line in the log, never a traceback
+        LOG.warning("scratchformer serve: %s %s: %s", request.method, request.url.path, e.message)
+    return _error(e.status, e.message, e.close)
 
 
 def _integer(fields: dict, name: str, default: int, low: int, high: int) -> int:
@@ -132,6 +142,16 @@ def request_cost(translator: RunTranslator, texts: list[str], beam: int) -> int:
     return sum(text_costs(translator, texts, beam))
 
 
+def _detected(text: str, source: str, auto: bool) -> dict[str, Any]:
+    """LibreTranslate's {"confidence": 0-100, "language": code} for `text`: data/language.py's detection; the
+    server's `source` for a text without letters, and with `auto` (a /translate with source "auto") for one too
+    unsure to tell (below data.language.CONFIDENT), with its real confidence."""
+    code, confidence = detect(text)
+    if code is None or (auto and confidence < CONFIDENT):
+        code = source
+    return {"confidence": round(100 * confidence, 1), "language": code}
+
+
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
@@ -172,19 +192,26 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
     beam is settings.beam, else the run's own (its decoding.json, through the Translator's options)."""
     if settings.beam is None:
         settings.beam = translator.options.beam
+    detect("Load the language detector.")  # its model loads now (a second or two), not on a request's event loop
     metrics = Metrics()
     batcher = Batcher(translator.translate, translator.count_tokens, settings.batch_wait_ms,
                       settings.max_batch_tokens, metrics, settings.slice_cost)
     body_limit = 4 * settings.max_chars * settings.max_sentences + 65536  # UTF-8 and JSON escapes, then refused
 
+    stopping = asyncio.Event()  # set by SIGTERM (begin_shutdown): bodies still arriving get 503 at once
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
+        app.state.loop = asyncio.get_running_loop()
         await batcher.start()
         yield
         await batcher.stop()
 
     app = FastAPI(title="scratchformer", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.metrics, app.state.batcher = metrics, batcher
+    app.state.metrics, app.state.batcher, app.state.stopping, app.state.loop = metrics, batcher, stopping, None
+
+    async def request_fields_of(request: Request) -> dict[str, Any]:
+        return await request_fields(request, body_limit, settings.body_timeout, stopping)
 
     @app.middleware("http")
     async def count(request: Request, call_next):
@@ -217,19 +244,32 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
 
     @app.post("/translate")
     async def translate(request: Request) -> JSONResponse:
-        fields = await request_fields(request, body_limit)
+        fields = await request_fields_of(request)
         check_key(fields, request)
         texts, single = _texts(fields, settings)
         source, target = _language(fields, "source", settings.source), _language(fields, "target", settings.target)
         auto = source == "auto"
+        detected = [_detected(t, settings.source, auto=True) for t in texts] if auto else []
         if (settings.source if auto else source, target) != (settings.source, settings.target):
             raise ServeError(400, f"{source}->{target} is not a language pair this server translates: it "
                                   f"translates {settings.source}->{settings.target}")
+        for i, found in enumerate(detected):  # source "auto": what is not the server's source is refused
+            if found["language"] != settings.source:
+                raise ServeError(400, f"source auto: {'q' if single else f'q[{i}]'} looks like "
+                                      f"{LANGUAGE_NAMES.get(found['language'], found['language'])} "
+                                      f"({found['language']}, "
+                                      f"{found['confidence']:.0f}% sure), and this server translates only "
+                                      f"{settings.source}->{settings.target}")
         if fields.get("format", "text") != "text":
             raise ServeError(400, f"format {fields.get('format')!r}: this server translates plain text only "
                                   "(format \"text\")")
         beam = _integer(fields, "beam", settings.beam, 1, settings.max_beam)
         alternatives = _integer(fields, "alternatives", 0, 0, settings.max_beam - 1)
+        if alternatives + 1 > beam:  # in the request's own words, not the CLI's --n-best / --beam
+            default = "" if "beam" in fields else " (this server's default)"
+            raise ServeError(400, f"alternatives {alternatives} needs a beam of at least {alternatives + 1} (the "
+                                  f"best translation and its alternatives come out of the beams), and the beam is "
+                                  f"{beam}{default}: send \"beam\": {alternatives + 1} or fewer alternatives")
         options = Options(beam, alternatives + 1)
         translator.check(options)  # ScratchformerError -> 400 (the handler below)
         costs = text_costs(translator, texts, beam)
@@ -249,20 +289,21 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
             scores = [[score for _, score in h] for h in hyps]
             out |= {"alternatives": alts[0] if single else alts, "scores": scores[0] if single else scores}
         if auto:
-            detected = {"confidence": 100.0, "language": settings.source}
-            out["detectedLanguage"] = detected if single else [detected] * len(texts)
+            out["detectedLanguage"] = detected[0] if single else detected
         if warning := wrong_pair(texts, settings.source, settings.target):  # e.g. 我 爱 中国 to an en->zh model
             out["warning"] = warning  # a field LibreTranslate clients ignore; its text is translate's line
             LOG.warning("scratchformer serve: a /translate request: %s", warning)
         return JSONResponse(out)
 
     @app.post("/detect")
-    async def detect(request: Request) -> JSONResponse:
-        """LibreTranslate's language detection: a one-pair server knows its source language."""
-        fields = await request_fields(request, body_limit)
+    async def detect_language(request: Request) -> JSONResponse:
+        """LibreTranslate's language detection: [{"confidence": 0-100, "language": code}] for a text (a list of
+        those for a list of texts), from data/language.py's detector."""
+        fields = await request_fields_of(request)
         check_key(fields, request)
-        _texts(fields, settings)
-        return JSONResponse([{"confidence": 100.0, "language": settings.source}])
+        texts, single = _texts(fields, settings)
+        found = [[_detected(t, settings.source, auto=False)] for t in texts]
+        return JSONResponse(found[0] if single else found)
 
     @app.get("/languages")
     async def languages() -> JSONResponse:
@@ -286,13 +327,13 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
     async def prometheus(request: Request) -> PlainTextResponse:
         """Prometheus text; with --api-key it needs the key too (?api_key=KEY or Authorization: Bearer KEY):
         its counts tell who uses the service how much."""
-        check_key(await request_fields(request, body_limit), request)
+        check_key(await request_fields_of(request), request)
         return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.post("/attention")
     async def attention(request: Request) -> JSONResponse:
         """{"q": source, "translation": its translation} -> the cross-attention heatmap's numbers."""
-        fields = await request_fields(request, body_limit)
+        fields = await request_fields_of(request)
         check_key(fields, request)
         source, translation = fields.get("q"), fields.get("translation")
         if not isinstance(source, str) or not isinstance(translation, str):
@@ -322,10 +363,16 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
     return app
 
 
+def begin_shutdown(app: FastAPI) -> None:
+    """SIGTERM's first step (callable from a signal handler): bodies still arriving are answered 503 at once."""
+    if app.state.loop is not None:
+        app.state.loop.call_soon_threadsafe(app.state.stopping.set)
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     """Every failure as {"error": one line}: ours, FastAPI's validation, Starlette's 404 / 405, our checks'."""
-    app.add_exception_handler(ServeError, lambda r, e: _error(e.status, e.message))
-    app.add_exception_handler(Cancelled, lambda r, e: _error(503, "the server is shutting down: try again"))
+    app.add_exception_handler(ServeError, _refused)
+    app.add_exception_handler(Cancelled, lambda r, e: _error(503, SHUTTING_DOWN))
     app.add_exception_handler(RequestValidationError, lambda r, e: _error(400, f"invalid request: {e.errors()}"))
     app.add_exception_handler(HTTPException, lambda r, e: _error(e.status_code, str(e.detail)))
     app.add_exception_handler(ValueError, lambda r, e: _error(400, str(e).splitlines()[0] if str(e) else repr(e)))

@@ -12,41 +12,82 @@ ServeError (an HTTP status and one line).
   and a file part is refused, so no upload is ever spooled to a temporary file.
 - Text must be valid UTF-8 everywhere: JSON, form fields (%ff%fe included), multipart parts, the query string.
 - JSON nested too deep for the parser is 400, not a RecursionError (a 500).
+- A body must be in within `timeout` seconds (--body-timeout): else 408, and the connection is closed. A client
+  that leaves before its body is in is a 499 (one log line, never a 500), and a server that is shutting down
+  answers a body still arriving 503 at once (`stopping` set).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.parse
 from typing import Any
 
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 JSON, FORM, MULTIPART = "application/json", "application/x-www-form-urlencoded", "multipart/form-data"
 MAX_FIELDS = 1000  # form fields (and query fields) per request
+CLIENT_LEFT = 499  # nginx's "client closed request": counted apart from the server's own errors
+SHUTTING_DOWN = "the server is shutting down: try again"
 
 
 class ServeError(Exception):
-    """A request we refuse: its HTTP status and the one line the client gets as {"error": ...}."""
+    """A request we refuse: its HTTP status and the one line the client gets as {"error": ...}; `close`: close
+    the connection after the answer (a body that may still be arriving)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, close: bool = False) -> None:
         super().__init__(message)
-        self.status, self.message = status, message
+        self.status, self.message, self.close = status, message, close
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The whole body, at most `limit` bytes: 413 from the Content-Length, else as soon as the stream passes it."""
+async def _next_chunk(chunks, stopping: asyncio.Event | None) -> bytes:
+    """The body's next chunk, or 503 as soon as `stopping` is set."""
+    if stopping is None:
+        return await anext(chunks)
+    if stopping.is_set():
+        raise ServeError(503, SHUTTING_DOWN, close=True)
+    get, stop = asyncio.ensure_future(anext(chunks)), asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait((get, stop), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+        if not get.done():
+            get.cancel()
+    if not get.done() or get.cancelled():
+        raise ServeError(503, SHUTTING_DOWN, close=True)
+    return get.result()
+
+
+async def read_body(request: Request, limit: int, timeout: float | None = None,
+                    stopping: asyncio.Event | None = None) -> bytes:
+    """The whole body, at most `limit` bytes: 413 from the Content-Length, else as soon as the stream passes it;
+    408 once `timeout` seconds have passed, 499 when the client leaves, 503 once `stopping` is set."""
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > limit:
         raise ServeError(413, f"the request body is over {limit} bytes")
     body = bytearray()
-    async for chunk in request.stream():  # a chunked body has no content-length: stop reading at the limit
-        body += chunk
+    chunks = request.stream().__aiter__()
+    loop = asyncio.get_running_loop()
+    end = None if timeout is None else loop.time() + timeout
+    while True:
+        try:
+            async with asyncio.timeout_at(end):
+                chunk = await _next_chunk(chunks, stopping)
+        except StopAsyncIteration:
+            return bytes(body)
+        except TimeoutError:
+            raise ServeError(408, f"the request body did not arrive within {timeout:g} s (--body-timeout): "
+                                  f"{len(body)} bytes came" + (f" of {length}" if length.isdigit() else ""),
+                             close=True) from None
+        except ClientDisconnect:
+            raise ServeError(CLIENT_LEFT, f"the client left before its request body arrived ({len(body)} bytes came"
+                                          + (f" of {length})" if length.isdigit() else ")")) from None
+        body += chunk  # a chunked body has no content-length: stop reading at the limit
         if len(body) > limit:
             raise ServeError(413, f"the request body is over {limit} bytes")
-    return bytes(body)
 
 
 def _text(raw: bytes, what: str) -> str:
@@ -148,13 +189,15 @@ def parse_json(body: bytes) -> dict[str, Any]:
     return fields
 
 
-async def request_fields(request: Request, body_limit: int) -> dict[str, Any]:
-    """The request's fields: its body's (JSON or form) over its query string's; see the module docstring."""
+async def request_fields(request: Request, body_limit: int, timeout: float | None = None,
+                         stopping: asyncio.Event | None = None) -> dict[str, Any]:
+    """The request's fields: its body's (JSON or form) over its query string's; see the module docstring and
+    read_body for `timeout` and `stopping`."""
     kind = request.headers.get("content-type", "")
     main = kind.split(";")[0].strip().lower()
     if main not in ("", JSON, FORM, MULTIPART):
         raise ServeError(415, f"content type {main!r}: send {JSON} (or a form: {FORM}, {MULTIPART})")
-    body = await read_body(request, body_limit)
+    body = await read_body(request, body_limit, timeout, stopping)
     if main == "" and body.strip():
         raise ServeError(415, f"a body without a content type: send it as {JSON} (or a form: {FORM}, "
                               f"{MULTIPART})")

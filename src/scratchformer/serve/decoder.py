@@ -15,10 +15,6 @@ from scratchformer.engines import Translator
 from scratchformer.errors import ConfigError, InputError
 from scratchformer.runs import Run
 
-# Names LibreTranslate's /languages gives the codes a run of ours may translate.
-LANGUAGE_NAMES = {"en": "English", "zh": "Chinese", "de": "German", "fr": "French", "es": "Spanish", "it": "Italian",
-                  "ja": "Japanese", "ko": "Korean", "ru": "Russian", "pt": "Portuguese", "nl": "Dutch",
-                  "ar": "Arabic", "cs": "Czech", "ro": "Romanian", "tr": "Turkish", "vi": "Vietnamese"}
 # Codes clients use for the same language (LibreTranslate >= 1.6 calls Simplified Chinese "zh-Hans").
 ALIASES = {"zh-hans": "zh", "zh-cn": "zh", "zh_cn": "zh", "en-us": "en", "en-gb": "en"}
 

@@ -10,6 +10,7 @@ from collections import Counter, deque
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # sentences (or requests) per decoding call
 QUANTILES = (0.5, 0.95, 0.99)
+REASONS = ("header_timeout", "body_timeout", "over_cap", "fd_budget")  # why protocol.py closed a connection
 WINDOW = 2048  # latest /translate latencies the quantiles are taken over
 
 
@@ -53,6 +54,8 @@ class Metrics:
         self.latencies: deque[float] = deque(maxlen=WINDOW)
         self.queued_sentences = 0  # waiting for a decoding batch, now
         self.cancelled_batches = 0  # decoding calls stopped because every request of theirs gave up, or shutdown
+        self.connections = 0  # open now (protocol.py)
+        self.closed: Counter[str] = Counter()  # connections the server closed, by reason (protocol.py's limits)
 
     def request_done(self, path: str, status: int, seconds: float) -> None:
         self.requests[(path, status)] += 1
@@ -82,6 +85,11 @@ class Metrics:
                 f"{p}_decode_seconds_total {self.decode_seconds:g}",
                 f"# HELP {p}_cancelled_batches_total Decoding calls stopped because their requests gave up.",
                 f"# TYPE {p}_cancelled_batches_total counter", f"{p}_cancelled_batches_total {self.cancelled_batches}",
+                f"# HELP {p}_connections Open HTTP connections.", f"# TYPE {p}_connections gauge",
+                f"{p}_connections {self.connections}",
+                f"# HELP {p}_connections_refused_total Connections closed or refused by a limit (header_timeout, "
+                "body_timeout, over_cap: 503, fd_budget).", f"# TYPE {p}_connections_refused_total counter",
+                *(f'{p}_connections_refused_total{{reason="{r}"}} {self.closed[r]}' for r in REASONS),
                 f"# HELP {p}_batch_sentences Sentences per decoding batch.", f"# TYPE {p}_batch_sentences histogram",
                 *self.batch_sentences.lines(f"{p}_batch_sentences"),
                 f"# HELP {p}_batch_requests Requests merged into one decoding batch.",

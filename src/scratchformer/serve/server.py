@@ -17,9 +17,12 @@ from typing import Any
 
 from scratchformer.errors import ConfigError
 from scratchformer.runs import load_run
-from scratchformer.serve.app import Settings, create_app
+from scratchformer.serve.app import Settings, begin_shutdown, create_app
 from scratchformer.serve.decoder import RunTranslator, run_languages
+from scratchformer.serve.protocol import Limits, connection_limits, limited_protocol
 
+LISTEN_BACKLOG = 2048  # connections the kernel queues before we accept them (no descriptor of ours yet)
+ACCEPT_BURST = 4  # connections asyncio accepts per loop turn: each holds a descriptor a few turns unrefused
 SHUTDOWN_GRACE = 10.0  # seconds SIGTERM leaves the requests in flight (as a process manager's stop timeout does)
 
 
@@ -38,6 +41,12 @@ def check_settings(settings: Settings, port: int) -> None:
         raise ConfigError(f"--batch-wait-ms {settings.batch_wait_ms}: give 0 (no merging) to 10000 milliseconds")
     if not 0 < settings.timeout <= 86_400:
         raise ConfigError(f"--timeout {settings.timeout}: give seconds > 0 (a request that waits longer gets 408)")
+    for flag, value in (("--header-timeout", settings.header_timeout), ("--body-timeout", settings.body_timeout),
+                        ("--keep-alive-timeout", settings.keep_alive_timeout)):
+        if not 0 < value <= 86_400:  # NaN fails too
+            raise ConfigError(f"{flag} {value}: give seconds > 0 (a connection slower than that is closed)")
+    if settings.max_connections < 1:
+        raise ConfigError(f"--max-connections {settings.max_connections}: must be >= 1")
     if settings.beam is not None and settings.beam > settings.max_beam:  # the run's own beam: checked once loaded
         raise ConfigError(f"--beam {settings.beam}: more than --max-beam {settings.max_beam}")
     if settings.api_key is not None:
@@ -69,18 +78,26 @@ def bind(host: str, port: int) -> socket.socket:
     except OSError as e:
         sock.close()
         raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
-    sock.listen(2048)
+    sock.listen(LISTEN_BACKLOG)
     return sock
 
 
 def _uvicorn_server(config, on_exit):
-    """uvicorn's Server, calling `on_exit()` when a signal asks it to stop (its own handler runs first)."""
+    """uvicorn's Server, calling `on_exit()` when a signal asks it to stop (its own handler runs first). asyncio
+    accepts up to `backlog` connections in one go before any of them runs a line of ours: config.backlog is
+    ACCEPT_BURST, within the descriptors protocol.py keeps in reserve, and the kernel's queue is set back to
+    LISTEN_BACKLOG once it serves."""
     import uvicorn
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame) -> None:
             super().handle_exit(sig, frame)
             on_exit()
+
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets)
+            for sock in sockets or []:
+                sock.listen(LISTEN_BACKLOG)
 
     return Server(config)
 
@@ -109,15 +126,28 @@ def serve(run_dir: str | Path, settings: Settings | None = None, host: str = "12
     print(f"scratchformer serve: {run_dir} ({settings.source}->{settings.target}, engine {translator.engine}, beam "
           f"{settings.beam}, batch wait {settings.batch_wait_ms:g} ms) on http://{where}:{sock.getsockname()[1]}",
           file=sys.stderr, flush=True)
-    # SIGTERM: requests in flight get up to SHUTDOWN_GRACE s to be answered; then the batcher answers the rest 503
-    # and stops its decoding at the next step (batcher.abort), before uvicorn's own limit would cancel them (500)
+    # SIGTERM: bodies still arriving get 503 at once (begin_shutdown); requests being decoded get up to
+    # SHUTDOWN_GRACE s to be answered, then the batcher answers the rest 503 and stops its decoding at the next step
+    # (batcher.abort), before uvicorn's own limit would cancel them (500). Connections: protocol.py's limits,
+    # within what the open-files limit leaves (connection_limits)
     app = create_app(translator, settings)
-    config = uvicorn.Config(app, log_level=log_level, access_log=False,
-                            timeout_graceful_shutdown=math.ceil(SHUTDOWN_GRACE) + 5)
+    limits = Limits(settings.header_timeout, settings.body_timeout, *connection_limits(settings.max_connections))
+    protocol = limited_protocol(limits, app.state.metrics)
+    config = uvicorn.Config(app, log_level=log_level, access_log=False, http=protocol,
+                            timeout_keep_alive=settings.keep_alive_timeout,  # type: ignore[arg-type] (a float works)
+                            timeout_graceful_shutdown=math.ceil(SHUTDOWN_GRACE) + 3, backlog=ACCEPT_BURST)
+    if limits.cap < settings.max_connections:
+        warnings.warn(f"--max-connections {settings.max_connections}: the open-files limit (ulimit -n) leaves room "
+                      f"for {limits.cap} connections; serving at most that many", stacklevel=2)
+
+    def on_exit() -> None:
+        begin_shutdown(app)
+        app.state.batcher.abort_later(SHUTDOWN_GRACE)
+
     stopped: list[int] = []
     previous = signal.signal(signal.SIGTERM, lambda sig, frame: stopped.append(sig))  # uvicorn re-raises it at exit
     try:
-        _uvicorn_server(config, lambda: app.state.batcher.abort_later(SHUTDOWN_GRACE)).run(sockets=[sock])
+        _uvicorn_server(config, on_exit).run(sockets=[sock])
     finally:
         signal.signal(signal.SIGTERM, previous)
         sock.close()
