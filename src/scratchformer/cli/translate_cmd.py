@@ -100,9 +100,11 @@ def cmd_translate(args: argparse.Namespace) -> int:
     from scratchformer.config.decoding import from_args
     from scratchformer.engines import Translator
     from scratchformer.engines.translator import check_options
+    from scratchformer.data.language import prefetch
     from scratchformer.runs import load_decoding, load_run
 
     _check_flags(args)
+    prefetch()  # the language check's model loads while the run does
     set_threads(args.threads)
     if Path(args.run_dir).is_dir():  # before the (slow) model load: what the engine cannot do
         options = from_args(load_decoding(Path(args.run_dir)), args)

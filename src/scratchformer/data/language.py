@@ -20,6 +20,7 @@ strings. lingua-language-detector over the same 16 scored about the same (89.5% 
 from __future__ import annotations
 
 import functools
+import threading
 import warnings
 from collections.abc import Sequence
 
@@ -57,14 +58,29 @@ def cjk_share(text: str) -> float | None:
     return sum(_is_cjk(c) for c in letters) / len(letters)
 
 
-@functools.cache
+_LOADING = threading.Lock()
+
+
 def _identifier():
-    """py3langid's identifier over LANGUAGE_NAMES, loaded once (about a second: its model is xz-compressed)."""
+    """py3langid's identifier over LANGUAGE_NAMES, loaded once (about a second: its model is xz-compressed); a
+    second caller waits for the first one's load rather than loading it again."""
+    with _LOADING:
+        return _load_identifier()
+
+
+@functools.cache
+def _load_identifier():
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
     identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
     identifier.set_languages(list(LANGUAGE_NAMES))
     return identifier
+
+
+def prefetch() -> None:
+    """Load the detector's model in a background thread (xz decompression lets other threads run), so that a
+    command which will check its input pays for it while it loads its own model, not after."""
+    threading.Thread(target=_identifier, name="language-model", daemon=True).start()
 
 
 def detect(text: str) -> tuple[str | None, float]:
