@@ -98,9 +98,9 @@ def translate_stream(translate: Callable[[list[str]], list], lines: Iterable[str
 def cmd_translate(args: argparse.Namespace) -> int:
     from scratchformer.cli.common import set_threads
     from scratchformer.config.decoding import from_args
+    from scratchformer.data.language import prefetch
     from scratchformer.engines import Translator
     from scratchformer.engines.translator import check_options
-    from scratchformer.data.language import prefetch
     from scratchformer.runs import load_decoding, load_run
 
     _check_flags(args)
