@@ -136,6 +136,8 @@ def launch(given: dict[str, Any], out: Path, resume: bool = False, overwrite: bo
         if cfg.upsample:
             check_upsample(cfg.corpus, upsample_factors(cfg.upsample))
     refuse_init_into_itself(cfg.init, out, overwrite)
+    if is_main_rank():  # a run, or a new or empty folder: never a user's folder, nor --resume of nothing
+        runs.folders.check_run_out(out, resume, overwrite)
     if overwrite and not resume and is_main_rank():  # before the folder is made or locked: nothing is touched
         runs.folders.refuse_protected(out)
         if runs.holds_run(out):
