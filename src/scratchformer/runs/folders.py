@@ -302,7 +302,7 @@ def writing_folder(out: Path, command: str, overwrite: bool = False, append: boo
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; a finished folder gets the usual permissions
         write_marker(tmp, command, names, **info)
         if not out.exists() and not out.is_symlink():
-            (tmp / LOCK).unlink()
+            (tmp / LOCK).unlink(missing_ok=True)  # a converter may have remade the folder
             try:
                 os.rename(tmp, out)
                 return
