@@ -30,7 +30,8 @@ def sandbox(tmp_path, monkeypatch) -> Path:
         (tmp_path / name).mkdir()
         monkeypatch.setenv(var, str(tmp_path / name))
     monkeypatch.setattr(tempfile, "tempdir", None)
-    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "")  # recorded, so that the value our code sets is undone after
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
     return tmp_path
 
 
