@@ -173,3 +173,18 @@ def test_an_intact_export_cache_is_reused(run_dir, sandbox):
     inode = (first / "model.bin").stat().st_ino
     again = ct2.cached_export(load_run(run_dir))
     assert again == first and (again / "model.bin").stat().st_ino == inode
+
+
+def test_train_with_compile_refuses_a_cache_folder_another_account_can_write(sandbox, capsys):
+    from scratchformer.cli import main
+
+    folder = sandbox / "cache" / "scratchformer" / "inductor"
+    folder.mkdir(parents=True)
+    os.chown(folder, OTHER_UID, OTHER_UID)
+    os.chmod(folder, 0o777)
+    (sandbox / "compile.json").write_text('{"compile": true}')
+    code = main(["train", "--recipe", "toy", "--config", str(sandbox / "compile.json"), "--max-steps", "1",
+                 "--quiet", "--no-test", "--out", str(sandbox / "run")])
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and "only you can write" in lines[0], lines
+    assert not (sandbox / "run").exists()

@@ -21,13 +21,9 @@ from scratchformer.errors import ConfigError
 INDUCTOR = "inductor"  # under this user's cache: where torch compiles and loads for us
 
 
-@contextmanager
-def inductor_home() -> Iterator[Path]:
-    """For the block, torch compiles and loads in <user cache>/inductor (TORCHINDUCTOR_CACHE_DIR, for good) and
-    takes its temporary files from <user cache>/inductor/tmp (TMPDIR and tempfile's, for its compiler and its
-    vector-ISA check subprocesses too): never tempfile's /tmp/torchinductor_<user>, which another account can make
-    and plant libraries in. Each level is checked first (autotune.private_dir: a real folder of this user's that
-    nobody else may write); anything else is a one-line ConfigError, and nothing is compiled or loaded."""
+def private_inductor() -> Path:
+    """<user cache>/inductor, checked (and its tmp/), made torch's TORCHINDUCTOR_CACHE_DIR for the rest of the
+    process (torch reads it on each use, a lazy torch.compile's too): what `train` with compile calls first."""
     root = autotune.user_cache_root()
     folder = root / INDUCTOR
     for level in (root, folder, folder / "tmp"):
@@ -36,7 +32,18 @@ def inductor_home() -> Iterator[Path]:
         except OSError as e:
             raise ConfigError(f"the cache folder {level} is {e.strerror or e}" if e.strerror == autotune.NOT_PRIVATE
                               else f"cannot make the cache folder {level} ({e.strerror or e})") from None
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)  # torch reads it on each use, lazily too: kept
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
+    return folder
+
+
+@contextmanager
+def inductor_home() -> Iterator[Path]:
+    """For the block, torch compiles and loads in <user cache>/inductor (TORCHINDUCTOR_CACHE_DIR, for good) and
+    takes its temporary files from <user cache>/inductor/tmp (TMPDIR and tempfile's, for its compiler and its
+    vector-ISA check subprocesses too): never tempfile's /tmp/torchinductor_<user>, which another account can make
+    and plant libraries in. Each level is checked first (autotune.private_dir: a real folder of this user's that
+    nobody else may write); anything else is a one-line ConfigError, and nothing is compiled or loaded."""
+    folder = private_inductor()
     saved = os.environ.get("TMPDIR"), tempfile.tempdir
     os.environ["TMPDIR"] = tempfile.tempdir = str(folder / "tmp")
     try:

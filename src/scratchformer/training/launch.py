@@ -19,6 +19,7 @@ from scratchformer import runs
 from scratchformer.config import RECIPES, TrainConfig, read_json
 from scratchformer.config.train import upsample_factors
 from scratchformer.data.corpus import absolute_corpus, check_corpus, check_upsample
+from scratchformer.decoding.compile_home import private_inductor
 from scratchformer.errors import ConfigError
 from scratchformer.runs.names import TRAIN_CONFIG
 
@@ -142,6 +143,8 @@ def launch(given: dict[str, Any], out: Path, resume: bool = False, overwrite: bo
         runs.folders.refuse_protected(out)
         if runs.holds_run(out):
             runs.folders.check_clearable(out, "train")
+    if cfg.compile:  # before anything is written: a cache folder someone else can write is one line
+        private_inductor()
     is_main = is_main_rank()  # under torchrun only rank 0 locks, deletes and reports
     prepare_out(out)
     with runs.run_lock(out) if is_main else contextlib.nullcontext():
@@ -153,4 +156,6 @@ def launch(given: dict[str, Any], out: Path, resume: bool = False, overwrite: bo
                 runs.folders.say_kept(out, runs.clear_run(out), "train")
         if resume and (out / TRAIN_CONFIG).exists():
             cfg = resumed_config(out, given, is_main)
+        if cfg.compile:  # torch.compile's code is built and loaded in this user's checked cache, never in /tmp
+            private_inductor()
         return cfg, train(cfg, out, resume=resume, quiet=quiet)
