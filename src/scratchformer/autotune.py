@@ -16,9 +16,11 @@ plain row-major layout, no packing); the test suite runs that way.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import platform
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -67,6 +69,23 @@ def user_cache_root() -> Path:
     (runs/cache.py's private folders too). A relative XDG_CACHE_HOME is ignored, as the XDG spec says."""
     base = os.environ.get("XDG_CACHE_HOME", "")
     return (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / "scratchformer"
+
+
+NOT_PRIVATE = ("not a folder of yours that only you can write (a link, another owner, or group/world-writable): "
+               "remove it, or set XDG_CACHE_HOME elsewhere")
+
+
+def private_dir(path: Path) -> Path:
+    """`path`, made 0700 if missing (its parents too), where a cache of ours or the code torch compiles for us may
+    live: a real folder of this user's that nobody else may write. OSError if it cannot be made; PermissionError
+    (its strerror: NOT_PRIVATE) if it is anything else."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.mkdir(mode=0o700, exist_ok=True)
+    info = path.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise PermissionError(errno.EACCES, NOT_PRIVATE, str(path))
+    return path
 
 
 def default_cache_path() -> Path:

@@ -16,6 +16,7 @@ def fake_format(monkeypatch, tmp_path):
                                    export=lambda run, out, quantization=None: written.append(quantization))
     monkeypatch.setattr(formats, "load_module", lambda table, name, what, room: module)
     monkeypatch.setattr(formats, "load_run", lambda run_dir: types.SimpleNamespace(members=[]))  # a Run of one model
+    monkeypatch.setitem(formats.WRITES, "fake", frozenset())  # the names it writes: none
     return module, written
 
 

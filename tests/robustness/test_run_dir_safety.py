@@ -273,7 +273,11 @@ def test_a_fresh_run_never_appends_through_a_symlinked_metrics_file(tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
     (run / "metrics.jsonl").symlink_to(victim)
-    result = cli("train", *TOY_TRAIN, "--max-steps", "2", "--out", str(run))
+    result = cli("train", *TOY_TRAIN, "--max-steps", "2", "--out", str(run))  # not a folder train made (issue 42)
+    assert_one_line_error(result, "not written by scratchformer train")
+    assert victim.read_text() == "precious\n"
+    (run / ".scratchformer-run").write_text('{"created_by": "scratchformer"}')  # one train made, then killed
+    result = cli("train", *TOY_TRAIN, "--max-steps", "2", "--out", str(run), "--overwrite")
     assert result.code == 0, result.err[-2000:]
     assert victim.read_text() == "precious\n"
     assert not (run / "metrics.jsonl").is_symlink()

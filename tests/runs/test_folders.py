@@ -126,7 +126,7 @@ def test_lab_adds_to_its_folder_and_overwrite_keeps_the_users_files(tmp_path, ca
     assert main(["lab", "complexity", "--quick", "--out", str(out)]) == 0  # lab adds to its own folder
     assert main(["lab", "complexity", "--quick", "--out", str(out), "--overwrite"]) == 0
     assert "kept mine.txt" in capsys.readouterr().err
-    names = [folders.LOCK, folders.MARKER, "complexity.json", "complexity.png", "mine.txt"]
+    names = [folders.MARKER, "complexity.json", "complexity.png", "mine.txt"]  # no .lock left behind
     assert sorted(p.name for p in out.iterdir()) == names
     assert folders.read_marker(out)["entries"] == ["complexity.json", "complexity.png"]
 

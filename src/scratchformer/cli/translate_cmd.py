@@ -104,6 +104,11 @@ def cmd_translate(args: argparse.Namespace) -> int:
     from scratchformer.runs import load_decoding, load_run
 
     _check_flags(args)
+    if args.show_attention:  # before any work: never a run's own file, nor an existing one without --overwrite
+        from scratchformer.runs.folders import check_file
+
+        args.show_attention = str(check_file(Path(args.show_attention), "translate", args.overwrite,
+                                             flag="--show-attention"))
     prefetch()  # the language check's model loads while the run does
     set_threads(args.threads)
     if Path(args.run_dir).is_dir():  # before the (slow) model load: what the engine cannot do
@@ -185,6 +190,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ensemble", nargs="+", metavar="WEIGHTS", help="more safetensors files of the same run, "
                    "decoded with it: the mean of their probabilities (default: decoding.json's ensemble)")
     p.add_argument("--show-attention", metavar="PNG", help="write the first sentence's cross-attention heatmap")
+    p.add_argument("--overwrite", action="store_true", help="replace the file --show-attention names if it exists "
+                   "(never one of a run's own files)")
     io = p.add_argument_group("input and output")
     io.add_argument("--format", choices=["text", "jsonl"], default="text",
                     help='output: lines of text, or one JSON object per input: {"src": ..., "hyps": [{"text": ..., '

@@ -39,6 +39,7 @@ from torch.nn import functional as F
 from torch.utils import _pytree as pytree
 
 from scratchformer.decoding.common import Seq2SeqSteps
+from scratchformer.decoding.compile_home import inductor_home
 from scratchformer.decoding.fast_step import LeanDecoder, _hooked
 from scratchformer.model.transformer import EncoderDecoder, check_ids
 
@@ -177,7 +178,7 @@ def compile_step(step: StaticStep, package_path: Path, tuned: bool = False) -> P
         if hasattr(torch._inductor.config, "max_autotune_report_choices_stats"):  # its "Autotune Choices Stats"
             configs["max_autotune_report_choices_stats"] = False
     one = tuned and step.group > 1
-    with torch.no_grad(), warnings.catch_warnings():  # not inference_mode: export refuses inference tensors
+    with inductor_home(), torch.no_grad(), warnings.catch_warnings():  # not inference_mode: export refuses those
         # inductor's own use of a deprecated torch API, on a cold compile: not the user's concern
         warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
         example = step.example(sentences=1) if one else step.example()
@@ -221,7 +222,7 @@ def compile_encoder(encoder: StaticEncoder, package_path: Path) -> Path:
     """torch.export the encoder with dynamic batch and source length, then AOTInductor with frozen weights, into
     `package_path`: 1.6-2.0x the modules for one sentence of 12-40 tokens, 1.16x for 32 of 30 (experiments/
     decode-capture/encoder_capture.py). Plain inductor: max-autotune measured no faster there."""
-    with torch.no_grad(), warnings.catch_warnings():
+    with inductor_home(), torch.no_grad(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
         exported = torch.export.export(encoder, encoder.example(), dynamic_shapes=encoder.dynamic_shapes())
         path = torch._inductor.aoti_compile_and_package(exported, package_path=str(package_path),
@@ -248,7 +249,8 @@ def load_step(package_path: Path) -> Callable[..., Tensor]:
     a step (a fifth of a one-row step). The inputs are already flat tensors in the exported order; a package of one
     output (the step) returns that tensor, one of several (the encoder's) their list. A torch whose package object
     lacks that loader gets the package's own call."""
-    compiled = torch._inductor.aoti_load_package(str(package_path))
+    with inductor_home():  # the loader's own vector-ISA check compiles and loads too
+        compiled = torch._inductor.aoti_load_package(str(package_path))
     loader = getattr(compiled, "loader", None)
     if loader is None or not hasattr(loader, "boxed_run") or not hasattr(loader, "get_call_spec"):
         return compiled

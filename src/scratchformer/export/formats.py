@@ -20,7 +20,7 @@ import torch
 from scratchformer.errors import ConfigError
 from scratchformer.runs import Run, load_run
 from scratchformer.runs import cache as runs_cache
-from scratchformer.runs.folders import check_folder, writing_folder
+from scratchformer.runs.folders import check_folder, read_marker, writing_folder
 
 # name -> (module under scratchformer.export, the pip package it needs, or None)
 FORMATS: dict[str, tuple[str, str | None]] = {
@@ -29,6 +29,21 @@ FORMATS: dict[str, tuple[str, str | None]] = {
     "onnx": ("onnx", "onnxruntime onnx onnxscript"),
     "keras": ("keras", "keras tensorflow"),  # Keras 3 on TensorFlow: pip install 'scratchformer[keras]'
 }
+# name -> every name a format writes at the top of --out: all that `export --overwrite` ever deletes there (never a
+# name read from the folder's marker, which anyone can write)
+_TOKENIZERS = ("tokenizer.json", "tokenizer_config.json", "target_tokenizer", "tokenizer_src.json",
+               "tokenizer_tgt.json")
+_CARD = ("README.md", "decoding.json", "config.json")
+WRITES: dict[str, frozenset[str]] = {
+    "ctranslate2": frozenset({*_TOKENIZERS, *_CARD, "model.bin", "shared_vocabulary.json", "source_vocabulary.json",
+                              "target_vocabulary.json", "shared_vocabulary.txt", "source_vocabulary.txt",
+                              "target_vocabulary.txt", "translate_options.json", "scratchformer_export.json"}),
+    "hf": frozenset({*_TOKENIZERS, *_CARD, "generation_config.json", "model.safetensors"}),
+    "onnx": frozenset({*_TOKENIZERS, *_CARD, "generation_config.json", "scratchformer_onnx.json",
+                       "encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx"}),
+    "keras": frozenset({"tokenizer_src.json", "tokenizer_tgt.json", "README.md", "model.keras", "saved_model"}),
+}
+
 def require(package: str | None, what: str) -> None:
     """A one-line ConfigError naming `pip install ...` when an optional package is missing."""
     for name in (package or "").split():
@@ -70,7 +85,9 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool =
     if quantization is not None and quantization not in allowed:  # None: the format's default (float32)
         raise ConfigError(f"--quantization {quantization}: format {fmt} writes "
                           f"{' or '.join(q for q in allowed if q)} weights")
-    with writing_folder(out, "export", overwrite, format=fmt) as tmp:
+    before = read_marker(out) if overwrite else None  # its "format" only picks one of the lists above
+    owned = WRITES[fmt] | WRITES.get(str((before or {}).get("format")), frozenset())
+    with writing_folder(out, "export", overwrite, owned=owned, format=fmt) as tmp:
         if progress is not None:
             progress(f"{run_dir} -> {fmt} in {out} (converting and writing; onnx traces the model, a minute or more)")
         module.export(run, tmp, quantization=quantization, **options)

@@ -77,7 +77,8 @@ def run_experiment(name: str, out: str | Path = "lab", quick: bool = False,
     options = {"run_dir": run_dir} if run_dir is not None else {}
     if options and "run_dir" not in inspect.signature(function).parameters:
         raise InputError(f"--run is for the experiments that inspect a trained model (heads), not {name}")
-    with writing_folder(out, "lab", overwrite, append=True) as tmp:  # written beside, moved in when complete
+    owned = {f"{n}{ext}" for n in EXPERIMENTS for ext in (".png", ".json")}  # all that lab writes, or deletes
+    with writing_folder(out, "lab", overwrite, append=True, owned=owned) as tmp:  # written beside, then moved in
         if progress:  # once --out is known to be writable
             print(f"lab {name}: {_(question)} ({'under a minute' if quick else 'up to 5 minutes'} on 2 CPU cores) "
                   "...", file=sys.stderr, flush=True)

@@ -1,9 +1,14 @@
 """The exports an engine keeps (CTranslate2, ONNX): RUN_DIR/export/<name>/, or, when the run folder cannot be
-written, a folder of this user's cache (never a shared, predictable temporary path someone else could plant).
+written or its export/ is not a real folder (a symlink is never followed), a folder of this user's cache (never a
+shared, predictable temporary path someone else could plant).
 
-    <folder>/             what the format wrote, with its stamp (what it was made from)
+    <folder>/             what the format wrote, with its stamp (what it was made from: the weights' digest ...)
       .content.json       the stamp again and the sha256 of every file written: checked before each use, so a
                           file swapped or damaged afterwards is noticed and the export made again
+    <user cache>/exports/<hash of folder and stamp>.json
+                          the same sha256s, kept where only this user writes: a stamp and digests inside the run
+                          folder prove nothing (anyone who can write the folder, or a cloned repository, can forge
+                          them), so a cache there is used only if this user made it, from these weights
 
 Written beside its final name and renamed (atomic): never half a cache. A half-written `.NAME.XXXX` folder left by
 a killed export is ignored (and removed once it is a day old); another process that got there first is fine.
@@ -15,14 +20,13 @@ import hashlib
 import json
 import os
 import shutil
-import stat
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scratchformer.autotune import user_cache_root
+from scratchformer.autotune import NOT_PRIVATE, private_dir, user_cache_root
 from scratchformer.config.fields import loads_json
 from scratchformer.errors import ConfigError
 from scratchformer.runs.names import EXPORT
@@ -36,16 +40,12 @@ def user_cache_dir() -> Path:
     it is a real folder owned by this user that nobody else may write."""
     root = user_cache_root()
     try:
-        root.parent.mkdir(parents=True, exist_ok=True)
-        root.mkdir(mode=0o700, exist_ok=True)
-        info = root.lstat()
+        return private_dir(root)
     except OSError as e:
+        if e.strerror == NOT_PRIVATE:
+            raise ConfigError(f"the cache folder {root} is {NOT_PRIVATE}") from None
         raise ConfigError(f"cannot make the cache folder {root} ({e.strerror or e}): set XDG_CACHE_HOME to a folder "
                           "of yours") from None
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
-        raise ConfigError(f"the cache folder {root} is not a folder of yours that only you can write (a link, "
-                          "another owner, or group/world-writable): remove it, or set XDG_CACHE_HOME elsewhere")
-    return root
 
 
 def _writable(folder: Path) -> bool:
@@ -57,9 +57,10 @@ def _writable(folder: Path) -> bool:
 
 
 def cache_folder(run_path: Path, name: str, stamp: dict[str, Any]) -> Path:
-    """RUN_DIR/export/<name>, or <user cache>/<name>-<hash of the stamp> when the run folder cannot be written."""
+    """RUN_DIR/export/<name>, or <user cache>/<name>-<hash of the stamp> when the run folder cannot be written or
+    its export/ is a symlink (never followed: it could point anywhere) or not a folder."""
     home = Path(run_path) / EXPORT
-    if _writable(home):
+    if _writable(home) and not home.is_symlink():
         return home / name
     digest = hashlib.sha256(json.dumps(stamp, sort_keys=True).encode()).hexdigest()[:24]
     return user_cache_dir() / f"{name}-{digest}"
@@ -81,14 +82,39 @@ def content_digests(folder: Path) -> dict[str, str]:
 
 def intact(folder: Path, stamp: dict[str, Any]) -> bool:
     """The cached export at `folder` was made from `stamp`, and its files are the ones written then."""
+    return _intact_files(folder, stamp) is not None
+
+
+def _intact_files(folder: Path, stamp: dict[str, Any]) -> dict[str, str] | None:
     folder = Path(folder)
     if folder.is_symlink() or not folder.is_dir():
-        return False
+        return None
     try:
         record = loads_json((folder / CONTENT).read_text(encoding="utf-8"))
     except (OSError, ValueError):  # unreadable, not UTF-8, not JSON, nested too deeply: rebuilt
+        return None
+    files = content_digests(folder)
+    return files if isinstance(record, dict) and record.get("stamp") == stamp and record.get("files") == files else None
+
+
+def _voucher(folder: Path, stamp: dict[str, Any]) -> Path:
+    """<user cache>/exports/<hash>.json: this user's own record of what it wrote at `folder` from `stamp`."""
+    key = json.dumps({"folder": os.path.abspath(folder), "stamp": stamp}, sort_keys=True).encode()
+    return private_dir(user_cache_dir() / "exports") / f"{hashlib.sha256(key).hexdigest()[:32]}.json"
+
+
+def _vouched(folder: Path, stamp: dict[str, Any], files: dict[str, str]) -> bool:
+    try:
+        return loads_json(_voucher(folder, stamp).read_text(encoding="utf-8")) == {"files": files}
+    except (OSError, ValueError):
         return False
-    return isinstance(record, dict) and record.get("stamp") == stamp and record.get("files") == content_digests(folder)
+
+
+def _vouch(folder: Path, stamp: dict[str, Any], files: dict[str, str]) -> None:
+    path = _voucher(folder, stamp)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps({"files": files}) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _remove(path: Path) -> None:
@@ -112,8 +138,9 @@ def _clean_stale(parent: Path, name: str) -> None:
 def cached_export(run_path: Path, name: str, stamp: dict[str, Any], write: Callable[[Path], None],
                   complete: Callable[[Path], bool] = lambda folder: True) -> Path:
     """The folder holding the export `name` of the run at `run_path` made from `stamp`: the cached one if it is
-    intact (stamp and content hashes match, `complete(folder)`), else made now by `write(folder)`."""
-    return _cached(cache_folder(Path(run_path), name, stamp), name, stamp, write, complete)
+    intact (stamp and content hashes match, `complete(folder)`) and this user's own record says it made those
+    files from `stamp`, else made now by `write(folder)`."""
+    return _cached(cache_folder(Path(run_path), name, stamp), name, stamp, write, complete, vouched=True)
 
 
 def private_cache(name: str, stamp: dict[str, Any], write: Callable[[Path], None]) -> Path:
@@ -132,8 +159,10 @@ def find_private(name: str, stamp: dict[str, Any]) -> Path | None:
 
 
 def _cached(folder: Path, name: str, stamp: dict[str, Any], write: Callable[[Path], None],
-            complete: Callable[[Path], bool] = lambda folder: True) -> Path:
-    if intact(folder, stamp) and complete(folder):
+            complete: Callable[[Path], bool] = lambda folder: True, vouched: bool = False) -> Path:
+    """vouched: the folder may lie where others write (a run folder): used only with this user's own record."""
+    files = _intact_files(folder, stamp)
+    if files is not None and complete(folder) and (not vouched or _vouched(folder, stamp, files)):
         return folder
     _clean_stale(folder.parent, name)
     try:
@@ -145,6 +174,8 @@ def _cached(folder: Path, name: str, stamp: dict[str, Any], write: Callable[[Pat
         write(tmp)
         record = {"stamp": stamp, "files": content_digests(tmp)}
         (tmp / CONTENT).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        if vouched:  # before the rename: a folder there is never used without it
+            _vouch(folder, stamp, record["files"])
         _remove(folder)  # a stale export, or anything else under that name (a file left where the folder goes)
         os.rename(tmp, folder)
     except PermissionError as e:

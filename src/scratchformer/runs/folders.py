@@ -3,10 +3,15 @@
 
 The rule, once:
   - a folder we make holds a marker, FOLDER/.scratchformer-run: {"created_by": "scratchformer", "command": ...,
-    "entries": [what that command wrote]} (a train run's older marker has no "command": it is a train run);
+    "entries": [what that command wrote]} (a train run's older marker has no "command": it is a train run); a
+    marker that is a symlink, or not a regular file, is not ours;
   - --overwrite refuses a folder without our marker, the current directory and its parents, the home directory
     and the file system root (one line, nothing deleted);
-  - on its own earlier output a command deletes only the entries it wrote, and names the user files it kept;
+  - on its own earlier output a command deletes only the names it writes, a fixed list in code (TRAIN_ENTRIES, an
+    export format's WRITES, lab's experiments), never names read from the marker, and names the user files it kept;
+  - an output folder is written beside it (.OUT.XXXX.partial) and swapped in; the entries it replaces are moved
+    aside first and put back if anything fails: a failure leaves the folder as it was. A partial folder left by a
+    killed process (its lock no longer held) is removed by the next write beside it;
   - a single output file is never one of a run's own files, and a file that already exists is replaced only when
     --overwrite names it;
   - writes are atomic (a temporary name, then a rename: runs/files.py), and the folder's lock (RUN_DIR/.lock,
@@ -17,9 +22,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import sys
-import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,6 +33,7 @@ from scratchformer.config.fields import loads_json
 from scratchformer.errors import CheckpointError, ConfigError
 from scratchformer.runs.files import write_json
 from scratchformer.runs.names import CHECKPOINTS, CONFIG, LOCK, MARKER, TRAIN_ENTRIES, WEIGHTS
+from scratchformer.runs.partials import clean_partials, partial_folder, remove, swap
 
 MAX_MARKER_BYTES = 1 << 20  # a marker is a few hundred bytes; a bigger file is not one of ours
 
@@ -38,9 +44,12 @@ def read_marker(folder: Path) -> dict[str, Any] | None:
     """FOLDER's marker as {"command": ..., "entries": [...], ...}, or None when FOLDER has no valid one of ours."""
     path = Path(folder) / MARKER
     try:
-        if not path.is_file() or path.stat().st_size > MAX_MARKER_BYTES:
+        info = path.lstat()  # a symlink is not ours, whatever it points at
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_MARKER_BYTES:
             return None
-        data = loads_json(path.read_text(encoding="utf-8"))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, encoding="utf-8") as f:
+            data = loads_json(f.read(MAX_MARKER_BYTES + 1))
     except (OSError, ValueError):  # unreadable, not UTF-8, not JSON, nested too deeply: not ours
         return None
     if not isinstance(data, dict) or data.get("created_by") != "scratchformer":
@@ -121,11 +130,13 @@ def refuse_protected(folder: Path, flag: str = "--overwrite") -> None:
                           "root; choose an output folder")
 
 
-def clear_folder(folder: Path, command: str, flag: str = "--overwrite") -> list[str]:
-    """Delete what `scratchformer COMMAND` wrote in `folder`, and nothing else; refuse anything we did not make.
-    Returns the names of the entries kept (the user's)."""
-    marker = check_clearable(folder, command, flag)
-    ours, kept = own_entries(marker), []
+def clear_folder(folder: Path, command: str, flag: str = "--overwrite", owned: Collection[str] | None = None
+                 ) -> list[str]:
+    """Delete the names `scratchformer COMMAND` writes (`owned`, a fixed list in code; train's: TRAIN_ENTRIES) in
+    `folder`, and nothing else, never the names its marker lists; refuse anything we did not make. Returns the
+    names of the entries kept (the user's)."""
+    check_clearable(folder, command, flag)
+    ours, kept = {*(TRAIN_ENTRIES if owned is None and command == "train" else owned or ()), MARKER}, []
     for entry in sorted(Path(folder).iterdir()):
         if entry.name in ours:
             remove(entry)
@@ -154,14 +165,6 @@ def clear_run(run_dir: Path, flag: str = "--overwrite") -> list[str]:
     return clear_folder(run_dir, "train", flag)
 
 
-def remove(entry: Path) -> None:
-    """One entry of an output folder: a folder (not followed if a symlink) or a file."""
-    if entry.is_dir() and not entry.is_symlink():
-        shutil.rmtree(entry)
-    else:
-        entry.unlink(missing_ok=True)
-
-
 def say_kept(folder: Path, kept: list[str], command: str) -> None:
     if kept:
         print(f"--overwrite {folder}: kept {', '.join(kept)} (not written by scratchformer {command})",
@@ -172,11 +175,13 @@ _HELD: dict[str, list] = {}  # resolved run dir -> [open lock file, depth]: the 
 
 
 @contextmanager
-def run_lock(run_dir: Path) -> Iterator[None]:
+def run_lock(run_dir: Path, leave: bool = True) -> Iterator[None]:
     """Hold RUN_DIR/.lock (flock, exclusive) for the block; a second holder fails at once, naming the first.
 
     The file holds "PID HOST" while locked. The kernel drops a flock when its process dies, so a file left by
-    a killed run is not a lock. Re-entrant within one process (the CLI takes it, then the trainer)."""
+    a killed run is not a lock. Re-entrant within one process (the CLI takes it, then the trainer). leave=False:
+    the file is removed on release (an output folder's merge leaves no .lock behind); a holder checks, once
+    locked, that the file it locked is still the one at that name."""
     import fcntl
     import socket
 
@@ -189,15 +194,19 @@ def run_lock(run_dir: Path) -> Iterator[None]:
             _HELD[key][1] -= 1
         return
     path = Path(run_dir) / LOCK
-    f = open(path, "a+", encoding="utf-8")
-    try:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.seek(0)
-        holder = f.read().split()
-        f.close()
-        who = f"pid {holder[0]} ({' '.join(holder[1:]) or 'unknown host'})" if holder else "another process"
-        raise CheckpointError(f"{run_dir} is in use by {who}: wait for it or choose another --out") from None
+    while True:
+        f = open(path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().split()
+            f.close()
+            who = f"pid {holder[0]} ({' '.join(holder[1:]) or 'unknown host'})" if holder else "another process"
+            raise CheckpointError(f"{run_dir} is in use by {who}: wait for it or choose another --out") from None
+        if _same_file(f, path):
+            break
+        f.close()  # its holder removed it on release meanwhile: lock the file now at that name
     f.seek(0)
     f.truncate()
     f.write(f"{os.getpid()} {socket.gethostname()}\n")
@@ -207,8 +216,17 @@ def run_lock(run_dir: Path) -> Iterator[None]:
         yield
     finally:
         del _HELD[key]
+        if not leave:
+            path.unlink(missing_ok=True)  # while locked: a process that opened it meanwhile sees it gone, retries
         f.truncate(0)  # before unlocking: a new holder writes its own pid after taking the lock
         f.close()  # closing drops the flock
+
+
+def _same_file(f, path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(f.fileno()), os.stat(path))
+    except OSError:
+        return False
 
 
 # -- an output folder, written whole ----------------------------------------------------------------------------
@@ -220,6 +238,8 @@ def check_folder(out: Path, command: str, overwrite: bool = False, append: bool 
     A new or empty folder: yes. Its own earlier output: with --overwrite (or always, for a command such as `lab`
     that adds to its folder: append=True). A folder we did not make, or another command's: never."""
     out = Path(out)
+    if out.is_symlink() and not out.exists():
+        raise ConfigError(f"{flag} {out} is a link to {os.readlink(out)}, which does not exist: give a folder")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"{flag} {out} is a file: give a folder")
     if overwrite:
@@ -241,53 +261,75 @@ def check_folder(out: Path, command: str, overwrite: bool = False, append: bool 
                           f"replace it, or choose another {flag}")
 
 
+def check_run_out(out: Path, resume: bool = False, overwrite: bool = False) -> None:
+    """May `train` write its run into `out`? A one-line error before any work if not: a folder holding a run is
+    train's own business (--resume continues it, --overwrite replaces a marked one); otherwise --resume has nothing
+    to continue, and a new run needs a new or empty folder (check_folder: never a user's non-empty folder, `.`
+    included)."""
+    if holds_run(out):
+        return
+    if resume:
+        raise ConfigError(f"--resume: {out} holds no run to resume (no {CONFIG}, no {MARKER}): check --out, or leave "
+                          "out --resume to start a new run")
+    check_folder(Path(out), "train", overwrite)
+
+
 @contextmanager
 def writing_folder(out: Path, command: str, overwrite: bool = False, append: bool = False, flag: str = "--out",
-                   **info: Any) -> Iterator[Path]:
+                   owned: Collection[str] = (), **info: Any) -> Iterator[Path]:
     """Yield an empty temporary folder beside `out` to write into; on success its entries become `out`'s.
 
-    A new `out` is the temporary folder renamed (atomic). An existing one of ours: under its lock, the command's
-    earlier entries are deleted (--overwrite) or replaced by the new ones of the same name (append), the user's
-    files are kept and named on stderr, and the marker lists what the command wrote. A failure leaves `out` as it
-    was."""
+    owned: every name the command may write at the top of `out` (a fixed list in code): the only names its
+    --overwrite deletes, or its append replaces. A new `out` is the temporary folder renamed (atomic). An existing
+    one of ours: under its lock, the entries replaced are moved aside, the new ones moved in, and the old ones
+    dropped only then; the user's files are kept and named on stderr, and the marker lists what the command wrote.
+    A failure leaves `out` as it was."""
     check_folder(Path(out), command, overwrite, append, flag)
-    out = Path(os.path.abspath(out))  # `--out .` too has a parent to write beside
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    out, owned = Path(os.path.abspath(out)), frozenset(owned)  # `--out .` too has a parent to write beside
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        clean_partials(out)
+        tmp, hold = partial_folder(out)
+    except OSError as e:
+        raise ConfigError(f"{flag} {out}: cannot write beside it in {out.parent} ({e.strerror or e}): choose a "
+                          f"folder you can write") from None
     try:
         yield tmp
+        names = sorted(p.name for p in tmp.iterdir() if p.name != LOCK)
+        stray = [n for n in names if n not in owned]
+        if stray:  # a command's list of names is out of date: a bug of ours, before anything is moved
+            raise RuntimeError(f"scratchformer {command} wrote {', '.join(stray)}, not in its list of names")
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; a finished folder gets the usual permissions
-        names = sorted(p.name for p in tmp.iterdir())
         write_marker(tmp, command, names, **info)
-        if not out.exists():
+        if not out.exists() and not out.is_symlink():
+            (tmp / LOCK).unlink(missing_ok=True)  # a converter may have remade the folder
             try:
                 os.rename(tmp, out)
                 return
             except OSError:  # another writer made `out` meanwhile: merge under its lock below
                 pass
-        _merge(tmp, out, command, names, overwrite, append, flag, info)
+        _merge(tmp, out, command, names, owned, overwrite, append, flag, info)
     finally:
+        hold.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _merge(tmp: Path, out: Path, command: str, names: list[str], overwrite: bool, append: bool, flag: str,
-           info: dict[str, Any]) -> None:
-    with run_lock(out):
+def _merge(tmp: Path, out: Path, command: str, names: list[str], owned: frozenset[str], overwrite: bool,
+           append: bool, flag: str, info: dict[str, Any]) -> None:
+    with run_lock(out, leave=False):
         check_folder(out, command, overwrite, append, flag)  # again: another writer may have come first
-        marker = read_marker(out)
-        ours = own_entries(marker) if marker is not None else {MARKER}
-        clash = sorted(n for n in names if (out / n).exists() and n not in ours)
+        marker = read_marker(out) or {"entries": []}
+        present = {e.name for e in out.iterdir()} - {LOCK}
+        replaceable = owned if overwrite else owned & set(marker["entries"])  # append: what it wrote before
+        clash = sorted(n for n in names if n in present and n not in replaceable)
         if clash:
             raise ConfigError(f"{flag} {out / clash[0]} exists and was not written by scratchformer {command}: move "
                               f"it away or choose another {flag}")
-        kept = []
-        if overwrite:
-            kept = clear_folder(out, command)
-        for name in names:
-            if (out / name).exists() or (out / name).is_symlink():
-                remove(out / name)
-            os.replace(tmp / name, out / name)
-        write_marker(out, command, [n for n in names if n != MARKER], **info)
+        old = sorted(present & ({*replaceable, MARKER} if overwrite else {*names, MARKER}))
+        kept = sorted(present - set(old)) if overwrite else []
+        if not overwrite:  # the marker names what it wrote before too
+            write_marker(tmp, command, [*names, *(replaceable & present)], **info)
+        swap(tmp, out, old, [*names, MARKER], flag)
         say_kept(out, kept, command)
 
 

@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -49,12 +51,23 @@ def shipped_models() -> list[str]:
     return sorted(d.name for d in SHIPPED_MODELS.iterdir() if (d / "config.json").is_file())
 
 
+_SHADOWS_SAID: set[str] = set()  # the local folders named on stderr as shadowing a shipped model (once each)
+
+
 def resolve_run(run_dir: str | Path) -> Path:
     """`run_dir` as a folder: the path itself when it exists (or names no shipped model), else the shipped
-    model of that name."""
+    model of that name (`en-zh` or `en-zh/`). A folder here with a shipped model's bare name is used, and said so
+    on stderr once."""
     path = Path(run_dir)
-    if not path.exists() and path.name == str(run_dir) and path.name in shipped_models():
+    bare = str(run_dir).rstrip("/" + os.sep) == path.name and path.name in shipped_models()
+    if not bare:
+        return path
+    if not path.exists() and not path.is_symlink():
         return SHIPPED_MODELS / path.name
+    if path.name not in _SHADOWS_SAID:
+        _SHADOWS_SAID.add(path.name)
+        print(f"{path.name}: using the folder ./{path.name} here, not the shipped model {path.name} (give "
+              f"{SHIPPED_MODELS / path.name} to use that one)", file=sys.stderr)
     return path
 
 

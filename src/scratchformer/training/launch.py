@@ -19,6 +19,7 @@ from scratchformer import runs
 from scratchformer.config import RECIPES, TrainConfig, read_json
 from scratchformer.config.train import upsample_factors
 from scratchformer.data.corpus import absolute_corpus, check_corpus, check_upsample
+from scratchformer.decoding.compile_home import private_inductor
 from scratchformer.errors import ConfigError
 from scratchformer.runs.names import TRAIN_CONFIG
 
@@ -136,10 +137,14 @@ def launch(given: dict[str, Any], out: Path, resume: bool = False, overwrite: bo
         if cfg.upsample:
             check_upsample(cfg.corpus, upsample_factors(cfg.upsample))
     refuse_init_into_itself(cfg.init, out, overwrite)
+    if is_main_rank():  # a run, or a new or empty folder: never a user's folder, nor --resume of nothing
+        runs.folders.check_run_out(out, resume, overwrite)
     if overwrite and not resume and is_main_rank():  # before the folder is made or locked: nothing is touched
         runs.folders.refuse_protected(out)
         if runs.holds_run(out):
             runs.folders.check_clearable(out, "train")
+    if cfg.compile:  # before anything is written: a cache folder someone else can write is one line
+        private_inductor()
     is_main = is_main_rank()  # under torchrun only rank 0 locks, deletes and reports
     prepare_out(out)
     with runs.run_lock(out) if is_main else contextlib.nullcontext():
@@ -151,4 +156,6 @@ def launch(given: dict[str, Any], out: Path, resume: bool = False, overwrite: bo
                 runs.folders.say_kept(out, runs.clear_run(out), "train")
         if resume and (out / TRAIN_CONFIG).exists():
             cfg = resumed_config(out, given, is_main)
+        if cfg.compile:  # torch.compile's code is built and loaded in this user's checked cache, never in /tmp
+            private_inductor()
         return cfg, train(cfg, out, resume=resume, quiet=quiet)
