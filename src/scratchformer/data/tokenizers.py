@@ -365,7 +365,8 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
         raise TokenizerError(f"{path}: tokenizer format version {version!r} is not a number; {hint}")
     if version > FORMAT_VERSION:
         raise TokenizerError(f"{path}: tokenizer format version {version} is newer than this code")
-    foreign = foreign_part(data.get("kind"), data.get("tokenizers_json")) if data.get("kind") in _MODELS else None
+    kind = data.get("kind")
+    foreign = foreign_part(kind, data.get("tokenizers_json")) if isinstance(kind, str) and kind in _MODELS else None
     if foreign:
         raise TokenizerError(f"{path}: {foreign}: a pipeline part scratchformer's tokenizers never write (it would run "
                              "on every input); use the tokenizer file of the run it came from")
