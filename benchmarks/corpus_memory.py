@@ -90,7 +90,8 @@ def main() -> None:
         write_corpus(empty, 30)  # a corpus small enough to cost nothing: the baseline (imports, the tokenizers)
         base = measure(empty, args.kind, args.steps, work)["peak_kb"] * 1024
         print(f"baseline (30 lines): peak {base / 2**20:.0f} MiB")
-        print(f"{'lines':>9} {'gz bytes':>10} {'bytes':>11} {'peak MiB':>9} {'above MiB':>9} {'B/line':>7} {'x bytes':>7}")
+        print(f"{'lines':>9} {'gz bytes':>10} {'bytes':>11} {'peak MiB':>9} {'above MiB':>9} {'B/line':>7} "
+              f"{'x bytes':>7}")
         for n in sizes:
             path = work / f"c{n}.tsv.gz"
             write_corpus(path, n)

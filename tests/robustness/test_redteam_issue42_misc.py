@@ -96,6 +96,17 @@ def test_a_corpus_past_this_machines_memory_names_the_lines_it_can_take(tmp_path
     assert len(corpus.load_pairs(path, "train")) == 20_000
 
 
+def test_the_corpus_budget_heeds_an_address_space_limit():
+    code = ("import resource; from scratchformer.data.reading import corpus_budget, _proc_kb\n"
+            "used = _proc_kb('/proc/self/status', 'VmSize:') * 1024\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (used + 300_000_000, resource.RLIM_INFINITY))\n"
+            "print(corpus_budget())")
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(SRC)},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert 0 <= int(proc.stdout) <= 300_000_000
+
+
 LOWERED = ("import sys; import scratchformer.data.reading as r; r.MAX_CORPUS_BYTES = 1_000_000; "
            "from scratchformer.cli import main; sys.exit(main(sys.argv[1:]))")
 
@@ -262,8 +273,8 @@ def test_the_keras_engine_silences_tensorflows_log():
     proc = subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": str(SRC)}, capture_output=True,
                           text=True, timeout=300)
     assert proc.stdout.strip() == "3", proc.stderr[-2000:]
-    proc = subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": str(SRC), "TF_CPP_MIN_LOG_LEVEL": "0"},
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**env, "PYTHONPATH": str(SRC), "TF_CPP_MIN_LOG_LEVEL": "0"})
     assert proc.stdout.strip() == "0", proc.stderr[-2000:]  # a user's own choice is kept
 
 

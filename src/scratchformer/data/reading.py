@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import resource
 import zlib
 from pathlib import Path
 
@@ -34,8 +35,29 @@ class CorpusError(ScratchformerError):
 
 
 def corpus_budget() -> int | None:
-    """Bytes of memory a corpus's lines may take on this machine now (its available memory); None if unknown."""
-    return available_memory()
+    """Bytes of memory a corpus's lines may take here now: the machine's available memory, less where this process
+    is held to less (an address-space limit, `ulimit -v`, less what it maps already; a cgroup's memory.max less its
+    use); None if unknown."""
+    budgets = [available_memory()]
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            budgets.append(max(0, soft - _proc_kb("/proc/self/status", "VmSize:") * 1024))
+    except (OSError, ValueError, StopIteration):
+        pass
+    try:
+        most = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if most.isdigit():
+            budgets.append(max(0, int(most) - int(Path("/sys/fs/cgroup/memory.current").read_text())))
+    except (OSError, ValueError):
+        pass
+    known = [b for b in budgets if b is not None]
+    return min(known) if known else None
+
+
+def _proc_kb(file: str, key: str) -> int:
+    with open(file, encoding="ascii") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key))
 
 
 def _too_big(path: Path, size: int, lines: int, budget: int | None) -> str | None:
