@@ -7,7 +7,8 @@ BYTE_COST bytes per byte of text, on top of the program itself. A file is theref
 passes
 
 - MAX_CORPUS_BYTES of text (decompressed) or MAX_CORPUS_LINES lines, whatever the machine, or
-- what this machine's available memory can hold at those costs (`corpus_budget`),
+- what the memory this process may still use can hold at those costs (`corpus_budget`: the least of the
+  machine's available memory, an address-space limit and a cgroup's memory.max),
 
 so a gzip bomb (78 KB that expand to 20 million lines) is refused after a bounded read, never expanded whole.
 """
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import codecs
 import gzip
-import resource
 import zlib
 from pathlib import Path
 
@@ -40,10 +40,12 @@ def corpus_budget() -> int | None:
     use); None if unknown."""
     budgets = [available_memory()]
     try:
+        import resource  # POSIX
+
         soft = resource.getrlimit(resource.RLIMIT_AS)[0]
         if soft != resource.RLIM_INFINITY:
             budgets.append(max(0, soft - _proc_kb("/proc/self/status", "VmSize:") * 1024))
-    except (OSError, ValueError, StopIteration):
+    except (ImportError, OSError, ValueError, StopIteration):
         pass
     try:
         most = Path("/sys/fs/cgroup/memory.max").read_text().strip()
@@ -60,7 +62,7 @@ def _proc_kb(file: str, key: str) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith(key))
 
 
-def _too_big(path: Path, size: int, lines: int, budget: int | None) -> str | None:
+def _too_big(size: int, lines: int, budget: int | None) -> str | None:
     """Why a file of which `size` bytes and `lines` lines have been read so far cannot be trained on, or None."""
     if size > MAX_CORPUS_BYTES:
         return f"it expands past {human_bytes(MAX_CORPUS_BYTES)} of text, the most a corpus file may hold"
@@ -87,7 +89,7 @@ def read_bytes(path: str | Path) -> bytearray:
             while chunk := f.read(CHUNK):
                 data += chunk
                 lines += chunk.count(b"\n")
-                why = _too_big(path, len(data), lines, budget)
+                why = _too_big(len(data), lines, budget)
                 if why:
                     raise CorpusError(f"{path} is too big to train on: {why}; train on a part of it (e.g. "
                                       "zcat FILE | head -n N > part.tsv)")
