@@ -57,6 +57,20 @@ def set_language(lang: str | None = None) -> str:
     return lang
 
 
+def can_show(stream: object, lang: str) -> bool:
+    """Whether `stream` (sys.stdout) can write text in `lang`: a stream whose encoding has no Chinese (ascii,
+    latin-1) cannot show "zh" (its errors handler may still escape it: then it can). None or a stream without an
+    encoding: yes (nothing to fail)."""
+    encoding = getattr(stream, "encoding", None)
+    if lang == "en" or not encoding:
+        return True
+    try:
+        "中文，（）：".encode(encoding, getattr(stream, "errors", None) or "strict")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
 def language() -> str:
     """The language `_()` speaks now ("en" or "zh")."""
     if _state["lang"] is None:

@@ -15,7 +15,7 @@ import sys
 import warnings
 
 from scratchformer.errors import ScratchformerError
-from scratchformer.i18n import LANGUAGES, _, set_language
+from scratchformer.i18n import LANGUAGES, _, can_show, set_language
 
 # One module per command, in the order `scratchformer --help` lists them.
 COMMAND_MODULES = ["params_cmd", "shapes_cmd", "plot_cmd", "train_cmd", "translate_cmd", "evaluate_cmd", "average_cmd",
@@ -63,7 +63,11 @@ def _language_in(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    set_language(_language_in(sys.argv[1:] if argv is None else argv))
+    lang = set_language(_language_in(sys.argv[1:] if argv is None else argv))
+    if not can_show(sys.stdout, lang):  # Chinese help on an ascii / latin-1 stdout: English, said once on stderr
+        set_language("en")
+        print(f"scratchformer: note: stdout's encoding ({sys.stdout.encoding}) cannot show Chinese: using English "
+              "(set PYTHONIOENCODING=utf-8 or a UTF-8 locale for Chinese)", file=sys.stderr)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # argparse cannot mix a `nargs="*"` positional with options (`translate RUN --beam 4 "a" "b"`): the

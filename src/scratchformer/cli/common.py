@@ -49,16 +49,26 @@ def max_threads() -> int:
     return 4 * (os.cpu_count() or 1)
 
 
+def check_utf8(text: str, where: str) -> str:
+    """`text`, or a one-line InputError naming `where` when it holds a lone surrogate: the bytes of an argument that is
+    not UTF-8 reach Python as such (U+DC80-U+DCFF), and JSON's "\\ud800" decodes to one; no tokenizer can take them.
+    The one check of every text input that is not read as UTF-8 bytes (arguments, --input-format jsonl)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        code = ord(text[e.start])
+        if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8
+            raise InputError(f"{where} is not valid UTF-8 (byte 0x{code - 0xDC00:02x}); convert it with iconv (e.g. "
+                             "iconv -f latin1 -t utf-8)") from None
+        raise InputError(f"{where} is not valid UTF-8 (a lone surrogate \\u{code:04x}): write the character itself "
+                         "or a whole surrogate pair") from None
+    return text
+
+
 def check_text_args(texts: list[str]) -> list[str]:
-    """`texts` (sentences or prompts given as arguments), or a one-line error for one that is not UTF-8: the bytes
-    of such an argument reach Python as lone surrogates, which no tokenizer can take."""
+    """`texts` (sentences or prompts given as arguments), or a one-line error for one that is not UTF-8."""
     for i, text in enumerate(texts, start=1):
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as e:
-            bad = text[e.start].encode("utf-8", "surrogateescape")
-            raise InputError(f"argument {i} is not valid UTF-8 (byte 0x{bad[0]:02x}); convert it with iconv "
-                             "(e.g. iconv -f latin1 -t utf-8)") from None
+        check_utf8(text, f"argument {i}")
     return texts
 
 

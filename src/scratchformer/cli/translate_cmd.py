@@ -31,6 +31,7 @@ def _jsonl_inputs(lines: list[str], default_prefix: str | None) -> tuple[list[st
     optional, else --prefix); an empty line is an empty source."""
     import json
 
+    from scratchformer.cli.common import check_utf8
     from scratchformer.config.fields import loads_json
     from scratchformer.errors import InputError
 
@@ -46,8 +47,8 @@ def _jsonl_inputs(lines: list[str], default_prefix: str | None) -> tuple[list[st
         prefix = obj.get("prefix", default_prefix)
         if prefix is not None and not isinstance(prefix, str):
             raise InputError(f'input line {n}: "prefix" must be a string, got {type(prefix).__name__}')
-        texts.append(obj["src"])
-        prefixes.append(prefix)
+        texts.append(check_utf8(obj["src"], f'input line {n}\'s "src"'))
+        prefixes.append(prefix if prefix is None else check_utf8(prefix, f'input line {n}\'s "prefix"'))
     return texts, prefixes
 
 

@@ -180,7 +180,8 @@ def _too_deep(text: str, limit: int) -> int | None:
 
 def loads_json(text: str, limit: int = MAX_JSON_DEPTH) -> Any:
     """json.loads(text), but a document nested deeper than `limit` levels is a json.JSONDecodeError (a ValueError)
-    instead of a RecursionError: every caller's own except clause then names its file in one line."""
+    instead of a RecursionError, and so is an integer too long for int() (4300 digits): every caller's own except
+    clause then names its file in one line."""
     pos = _too_deep(text, limit)
     if pos is not None:
         raise json.JSONDecodeError(f"nested deeper than {limit} levels of [ and {{", text, pos)
@@ -188,6 +189,10 @@ def loads_json(text: str, limit: int = MAX_JSON_DEPTH) -> Any:
         return json.loads(text)
     except RecursionError:  # the scan above keeps this from happening; a second guard costs nothing
         raise json.JSONDecodeError(f"nested deeper than {limit} levels of [ and {{", text, 0) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as e:  # an integer of more than 4300 digits: Python's int() limit, not a JSONDecodeError
+        raise json.JSONDecodeError(f"a number too long to read ({str(e).split(';')[0]})", text, 0) from None
 
 
 def read_json(path: str | Path, what: str) -> dict[str, Any]:

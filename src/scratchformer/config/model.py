@@ -191,6 +191,9 @@ class ModelConfig:
         missing = [k for k in keys if not isinstance(s.get(k), (int, float)) or isinstance(s.get(k), bool)]
         if missing:
             raise ConfigError(f"rope_scaling of type {s['rope_type']!r} needs numbers for {', '.join(missing)}")
+        for k in keys:  # every one divides a frequency or a length: 0 or less would train to NaN at step 1
+            if not 0 < s[k] < math.inf:
+                raise ConfigError(f"rope_scaling {k} must be > 0 (and finite), got {s[k]}")
 
     def _validate_head(self) -> None:
         """The task head's fields: a head sits on an encoder; a classifier has K >= 2 classes (and K labels)."""

@@ -17,18 +17,15 @@ Bad lines are reported as ``file:line: reason``; ``on_error="stop"`` raises `Cor
 
 from __future__ import annotations
 
-import codecs
-import gzip
 import hashlib
 import re
 import warnings
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from scratchformer.config import regular_file
-from scratchformer.errors import ScratchformerError
+from scratchformer.data.reading import CorpusError, decode_lines, read_lines  # noqa: F401 (decode_lines: for cli/)
 
 CORPORA_DIR = Path(__file__).parent / "corpora"
 ON_ERROR = ("stop", "skip")
@@ -42,10 +39,6 @@ HOLDOUT_SHARE, HOLDOUT_MAX, HOLDOUT_LEAST = 0.05, 2000, 20
 _HINT = "(use --on-error skip to skip bad lines)"
 # the language pair of the bundled corpora whose name does not spell it (en-zh does)
 BUNDLED_LANGUAGES = {"software": ("en", "zh"), "gimp": ("en", "zh"), "toy": ("en", "zh")}
-
-
-class CorpusError(ScratchformerError):
-    """A corpus that cannot be read: missing, unknown, misaligned or malformed."""
 
 
 class CorpusWarning(UserWarning):
@@ -100,38 +93,8 @@ def _not_found_message(source: str) -> str:
     )
 
 
-def decode_lines(data: bytes, name: str, error: type[Exception] = ScratchformerError) -> list[str]:
-    """Lines of UTF-8 `data` (a file's or a stream's bytes), without their line ends; a leading BOM is dropped.
-    Invalid UTF-8 is one `error` naming `name` and the line, never a silent replacement."""
-    if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise error(f"{name} line {line} is not valid UTF-8: {e.reason} at byte 0x{data[e.start]:02x}; convert it "
-                    "with iconv (e.g. iconv -f latin1 -t utf-8)") from None
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()  # the end of the last line, not an empty line after it
-    return [line.rstrip("\r") for line in lines]
-
-
 def _read_lines(path: Path) -> list[str]:
-    regular_file(path, CorpusError)
-    try:
-        if path.name.endswith(".gz"):
-            with gzip.open(path, "rb") as f:
-                data = f.read()
-        else:
-            data = path.read_bytes()
-    except FileNotFoundError:
-        raise CorpusError(f"{path}: no such file") from None
-    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
-        raise CorpusError(f"{path} is truncated or not gzip: rebuild it ({e})") from None
-    except OSError as e:
-        raise CorpusError(f"{path}: cannot read: {e.strerror or e}") from None
-    return decode_lines(data, str(path), CorpusError)
+    return read_lines(path)  # reading.py: in chunks, within the bounds it states (a gzip bomb is refused early)
 
 
 class _BadLines:

@@ -208,21 +208,21 @@ class SubwordTokenizer(Tokenizer):
         return self.hf.get_vocab_size(with_added_tokens=True)
 
     def encode(self, text: str) -> list[int]:
-        return self.hf.encode(text, add_special_tokens=False).ids
+        return _unpanicked(self.hf.encode, text, add_special_tokens=False).ids
 
     def encode_batch(self, texts: Iterable[str]) -> list[list[int]]:
         # Parallel, in Rust; the `_fast` variant (tokenizers >= 0.21) skips computing offsets.
         encode = getattr(self.hf, "encode_batch_fast", self.hf.encode_batch)
-        encs = encode(list(texts), add_special_tokens=False)
+        encs = _unpanicked(encode, list(texts), add_special_tokens=False)
         return [e.ids for e in encs]
 
     def decode(self, ids: Iterable[int]) -> str:
-        return self.hf.decode([int(i) for i in ids], skip_special_tokens=True)
+        return _unpanicked(self.hf.decode, [int(i) for i in ids], skip_special_tokens=True)
 
     def tokenize(self, text: str) -> list[str]:
         # Byte-level pieces ("Ġworld", "ä½ł") are unreadable, so label each token by the span of the
         # original text it covers; a character split over several byte tokens labels each of them.
-        enc = self.hf.encode(text, add_special_tokens=False)
+        enc = _unpanicked(self.hf.encode, text, add_special_tokens=False)
         return [text[a:b] for a, b in enc.offsets]
 
     def id_to_token(self, i: int) -> str:
@@ -237,6 +237,44 @@ class SubwordTokenizer(Tokenizer):
 
     def to_dict(self) -> dict:
         return {"tokenizers_json": json.loads(self.hf.to_str())}
+
+
+def _unpanicked(call, *args, **kwargs):
+    """`call(*args, **kwargs)` of the tokenizers library, whose Rust panics (a regex that backtracks past Oniguruma's
+    limit) arrive as a PanicException, a BaseException: one TokenizerError line instead."""
+    try:
+        return call(*args, **kwargs)
+    except BaseException as e:
+        if type(e).__name__ != "PanicException":
+            raise
+        detail = str(e).splitlines()[0][:200] if str(e) else "a panic"
+        raise TokenizerError(f"the tokenizers library failed on this input ({detail}); is the run's tokenizer file "
+                             "one that scratchformer wrote?") from None
+
+
+# The pipeline our subword tokenizers write (_train_subword), the only one load_tokenizer accepts: any other part (a
+# normalizer's regex, a Split pre-tokenizer, a template) is code we never wrote that would run on every input.
+_PIPELINE = {"normalizer": None, "pre_tokenizer": "ByteLevel", "post_processor": None, "decoder": "ByteLevel",
+             "truncation": None, "padding": None}
+_MODELS = {"bpe": "BPE", "unigram": "Unigram"}
+
+
+def foreign_part(kind: str, data: object) -> str | None:
+    """What in a `tokenizers` JSON pipeline (a subword file's "tokenizers_json") our `kind` never writes, else None."""
+    if not isinstance(data, dict):
+        return f"tokenizers_json is {type(data).__name__}, not an object"
+    for part, ours in _PIPELINE.items():
+        value = data.get(part)
+        found = value.get("type") if isinstance(value, dict) else value
+        if found != ours or (ours is None and value is not None):
+            return f"its {part} is {str(found)[:40]!r}, where ours is {ours!r}"
+    model = data.get("model")
+    found = model.get("type") if isinstance(model, dict) else model
+    if found != _MODELS.get(kind):
+        return f"its model is {str(found)[:40]!r}, where a {kind} tokenizer's is {_MODELS.get(kind)!r}"
+    if model.get("dropout") is not None:
+        return f"its model has dropout {model.get('dropout')!r}, where ours has none"
+    return None
 
 
 def _train_subword(kind: str, texts: Iterable[str], vocab_size: int | None, min_freq: int) -> Tokenizer:
@@ -327,6 +365,11 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
         raise TokenizerError(f"{path}: tokenizer format version {version!r} is not a number; {hint}")
     if version > FORMAT_VERSION:
         raise TokenizerError(f"{path}: tokenizer format version {version} is newer than this code")
+    kind = data.get("kind")
+    foreign = foreign_part(kind, data.get("tokenizers_json")) if isinstance(kind, str) and kind in _MODELS else None
+    if foreign:
+        raise TokenizerError(f"{path}: {foreign}: a pipeline part scratchformer's tokenizers never write (it would run "
+                             "on every input); use the tokenizer file of the run it came from")
     try:
         return tokenizer_from_dict(data)
     except Exception as e:  # wrong shapes: missing keys, a number for a token list, JSON the tokenizers library refuses

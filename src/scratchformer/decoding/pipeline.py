@@ -6,8 +6,9 @@
 
 A backend is anything with `SUPPORTS` (the optional options it honours) and `decode_batch(srcs, options, prefixes,
 structured)`: EOS-terminated source id lists in, per source a list of Hyps (text left empty: detokenising is done
-here) out. Sources are encoded as in training (data/batching.py: encode_pairs): ``encode(s) + [EOS]``. Empty lines
-give empty outputs; sources longer than the model's max_len are cut (one warning).
+here) out. Sources are encoded as in training (data/batching.py: encode_pairs): ``encode(s) + [EOS]``. Empty lines,
+and lines of only invisible characters (a NUL, RTL marks, a ZWJ: sentences.blank), give empty outputs; sources
+longer than the model's max_len are cut (one warning).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from scratchformer.config.decoding import DecodingOptions
 from scratchformer.data.tokenizers import EOS_ID, UNK_ID, Tokenizer
 from scratchformer.decoding.copies import repair_copies
 from scratchformer.decoding.results import Hyp, Translation, join_parts
-from scratchformer.decoding.sentences import join_translations, split_sentences
+from scratchformer.decoding.sentences import blank, join_translations, split_sentences
 from scratchformer.errors import ConfigError, InputError
 
 # Options only some backends honour; a backend lists those it does in SUPPORTS. Every other option (beam, alpha,
@@ -153,7 +154,7 @@ def run_pipeline(backend: Backend, src_tok: Tokenizer, tgt_tok: Tokenizer, limit
     srcs = [[*s[: limit - 1], EOS_ID] for s in ids]
     firsts = {o: i for i, o in reversed(list(enumerate(owner)))}  # a text's prefix starts its first sentence
     prefixes = [forced[o] if firsts[o] == i else [] for i, o in enumerate(owner)]
-    todo = sorted((i for i, t in enumerate(pieces) if t.strip()), key=lambda i: -len(srcs[i]))  # longest first
+    todo = sorted((i for i, t in enumerate(pieces) if not blank(t)), key=lambda i: -len(srcs[i]))  # longest first
     done: list[list[Hyp]] = [[] for _ in pieces]
     bar = _bar(len(todo), progress)
     for batch in batches(todo, [len(s) for s in srcs], options.batch_size, options.max_tokens):
@@ -172,7 +173,7 @@ def run_pipeline(backend: Backend, src_tok: Tokenizer, tgt_tok: Tokenizer, limit
         return [join_translations([done[i][0].text if done[i] else "" for i in parts]) for parts in by_text]
     empty = [Hyp("", 0.0, [], [] if options.align else None) for _ in range(options.n_best)]
     return [Translation(text, join_parts([done[i] for i in parts], [len(srcs[i]) - 1 for i in parts])
-                        if text.strip() else empty) for text, parts in zip(texts, by_text)]
+                        if not blank(text) else empty) for text, parts in zip(texts, by_text)]
 
 
 class _NoBar:

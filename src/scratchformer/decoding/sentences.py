@@ -20,6 +20,7 @@ full-width punctuation (Chinese and Japanese put no space between sentences).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 
 _CJK = "\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
@@ -29,6 +30,15 @@ _ZH_END = rf"(?<=[。！？])\s*(?=[^\s{_CLOSERS}])"  # the (maybe empty) gap af
 _BOUNDARY = re.compile(f"{_EN_END}|{_ZH_END}")
 _CJK_CHAR = re.compile(f"[{_CJK}]")
 _LABEL = re.compile(r"(?:(?:Figure|Table|Example|Section|Chapter|Step|Procedure)\s+)?\d+(?:\.\d+)*\.?")
+
+
+_INVISIBLE = ("Cc", "Cf", "Cs", "Zs", "Zl", "Zp")  # controls (NUL), format (RTL / LTR marks, ZWJ, BOM), separators
+
+
+def blank(text: str) -> bool:
+    """Nothing to translate: `text` holds only whitespace and invisible characters (a NUL, the RTL mark, a ZWJ),
+    which a model would turn into words; such a text's translation is empty."""
+    return not text.strip() or all(c.isspace() or unicodedata.category(c) in _INVISIBLE for c in text)
 
 
 def split_sentences(text: str, join_labels: bool = True) -> list[str]:

@@ -3,6 +3,7 @@ scratchformer.keras (decode.py) on the Keras model that export/keras.py builds f
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from scratchformer.config.decoding import DecodingOptions
@@ -10,6 +11,10 @@ from scratchformer.decoding.results import Hyp
 from scratchformer.errors import ConfigError
 from scratchformer.export.keras import check_expressible, keras_model
 from scratchformer.runs import Run
+
+# TensorFlow (Keras' backend) logs a dozen lines on import (oneDNN, CPU instructions, CUDA factories): silenced before
+# this engine imports it; a user's own TF_CPP_MIN_LOG_LEVEL is kept
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 class Backend:

@@ -37,6 +37,7 @@ from scratchformer.interop.huggingface import save_pretrained
 from scratchformer.model import build_model
 from scratchformer.model.transformer import TransformerBase
 from scratchformer.runs import Run
+from scratchformer.runs.weights import read_tensors, save_state
 
 PAD_LOGIT = -1e4  # the output bias of ids past the target vocabulary (even_vocabularies): exp(-1e4 - max) is 0
 # What the tokenizer adds around a text, per arch and side (our batching: src + </s>, <s> + tgt + </s>; LM
@@ -189,10 +190,8 @@ def even_vocabularies(out: Path, hf: dict[str, Any]) -> dict[str, Any]:
     src, tgt = hf.get("vocab_size"), hf.get("decoder_vocab_size")
     if hf.get("model_type") != "marian" or tgt is None or src == tgt:
         return hf
-    from safetensors.torch import load_file, save_file
-
     big = max(src, tgt)
-    tensors = load_file(str(out / "model.safetensors"))
+    tensors = read_tensors(out / "model.safetensors")
 
     def grow(t: torch.Tensor, fill: float = 0.0) -> torch.Tensor:  # (n, ...) -> (big, ...), new rows `fill`
         return torch.cat([t, t.new_full((big - t.size(0), *t.shape[1:]), fill)]) if t.size(0) < big else t
@@ -202,7 +201,7 @@ def even_vocabularies(out: Path, hf: dict[str, Any]) -> dict[str, Any]:
             tensors[name] = grow(tensors[name]).contiguous()
     bias = tensors.get("final_logits_bias", torch.zeros(1, tgt))  # (1, V_tgt); absent: Marian's zeros
     tensors["final_logits_bias"] = grow(bias.T, PAD_LOGIT).T.contiguous()  # (1, big)
-    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+    save_state(tensors, out / "model.safetensors")  # runs/: a failed write is one CheckpointWriteError
     return {**hf, "vocab_size": big, "decoder_vocab_size": big}
 
 
@@ -217,7 +216,7 @@ def export(run: Run, out: Path, quantization: str | None = None, **options: Any)
                           "in transformers, e.g. with torch.ao.quantization or bitsandbytes)")
     model = exportable_model(run.model)
     c = model.config
-    save_pretrained(model, out)
+    save_pretrained(model, out, save=save_state)
     hf = even_vocabularies(out, json.loads((out / "config.json").read_text(encoding="utf-8")))
     (out / "model.safetensors").chmod((out / "config.json").stat().st_mode & 0o777)  # safetensors writes 0600
     hf.update({k: v for k, v in token_ids(c).items() if hf.get(k) is None})

@@ -29,6 +29,7 @@ tensor names of each of our parameters, what it cannot express. This module read
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -168,13 +169,16 @@ def check_expressible(c: ModelConfig, hf_arch: str | None = None) -> tuple[Famil
     return family, hf_arch
 
 
-def save_pretrained(model: TransformerBase, path: str | Path, hf_arch: str | None = None) -> Path:
+def save_pretrained(model: TransformerBase, path: str | Path, hf_arch: str | None = None,
+                    save: Callable[[dict[str, Tensor], Path], None] | None = None) -> Path:
     """Write config.json + model.safetensors that `transformers` loads with the same outputs.
 
     hf_arch: "BertModel" (encoder), "GPT2LMHeadModel" | "GPT2Model" (decoder), "MarianMTModel"
     (encoder-decoder); None picks the first for the model's arch. Tied matrices are written once, as
     Hugging Face does. Dropout inside the FFN (activation_dropout) has no slot in BERT / GPT-2 and is dropped.
-    A model without generator bias writes no final_logits_bias (Marian then uses zeros).
+    A model without generator bias writes no final_logits_bias (Marian then uses zeros). `save(tensors, file)`
+    writes model.safetensors (None: safetensors' save_file; `export --format hf` passes runs/'s, whose failed
+    write is one line).
     """
     c = model.config
     family, hf_arch = check_expressible(c, hf_arch)
@@ -201,10 +205,13 @@ def save_pretrained(model: TransformerBase, path: str | Path, hf_arch: str | Non
     if family.model_type == "gpt2" and "pad_token_id" in c.extra:
         hf["pad_token_id"] = c.extra["pad_token_id"]  # GPT-2 files usually have none: give back what was read
 
-    from safetensors.torch import save_file
-
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    if save is None:
+        from safetensors.torch import save_file
+
+        save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    else:
+        save(tensors, folder / "model.safetensors")
     (folder / "config.json").write_text(json.dumps(hf, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return folder

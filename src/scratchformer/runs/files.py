@@ -3,8 +3,10 @@ leaves the previous file intact."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,6 +48,16 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
-    """safetensors' save_file, then the permissions the umask asks for (its writer makes files 0600)."""
-    save_file(tensors, str(path), metadata={"format": "pt"})
+    """safetensors' save_file, then the permissions the umask asks for (its writer makes files 0600). The one call
+    of save_file: a failed write (a full disk, a file-size limit), which safetensors raises as a SafetensorError,
+    is an OSError naming `path` here, so every caller's `except OSError` turns it into its one line."""
+    from safetensors import SafetensorError
+
+    try:
+        save_file(tensors, str(path), metadata={"format": "pt"})
+    except SafetensorError as e:  # "Error while serializing: I/O error: File too large (os error 27)"
+        code = re.search(r"os error (\d+)", str(e))
+        if code:
+            raise OSError(int(code[1]), os.strerror(int(code[1])), str(path)) from None
+        raise OSError(errno.EIO, str(e).splitlines()[0][:200] if str(e) else type(e).__name__, str(path)) from None
     os.chmod(path, 0o666 & ~current_umask())
