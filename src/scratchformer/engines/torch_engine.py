@@ -241,7 +241,7 @@ class Backend(TorchSearch):
             if mode == "captured":
                 say("--step captured: not with int8 or an ensemble; decoding with the eager step")
             mode = "eager"
-        self.dtype = decoding_dtype(run, options)
+        self.dtype, self.int8 = decoding_dtype(run, options), options.int8
         model = run.model if self.dtype == "fp32" else copy.deepcopy(run.model).to(torch.bfloat16)
         self.group = 1 if options.beam == 1 else options.beam
         steps = CapturedStepCache(model, mode, expected_tokens) if mode != "eager" else None
@@ -256,6 +256,7 @@ class Backend(TorchSearch):
             self.captured.prepare(self.group, background)
 
     def step_in_use(self) -> str:
-        """What decodes the server's beam now: captured, compiling (eager meanwhile) or eager; with the dtype."""
+        """What decodes the server's beam now: captured, compiling (eager meanwhile) or eager; with the dtype (or
+        int8)."""
         state = self.captured.in_use(self.group) if isinstance(self.captured, CapturedStepCache) else "eager"
-        return f"{state} {self.dtype}"
+        return f"{state} {'int8' if self.int8 else self.dtype}"
