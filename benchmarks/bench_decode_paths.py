@@ -1,25 +1,38 @@
 #!/usr/bin/env python3
-"""Our decoder's step paths against each other and against CTranslate2, interleaved, on the shipped model.
+"""Our decoder's paths against CTranslate2's, interleaved, on the shipped model and its test split (issue 45).
 
     .venv/bin/python benchmarks/bench_decode_paths.py [--run-dir models/en-zh] [--sentences 200]
-                                                      [--batch1-sentences 30] [--repeats 3] [--threads 1]
+        [--batch1-sentences 30] [--repeats 3] [--threads 1] [--fresh 1000] [--results benchmarks/results.jsonl]
+    .venv/bin/python benchmarks/bench_decode_paths.py --quick      # a smoke run: 8 sentences, greedy, one round
 
-Four candidates translate the same test sentences, text in and text out, in one process harness (benchlib.
-interleave: alternating order, medians of `--repeats` rounds): ours through the modules (`SCRATCHFORMER_LEAN_STEP=0`,
-the reference), ours through the lean step (decoding/fast_step.py, `--step eager`), ours through the captured step
-(decoding/captured.py, `--step captured`: compiled before the timing if this user's cache lacks it; the seconds that
-took are printed) and scratchformer's CTranslate2 engine (float32, in a child process: ct2_worker.py). Cells: greedy
-and beam 4 at batch 32 (all `--sentences`) and at batch 1 (the first `--batch1-sentences`). Also: the share of
-sentences whose lean and captured outputs equal the modules' output (the target is all of them). `--no-captured`
-leaves the captured column out (no compiler, or no time to compile). `--identity N`: instead, the first N test
-sentences translated once with the eager and once with the captured step (greedy and beam 4, batch 32, or
-`--identity-batch`): how many outputs are identical, and both BLEU scores.
+In one harness (benchlib.interleave: alternating order, medians of `--repeats` rounds), text in and text out, the
+same sentences through: ours eager fp32 (`--step eager`, the reference), ours by default (`--step auto`, fp32: with
+a warm cache, the captured step; its package is compiled before the rounds if this user's cache lacks it, and the
+seconds that took are printed), ours bf16 (`--dtype bf16`, `--step auto`: captured where its package is cached,
+compiled before the rounds too), ours int8 (`--int8`, eager), and scratchformer's CTranslate2 engine in float32 and
+int8 (each in a child process: ct2_worker.py). Cells: greedy and beam 4 at batch 32 (`--sentences`) and batch 1 (the
+first `--batch1-sentences`). Per candidate and cell: sentences/s, the ratio to CTranslate2 float32 and int8, BLEU
+against the references, and the share of outputs identical to ours eager fp32. Which step `auto` ran is named
+(`step_in_use`): if autotune measured the captured step slower on this CPU, auto runs eager, and the row says so.
+
+`--fresh N`: whole `scratchformer translate --file` processes on N test sentences (greedy, batch 32) with an empty
+cache (a temporary XDG_CACHE_HOME: the step rule decides, compile included if it compiles), then again with that
+cache warm, against `--engine ctranslate2` on the same file; start-up (the same command on one sentence) subtracted.
+
+Every figure is printed as one JSON line and appended to `--results` (default benchmarks/results.jsonl; `--quick`
+rows carry "quick": true) with the command, commit, CPU model and flags, load, torch and ctranslate2 versions, date.
+`--no-captured` leaves out the compiles (no compiler, no time): `auto` then runs whatever is cached.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import os
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,10 +41,41 @@ from ct2_worker import CT2Process
 
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.data.corpus import load_pairs
-from scratchformer.decoding import translate_texts
-from scratchformer.decoding.fast_step import ENV as LEAN_ENV
 from scratchformer.engines import Translator
+from scratchformer.evaluation.metrics import bleu
 from scratchformer.runs import load_run
+
+OURS = {  # name -> the options over DecodingOptions(beam, batch_size)
+    "eager fp32": {"step": "eager", "dtype": "fp32"},
+    "default fp32": {"step": "auto", "dtype": "fp32"},
+    "bf16": {"step": "auto", "dtype": "bf16"},
+    "int8": {"step": "eager", "int8": True},
+}
+PEERS = {"ct2 float32": "float32", "ct2 int8": "int8"}
+
+
+def write_rows(path: Path | None, rows: list[dict], quick: bool) -> None:
+    """Append `rows` to the results file with what makes a row readable later (the lead may swap this for
+    benchmarks/results.py's common writer): command, commit, CPU, load, versions, date."""
+    if path is None:
+        return
+    try:
+        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    try:
+        import ctranslate2
+
+        ct2 = ctranslate2.__version__
+    except ImportError:
+        ct2 = None
+    common = {"date": datetime.date.today().isoformat(), "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+              "commit": commit, "ctranslate2": ct2, **({"quick": True} if quick else {})}
+    with open(path, "a", encoding="utf-8") as f:
+        for row in rows:
+            machine = row.get("machine", {})
+            f.write(json.dumps({**common, "cpu": machine.get("cpu"), **row}, ensure_ascii=False) + "\n")
 
 
 def main() -> None:
@@ -40,91 +84,133 @@ def main() -> None:
     p.add_argument("--run-dir", type=Path, default=ROOT / "models" / "en-zh")
     p.add_argument("--sentences", type=int, default=200)
     p.add_argument("--batch1-sentences", type=int, default=30)
-    p.add_argument("--no-captured", action="store_true", help="leave out the captured step (decoding/captured.py)")
+    p.add_argument("--no-captured", action="store_true", help="compile nothing before the rounds")
     p.add_argument("--cells", default="greedy-32,greedy-1,beam4-32,beam4-1", help="which cells, comma-separated")
-    p.add_argument("--identity", type=int, default=0, metavar="N", help="eager vs captured outputs and BLEU on N "
-                   "test sentences (no timing)")
-    p.add_argument("--identity-batch", type=int, default=32, metavar="B", help="the batch size of --identity")
+    p.add_argument("--fresh", type=int, default=1000, metavar="N", help="the fresh-cache CLI run's sentences (0: none)")
+    p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results.jsonl",
+                   help="the JSON-lines file the figures are appended to ('-': none)")
     args = p.parse_args()
+    if args.quick:
+        args.sentences, args.batch1_sentences, args.repeats = 8, 4, args.repeats or 1
+        args.cells, args.fresh = "greedy-32,greedy-1", min(args.fresh, 20)
+    results = None if str(args.results) == "-" else args.results
     threads = setup_threads(args.threads)
     run = load_run(args.run_dir)
     corpus = run.train_config.corpus if run.train_config else "en-zh"
-    if args.identity:
-        return identity(run, load_pairs(corpus, "test", on_error="skip")[: args.identity], threads,
-                        args.identity_batch)
-    texts = [s for s, _ in load_pairs(corpus, "test", on_error="skip")[: args.sentences]]
+    pairs = load_pairs(corpus, "test", on_error="skip")
+    rows: list[dict] = []
     workers = {}
-    try:  # CTranslate2 patience 2, as bench_engines.py
-        workers["ct2"] = CT2Process(None, threads)
-        workers["ct2"].request({"engine": str(args.run_dir), "name": "ctranslate2", "threads": threads,
-                                "patience": 2.0})
-    except (ImportError, RuntimeError) as e:
-        log(f"bench_decode_paths: the ctranslate2 engine is unavailable ({e}); ours only")
+    for name, compute in PEERS.items():  # CTranslate2 patience 2, as bench_engines.py
+        try:
+            workers[name] = CT2Process(None, threads)
+            workers[name].request({"engine": str(args.run_dir), "name": "ctranslate2", "threads": threads,
+                                   "patience": 2.0, "compute_type": compute})
+        except (ImportError, RuntimeError) as e:
+            log(f"bench_decode_paths: CTranslate2 {compute} is unavailable ({e})")
+            workers.pop(name, None)
     repeats = args.repeats or 3
-    for beam in (1, 4):
-        what = "greedy" if beam == 1 else f"beam {beam}"
-        for batch, use in ((32, texts), (1, texts[: args.batch1_sentences])):
-            if f"{'greedy' if beam == 1 else f'beam{beam}'}-{batch}" not in args.cells.split(","):
-                continue
-            keep: dict[str, list[str]] = {}
-
-            def ours(lean: str, key: str, use=use, batch=batch, keep=keep, beam=beam):
-                def call() -> None:
-                    os.environ[LEAN_ENV] = lean
-                    keep[key] = translate_texts(run.model, run.src_tok, run.tgt_tok, use, beam=beam, batch_size=batch)
-                return call
-
-            candidates = {"modules": ours("0", "modules"), "lean": ours("1", "lean")}
-            if not args.no_captured:
-                start = time.perf_counter()  # compiles here (one line says so) unless this user's cache has it
-                fast = Translator(run, DecodingOptions(beam=beam, batch_size=batch, step="captured"))
-                log(f"bench_decode_paths: the captured step for beam {beam} ready in "
-                    f"{time.perf_counter() - start:.1f} s (load {os.getloadavg()[0]:.2f})")
-
-                def captured(fast=fast, use=use, keep=keep) -> None:
-                    os.environ[LEAN_ENV] = "1"
-                    keep["captured"] = fast.translate(use)
-
-                candidates["captured"] = captured
-            if "ct2" in workers:
-                candidates["ct2"] = lambda use=use, batch=batch, beam=beam: workers["ct2"].ask(
-                    {"translate": use, "beam": beam, "batch_size": batch})
-            log(f"bench_decode_paths: {what}, batch {batch}: {len(use)} sentences x {repeats}")
-            times = interleave(candidates, repeats, warmup=1)
-            same = sum(a == b for a, b in zip(keep["modules"], keep["lean"]))
-            common = {"threads": threads, "sentences": len(use), "run": str(args.run_dir),
-                      "times": {k: [round(t, 2) for t in v] for k, v in times.items()}}
-            emit(f"decode paths: {what}, batch {batch}, lean step vs modules", "sentences/s",
-                 len(use) / median(times["lean"]), len(use) / median(times["modules"]), "our modules' step",
-                 note=f"identical outputs: {same} of {len(use)}", **common)
-            if "captured" in times:
-                same = sum(a == b for a, b in zip(keep["modules"], keep["captured"]))
-                emit(f"decode paths: {what}, batch {batch}, captured step vs lean step", "sentences/s",
-                     len(use) / median(times["captured"]), len(use) / median(times["lean"]), "our lean step",
-                     note=f"identical outputs (captured vs modules): {same} of {len(use)}", **common)
-            if "ct2" in times:
-                for key in [k for k in ("captured", "lean", "modules") if k in times]:
-                    emit(f"decode paths: {what}, batch {batch}, {key} vs CTranslate2", "sentences/s",
-                         len(use) / median(times[key]), len(use) / median(times["ct2"]),
-                         "CTranslate2 engine (float32)", **common)
-    os.environ.pop(LEAN_ENV, None)
-    for worker in workers.values():
-        worker.close()
+    try:
+        for beam in (1, 4):
+            for batch, count in ((32, args.sentences), (1, args.batch1_sentences)):
+                if f"{'greedy' if beam == 1 else f'beam{beam}'}-{batch}" in args.cells.split(","):
+                    rows += cell(run, pairs[:count], beam, batch, workers, threads, repeats, not args.no_captured)
+        if args.fresh:
+            rows += fresh(args.run_dir, pairs[: args.fresh], threads)
+    finally:
+        for worker in workers.values():
+            worker.close()
+    write_rows(results, rows, args.quick)
 
 
-def identity(run, pairs: list[tuple[str, str]], threads: int, batch: int = 32) -> None:
-    """Eager and captured outputs of `pairs`' sources, greedy and beam 4 at `batch`: identical count and BLEU."""
-    from scratchformer.evaluation.metrics import bleu
-
+def cell(run, pairs, beam: int, batch: int, workers: dict, threads: int, repeats: int, compile: bool) -> list[dict]:
+    """One cell's interleaved rounds and its figures."""
+    what = f"{'greedy' if beam == 1 else f'beam {beam}'}, batch {batch}"
     texts, refs = [s for s, _ in pairs], [t for _, t in pairs]
-    for beam in (1, 4):
-        out = {step: Translator(run, DecodingOptions(beam=beam, batch_size=batch, step=step)).translate(texts)
-               for step in ("eager", "captured")}
-        same = sum(a == b for a, b in zip(out["eager"], out["captured"]))
-        scores = {step: bleu(hyps, refs)["score"] for step, hyps in out.items()}
-        emit(f"decode paths: {'greedy' if beam == 1 else f'beam {beam}'}, captured vs eager outputs", "BLEU",
-             scores["captured"], scores["eager"], "the eager (lean) step",
-             note=f"identical outputs: {same} of {len(texts)}", threads=threads, sentences=len(texts), batch=batch)
+    translators = {}
+    for name, options in OURS.items():
+        if compile and options.get("step") == "auto":  # warm the cache: compiled once if missing (timed)
+            start = time.perf_counter()
+            Translator(run, DecodingOptions(beam=beam, batch_size=batch, **{**options, "step": "captured"}))
+            log(f"bench_decode_paths: {name}, beam {beam}: captured package ready in "
+                f"{time.perf_counter() - start:.1f} s (load {os.getloadavg()[0]:.2f})")
+        translators[name] = Translator(run, DecodingOptions(beam=beam, batch_size=batch, **options))
+    keep: dict[str, list[str]] = {}
+
+    def ours(name: str):
+        def call() -> None:
+            keep[name] = translators[name].translate(texts)
+        return call
+
+    def peer(name: str):
+        def call() -> None:
+            keep[name] = workers[name].ask({"translate": texts, "beam": beam, "batch_size": batch})
+        return call
+
+    candidates = {**{n: ours(n) for n in translators}, **{n: peer(n) for n in workers}}
+    log(f"bench_decode_paths: {what}: {len(texts)} sentences x {repeats} round(s), threads {threads}")
+    times = interleave(candidates, repeats, warmup=1)
+    rate = {n: len(texts) / median(t) for n, t in times.items()}
+    scores = {n: round(bleu(keep[n], refs)["score"], 2) for n in keep}
+    same = {n: sum(a == b for a, b in zip(keep[n], keep["eager fp32"])) for n in keep}
+    steps = {n: t.backend.step_in_use() for n, t in translators.items()}
+    common = {"threads": threads, "sentences": len(texts), "beam": beam, "batch": batch, "rounds": repeats,
+              "times": {k: [round(t, 3) for t in v] for k, v in times.items()}}
+    rows = []
+    for name in rate:
+        values = {**common, "bleu": scores[name], "identical_to_eager_fp32": f"{same[name]}/{len(texts)}",
+                  "step": steps.get(name, name), "vs_ct2_int8": round(rate[name] / rate["ct2 int8"], 3)
+                  if "ct2 int8" in rate else None}
+        peer_rate = rate.get("ct2 float32")
+        rows.append(emit(f"decode paths: {what}, {name} vs CTranslate2 float32", "sentences/s", rate[name],
+                         peer_rate, "CTranslate2 engine (float32)" if peer_rate else "",
+                         note=f"step in use: {values['step']}; BLEU {scores[name]}; identical to eager fp32: "
+                              f"{values['identical_to_eager_fp32']}", **values))
+    return rows
+
+
+def fresh(run_dir: Path, pairs, threads: int) -> list[dict]:
+    """Whole CLI processes on a fresh, then a warm cache, and CTranslate2's, start-up subtracted."""
+    with tempfile.TemporaryDirectory(prefix="bench-fresh-") as tmp:
+        src, one = Path(tmp) / "src.txt", Path(tmp) / "one.txt"
+        src.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+        one.write_text(pairs[0][0] + "\n", encoding="utf-8")
+        env = {**os.environ, "XDG_CACHE_HOME": str(Path(tmp) / "cache"), "PYTHONPATH": str(ROOT / "src")}
+
+        def cli(file: Path, *extra: str) -> tuple[float, str, str]:
+            start = time.perf_counter()
+            out = subprocess.run([sys.executable, "-m", "scratchformer", "translate", str(run_dir), "--file", str(file),
+                                  "--beam", "1", "--batch-size", "32", "--threads", str(threads), *extra],
+                                 capture_output=True, text=True, env=env, timeout=3600)
+            if out.returncode:
+                raise RuntimeError(f"translate failed: {out.stderr.strip().splitlines()[-1:]}")
+            return time.perf_counter() - start, out.stdout, out.stderr
+
+        startup = {"ours": cli(one, "--step", "eager")[0], "ct2": cli(one, "--engine", "ctranslate2")[0]}
+        first, out_first, err = cli(src)  # fresh: the rule decides (compile included if it compiles)
+        second, out_second, _ = cli(src)  # warm
+        peer, out_peer, _ = cli(src, "--engine", "ctranslate2")
+    compiled = "compiling the captured decoding step" in err
+    log(f"bench_decode_paths: fresh cache, {len(pairs)} sentences: first {first:.1f} s "
+        f"({'compiled' if compiled else 'no compile'}), second {second:.1f} s, CTranslate2 {peer:.1f} s; start-up "
+        f"ours {startup['ours']:.1f} s, CTranslate2 {startup['ct2']:.1f} s")
+    n, rows = len(pairs), []
+
+    def rate(seconds: float, start: float) -> float | None:  # None: the run was not longer than its start-up
+        return n / (seconds - start) if seconds > start else None
+
+    peer_rate = rate(peer, startup["ct2"])
+    for name, seconds, out in (("fresh cache (compile included)", first, out_first), ("warm cache", second,
+                                                                                      out_second)):
+        same = sum(a == b for a, b in zip(out.splitlines(), out_peer.splitlines()))
+        ours = rate(seconds, startup["ours"])
+        rows.append(emit(f"translate --file, {n} sentences, greedy batch 32, {name} vs CTranslate2 float32",
+                         "sentences/s", ours or 0.0, peer_rate if ours else None,
+                         "CTranslate2 engine (float32), whole CLI process", note=f"compiled: {compiled}; "
+                         f"identical to CTranslate2: {same}/{n}; start-up subtracted" + ("" if ours and peer_rate else
+                         "; too few sentences to exceed the start-up: no ratio"), seconds=round(seconds, 2),
+                         peer_seconds=round(peer, 2), startup={k: round(v, 2) for k, v in startup.items()},
+                         threads=threads, sentences=n, compiled=compiled, stderr_first=err.strip().splitlines()[:3]))
+    return rows
 
 
 if __name__ == "__main__":

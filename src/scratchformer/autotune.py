@@ -59,6 +59,12 @@ def cpu_name() -> str:
     return name.strip() if name is not None else platform.processor() or platform.machine() or "unknown"
 
 
+def has_bf16() -> bool:
+    """Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX): elsewhere bf16 runs slower than fp32."""
+    flags = cpu_flags().split()
+    return "avx512_bf16" in flags or any(f.startswith("amx") for f in flags)
+
+
 def cpu_flags() -> str:
     """The CPU's feature flags (/proc/cpuinfo), sorted: what generated code may use (AVX-512, AMX); "" if unknown."""
     return " ".join(sorted((_cpuinfo("flags", "features") or "").split()))
@@ -145,6 +151,30 @@ class Tuner:
         stored = self._memo.get(key) or self._read().get(key)
         return stored if isinstance(stored, str) else stored.get("choice") if isinstance(stored, dict) else None
 
+    def entry(self, decision: str, shapes: Any) -> dict[str, Any] | None:
+        """The whole record kept for `decision` on these `shapes` here (its choice and measured figures), or None:
+        measures nothing."""
+        if not enabled():
+            return None
+        stored = self._read().get(self._key(decision, shapes))
+        return stored if isinstance(stored, dict) else None
+
+    def record(self, decision: str, shapes: Any, entry: dict[str, Any]) -> bool:
+        """Keep `entry` (JSON-able; a "choice" in it is what `recorded` answers) for `decision` on these `shapes`,
+        measured by the caller (a compile's seconds, a saving per token). Nothing is kept when autotune is off or
+        the machine is busy (the figure would measure the other jobs): returns whether it was kept."""
+        if not enabled() or self.busy():
+            return False
+        key = self._key(decision, shapes)
+        if isinstance(entry.get("choice"), str):
+            self._memo[key] = entry["choice"]
+        self._write(key, entry)
+        return True
+
+    def seconds(self, candidates: Mapping[str, Callable[[], object]]) -> dict[str, float]:
+        """Min seconds of one call per candidate, interleaved (the measurement `choose` makes), nothing kept."""
+        return self._time(candidates)
+
     @staticmethod
     def _key(decision: str, shapes: Any) -> str:
         return json.dumps([decision, cpu_name(), torch.__version__, torch.get_num_threads(), shapes])
@@ -202,6 +232,16 @@ TUNER = Tuner()  # the process's tuner (tests replace it)
 def recorded(decision: str, shapes: Any) -> str | None:
     """TUNER.recorded: see Tuner.recorded."""
     return TUNER.recorded(decision, shapes)
+
+
+def entry(decision: str, shapes: Any) -> dict[str, Any] | None:
+    """TUNER.entry: see Tuner.entry."""
+    return TUNER.entry(decision, shapes)
+
+
+def record(decision: str, shapes: Any, entry: dict[str, Any]) -> bool:
+    """TUNER.record: see Tuner.record."""
+    return TUNER.record(decision, shapes, entry)
 
 
 def choose(decision: str, shapes: Any, candidates: Mapping[str, Callable[[], object]], default: str) -> str:
@@ -272,3 +312,30 @@ def training_dtype(d_model: int, d_ff: int, device: torch.device, rows: int = 20
         return work
 
     return choose("train-dtype", [d_model, d_ff, rows], {"fp32": step(None), "bf16": step(torch.bfloat16)}, "fp32")
+
+
+def decoding_dtype(d_model: int, d_ff: int, vocab: int, rows: tuple[int, ...] = (1, 32)) -> str:
+    """"bf16" or "fp32" for decoding's `dtype: auto`: one decoding step's GEMMs (the stacked q/k/v, the other
+    attention projections, the FFN and the output layer) at each of `rows`, with fp32 weights and with bf16 ones.
+    Without AVX512-BF16 or AMX: fp32 without timing (bf16 is emulated there, and slower)."""
+    if not has_bf16():
+        return "fp32"
+    g = torch.Generator().manual_seed(0)
+    shapes = [(3 * d_model, d_model), (d_model, d_model), (d_model, d_model), (d_ff, d_model), (d_model, d_ff),
+              (vocab, d_model)]
+    weights = [torch.randn(o, i, generator=g) / i**0.5 for o, i in shapes]
+    inputs = {(r, i): torch.randn(r, i, generator=g) for r in rows for _, i in shapes}
+
+    def step(dtype: torch.dtype) -> Callable[[], object]:
+        ws = [w.to(dtype) for w in weights]
+        xs = {k: x.to(dtype) for k, x in inputs.items()}
+
+        def work() -> None:
+            with torch.inference_mode():
+                for r in rows:
+                    for w in ws:
+                        torch.nn.functional.linear(xs[(r, w.size(1))], w)
+        return work
+
+    return choose("decode-dtype", [d_model, d_ff, vocab, list(rows)],
+                  {"fp32": step(torch.float32), "bf16": step(torch.bfloat16)}, "fp32")

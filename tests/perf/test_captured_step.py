@@ -164,7 +164,7 @@ def test_auto_never_compiles(run, private_home, monkeypatch):
     monkeypatch.setattr(captured, "compile_step", lambda *a: pytest.fail("auto compiled"))
     monkeypatch.setenv(autotune.ENV, "1")
     monkeypatch.setattr(autotune.TUNER, "recorded", lambda decision, shapes: "captured")  # measured faster, no package
-    translator = Translator(run, run.decoding.pick(beam=1, step="auto"))
+    translator = Translator(run, run.decoding.pick(beam=1, step="auto", dtype="fp32"))  # dtype auto would measure
     assert translator.backend.captured(1) is None
     assert translator.translate(TEXTS) == Translator(run, run.decoding.pick(beam=1, step="eager")).translate(TEXTS)
     assert not (private_home / "cache" / "scratchformer").exists()  # nothing made in the cache either
@@ -203,11 +203,12 @@ def test_the_package_key_changes_with_the_weights(run, monkeypatch):
     changed = torch_engine.CapturedStepCache(run.model, "auto")
     with torch.no_grad():
         weight = run.model.generator.proj.weight
+        kept = weight[0, 0].clone()
         weight[0, 0] += 1.0
         try:
             assert changed.stamp(1)["weights"] != before["weights"]
         finally:
-            weight[0, 0] -= 1.0
+            weight[0, 0] = kept  # exactly (x + 1 - 1 may not be x): later tests compare digests with a fresh load
 
 
 def test_the_step_option_is_checked():
@@ -231,3 +232,158 @@ def test_translate_texts_says_it_runs_the_eager_step_when_asked_for_the_captured
     with pytest.warns(UserWarning, match="eager step.*Translator"):
         out = translate_texts(model, tok, tok, ["abc"], beam=1, step="captured")
     assert out == translate_texts(model, tok, tok, ["abc"], beam=1, step="eager")
+
+
+# -- the default step rule (`step: auto`, engines/torch_engine.py): no timing, a fake cost model ---------------------
+
+@pytest.fixture
+def autotune_on(private_home, monkeypatch):
+    """Autotune on (the suite runs with it off), its records in the temporary cache, never busy; the compiler found."""
+    monkeypatch.setenv(autotune.ENV, "1")
+    monkeypatch.setattr(autotune, "TUNER", autotune.Tuner(private_home / "cache" / "scratchformer" / "autotune.json",
+                                                          busy=lambda: False))
+    monkeypatch.setattr(captured, "compiler_available", lambda: True)
+    return private_home
+
+
+@pytest.fixture
+def fake_compiles(package, encoder_package, monkeypatch):
+    """Compiles replaced by copies of the fixtures' packages (one row per sentence); the timing after a compile
+    replaced by fixed figures. Returns the list of what was compiled."""
+    compiles = []
+
+    def fake_compile(step, path, tuned=False):
+        compiles.append((step.group, tuned))
+        shutil.copy(package, path)
+        return path
+
+    def fake_encoder(encoder, path):
+        compiles.append("encoder")
+        shutil.copy(encoder_package, path)
+        return path
+
+    monkeypatch.setattr(captured, "compile_step", fake_compile)
+    monkeypatch.setattr(captured, "compile_encoder", fake_encoder)
+    monkeypatch.setattr(torch_engine.CapturedStepCache, "_measure", lambda self, fn, group: None)
+    return compiles
+
+
+def test_a_one_sentence_call_on_a_fresh_cache_runs_eager_and_never_compiles(run, autotune_on, monkeypatch, capsys):
+    monkeypatch.setattr(captured, "compile_step", lambda *a, **k: pytest.fail("a one-sentence call compiled"))
+    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", 0.0)  # even where a compile would cost nothing
+    for beam in (1, 4):
+        translator = Translator(run, run.decoding.pick(beam=beam, step="auto", dtype="fp32"))
+        assert translator.translate(TEXTS[:1])
+        assert translator.backend.captured(1 if beam == 1 else beam) is None
+        assert translator.backend.step_in_use() == "eager fp32"
+    assert "compil" not in capsys.readouterr().err
+
+
+def test_the_rule_compiles_when_the_estimated_saving_exceeds_the_compile_cost(run, autotune_on, monkeypatch):
+    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", 100.0)
+    monkeypatch.setattr(torch_engine, "SAVING_PER_ROW_TOKEN", 1e-3)
+    steps = torch_engine.CapturedStepCache(run.model, "auto", expected_tokens=200_000)
+    assert steps.pays(1) == (True, 100.0, pytest.approx(200.0))
+    assert steps.pays(4)[0] and steps.pays(4)[2] == pytest.approx(800.0)  # beams: more rows per token saved
+    assert not steps.pays(1, tokens=50_000)[0]  # 50 s saved < 100 s of compiling
+    assert not torch_engine.CapturedStepCache(run.model, "auto").pays(1)[0]  # size unknown: never
+    # measured figures replace the constants: a compile measured at 10 s here, a saving of 1 ms per token
+    shapes = steps.shapes(1)
+    assert autotune.record("decode-compile", shapes, {"seconds": 10.0})
+    assert autotune.record("decode-step", shapes, {"choice": "captured", "saving_per_token": 1e-3})
+    assert steps.pays(1, tokens=50_000) == (True, 10.0, pytest.approx(50.0))
+    assert not steps.pays(1, tokens=5_000)[0]
+
+
+@needs_compiler
+def test_a_big_file_compiles_once_saying_so_and_a_second_run_uses_the_cached_package(
+        run, tiny_run, autotune_on, fake_compiles, monkeypatch, capsys, tmp_path):
+    from scratchformer.cli import main
+
+    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", 1.0)
+    monkeypatch.setattr(torch_engine, "SAVING_PER_ROW_TOKEN", 1e-3)
+    small, big = tmp_path / "small.txt", tmp_path / "big.txt"
+    small.write_text("hello world\n")  # ~12 tokens: saves ~0.012 s < 1 s
+    big.write_text("\n".join(TEXTS * 40) + "\n")  # 200 lines, ~2,000 tokens: ~2 s > 1 s
+    args = ["translate", str(tiny_run), "--beam", "1", "--dtype", "fp32"]
+    assert main([*args, "--file", str(small)]) == 0
+    assert fake_compiles == [] and "compil" not in capsys.readouterr().err
+    assert main([*args, "--file", str(big)]) == 0
+    out = capsys.readouterr()
+    assert fake_compiles == [(1, False), (1, True), "encoder"]
+    err = out.err.splitlines()
+    assert err[0].startswith("compiling the captured decoding step: it should save about 2 s")
+    assert [line.split(" (")[0].strip() for line in err if line.strip().startswith("[")] == [
+        "[1/3] the step for any batch", "[2/3] the step tuned for a few rows", "[3/3] the encoder"]
+    eager = Translator(run, run.decoding.pick(beam=1, step="eager")).translate(TEXTS * 40)
+    assert out.out.splitlines() == eager
+    # a second run, even of one sentence, finds the package: no compile, the captured step at once
+    warm = Translator(run, run.decoding.pick(beam=1, step="auto", dtype="fp32"))
+    assert warm.backend.captured(1) is not None and warm.backend.step_in_use() == "captured fp32"
+    assert warm.translate(TEXTS) == eager[: len(TEXTS)] and len(fake_compiles) == 3
+    assert "compil" not in capsys.readouterr().err
+
+
+@needs_compiler
+def test_a_package_measured_slower_here_is_not_used(run, autotune_on, fake_compiles):
+    steps = torch_engine.CapturedStepCache(run.model, "auto")
+    steps.prepare(1)  # compiled (faked) and cached
+    assert steps(1) is not None and len(fake_compiles) == 3
+    assert autotune.record("decode-step", steps.shapes(1), {"choice": "eager"})
+    assert torch_engine.CapturedStepCache(run.model, "auto")(1) is None
+
+
+def test_without_a_compiler_a_call_that_would_compile_runs_eager_with_one_line(run, autotune_on, monkeypatch,
+                                                                               capsys):
+    monkeypatch.setattr(captured, "compiler_available", lambda: False)
+    monkeypatch.setattr(captured, "compile_step", lambda *a, **k: pytest.fail("compiled without a compiler"))
+    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", 0.0)
+    options = run.decoding.pick(beam=1, step="auto", dtype="fp32")
+    translator = Translator(run, options, expected_tokens=10_000)
+    assert translator.translate(TEXTS) == Translator(run, options.pick(step="eager")).translate(TEXTS)
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "the captured decoding step cannot be built here (no C++ compiler); decoding with the eager step"]
+    Translator(run, options).translate(TEXTS[:1])  # a one-sentence call would not have compiled: no line
+    assert capsys.readouterr().err == ""
+
+
+@needs_compiler
+def test_serve_compiles_in_the_background_and_answers_eagerly_until_ready(run, autotune_on, fake_compiles,
+                                                                          monkeypatch):
+    import threading
+
+    from scratchformer.serve import RunTranslator, create_app
+    from scratchformer.serve.app import Settings
+
+    release = threading.Event()
+    compile_step = captured.compile_step
+
+    def slow_compile(step, path, tuned=False):
+        assert release.wait(60)
+        return compile_step(step, path, tuned)
+
+    monkeypatch.setattr(captured, "compile_step", slow_compile)
+    served = RunTranslator(run, {"beam": 1, "dtype": "fp32"})
+    assert served.step() == "compiling fp32"
+    eager = Translator(run, run.decoding.pick(beam=1, step="eager")).translate(TEXTS)
+    assert [hs[0][0] for hs in served.translate(TEXTS, served_options(served))] == eager  # answered meanwhile
+    assert served.translator.backend.captured(1) is None
+    from fastapi.testclient import TestClient
+
+    with TestClient(create_app(served, Settings("en", "zh")), base_url="http://localhost") as client:
+        health = client.get("/health")
+        assert health.json().get("step") == "compiling fp32", health.text
+        release.set()
+        for _ in range(600):
+            if served.step() != "compiling fp32":
+                break
+            threading.Event().wait(0.1)
+        assert client.get("/health").json()["step"] == "captured fp32"
+    assert served.translator.backend.captured(1) is not None
+    assert [hs[0][0] for hs in served.translate(TEXTS, served_options(served))] == eager
+
+
+def served_options(served):
+    from scratchformer.serve import Options
+
+    return Options(beam=served.options.beam)

@@ -84,6 +84,26 @@ def _check_arch(args: argparse.Namespace, arch: str) -> None:
                           f"text: use `scratchformer evaluate {args.run_dir}`")
 
 
+def _expected_tokens(args: argparse.Namespace, run) -> int | None:
+    """--file's work for the torch engine's step rule (engines/torch_engine.py: compile the captured step when it
+    pays): its lines x the mean source tokens (with </s>) of its first CHUNK lines, as an estimate of the output
+    tokens. None for text arguments and stdin: a call whose size is unknown never waits for a compile."""
+    if not args.file or args.file == "-" or not Path(args.file).is_file():
+        return None
+    sample, lines = [], 0
+    try:
+        with open(args.file, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if len(sample) < CHUNK:
+                    sample.append(line.rstrip("\n"))
+                lines += 1
+    except OSError:
+        return None  # iter_lines says what is wrong with the file, in one line
+    if not lines:
+        return None
+    return int(lines * sum(len(ids) + 1 for ids in run.src_tok.encode_batch(sample)) / len(sample))
+
+
 def translate_stream(translate: Callable[[list[str]], list], lines: Iterable[str], write: Callable[[list], None],
                      chunk: int = CHUNK) -> Iterator[tuple[list[str], list]]:
     """Read `lines` CHUNK at a time, translate each chunk and `write` its outputs before reading on; yields each
@@ -118,7 +138,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
         check_options(options, cli=True)
     run = load_run(args.run_dir, args.weights, ensemble=args.ensemble)
     _check_arch(args, run.model_config.arch)
-    translator = Translator(run, from_args(run.decoding, args), cli=True)
+    options = from_args(run.decoding, args)
+    expected = _expected_tokens(args, run) if options.engine == "torch" else None
+    translator = Translator(run, options, cli=True, **({"expected_tokens": expected} if expected else {}))
     structured = translator.options.n_best > 1 or translator.options.align or args.format == "jsonl"
 
     from scratchformer.data.language import warn_wrong_language  # a mostly-CJK input to an en->zh model: one line

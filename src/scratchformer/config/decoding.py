@@ -19,8 +19,11 @@ run's file; a flag given on the command line wins; the flags themselves are made
     int8                dynamic int8 weights (torch: quantize_int8; ctranslate2: its own int8 compute type)
     ensemble            more weights files of the run folder, averaged with model.safetensors (decoding/ensemble.py)
     step                torch's decoding step: eager (the lean step), captured (compiled ahead with AOTInductor and
-                        cached per user, CPU, torch and weights; compiles on first use, saying so), or auto (the
-                        captured step only if it is cached and was measured faster: never compiles)
+                        cached per user, CPU, torch, dtype and weights; compiles on first use, saying so), or auto
+                        (a cached package unless measured slower here; with none, a compile only where it pays:
+                        engines/torch_engine.py's rule, docs/performance.md)
+    dtype               torch's weights and activations while decoding: fp32, bf16, or auto (bf16 where this CPU
+                        has AVX512-BF16 or AMX and it measured faster: autotune.decoding_dtype)
     chosen              free text: how these values were chosen (people only)
 
 An old file (the four keys alpha, split_sentences, repair_copies, chosen, or with ensemble) loads as it is; every
@@ -49,6 +52,7 @@ MAX_ALPHA = 10.0  # GNMT tuned alpha in [0.6, 1]; ((5 + 512) / 6) ** 10 is still
 MIN_PENALTY = 0.01  # and 1 / 0.01 = 100 at most: far beyond any useful value, and logits / P stay finite
 PAPER_EXTRA_LEN = 50  # section 6.1: "maximum output length to input length + 50"
 STEPS = ("auto", "eager", "captured")  # the torch engine's decoding step (decoding/captured.py)
+DTYPES = ("auto", "fp32", "bf16")  # the torch engine's decoding dtype
 
 
 # Hugging Face and CTranslate2 rank finished beams by logP / |Y|^lp, GNMT (ours) by logP / ((5 + |Y|) / 6)^alpha.
@@ -120,6 +124,7 @@ class DecodingOptions:
     align: bool = False
     int8: bool = False
     step: str = "auto"
+    dtype: str = "auto"
 
     def pick(self, **flags: Any) -> DecodingOptions:
         """These options with each flag that was given (not None) in place of the run's value."""
@@ -157,6 +162,10 @@ class DecodingOptions:
                 raise ConfigError(f"{name(size)}: must be >= 1 (or left unset)")
         if self.step not in STEPS:
             raise ConfigError(f"{name('step')}: must be one of {', '.join(STEPS)}")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"{name('dtype')}: must be one of {', '.join(DTYPES)}")
+        if self.int8 and self.dtype == "bf16":
+            raise ConfigError(f"{name('int8')} with {name('dtype')}: int8 weights compute in fp32; choose one")
         if self.n_best < 1:
             raise ConfigError(f"{name('n_best')}: must be >= 1")
         if self.n_best > self.beam:
@@ -252,8 +261,11 @@ FLAGS: tuple[Flag, ...] = (
          "(outputs with CJK text only; decoding/copies.py)", ALL),
     Flag("int8", "dynamic int8 quantisation of the Linear layers (CPU)", ALL),
     Flag("step", "torch's decoding step: eager, captured (compiled once with AOTInductor, cached in your cache "
-         "folder; the first use says it compiles) or auto (captured only if cached and measured faster)", ALL, str,
+         "folder; the first use says it compiles) or auto (a cached package; with none, translate --file compiles "
+         "when the measured compile cost is below the time it saves, serve compiles in the background)", ALL, str,
          "{auto,eager,captured}"),
+    Flag("dtype", "torch's decoding precision: fp32, bf16 (outputs may differ slightly) or auto (bf16 where the CPU "
+         "has AVX512-BF16 or AMX and it measured faster)", ALL, str, "{auto,fp32,bf16}"),
 )
 
 

@@ -332,7 +332,7 @@ class CapturedSteps:
         if self.beams is not None:  # row r wrote position t into its own cache row
             self.beams[:, t] = self.own[: self.beams.size(0)]
         self.length = t + 1
-        return logits
+        return logits.float()  # a bf16 package's logits: the search's sums in fp32 (a no-op for fp32)
 
     def _grow(self, capacity: int) -> None:
         n, rows = self.length, self.selfs[0].size(0)

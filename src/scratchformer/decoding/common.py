@@ -159,7 +159,7 @@ class Seq2SeqSteps:
             if self.group > 1:  # the reference path copies each sentence's memory for its rows
                 memory, src_mask = memory.repeat_interleave(self.group, 0), src_mask.repeat_interleave(self.group, 0)
             hidden = self.model.decode(memory, src_mask, tokens)  # (N, t, D)
-            return self.model.generator.logits(hidden[:, -1])  # (N, V)
+            return self.model.generator.logits(hidden[:, -1]).float()  # (N, V); a bf16 model's in fp32
         return self._cached_step(tokens[:, -1:])
 
     def _cached_step(self, new: Tensor) -> Tensor:
@@ -177,7 +177,7 @@ class Seq2SeqSteps:
             x = m.tgt_embed(new, offset=cache.length)  # (N, 1, D)
             hidden = m.decoder(x, self.memory, None, self.src_mask, cache)  # (N, 1, D)
         self.memory = None  # from now on cross-attention reads its keys/values from the cache
-        return m.generator.logits(hidden[:, -1])  # (N, V)
+        return m.generator.logits(hidden[:, -1]).float()  # (N, V): the search's sums in fp32 (a no-op for fp32)
 
     def _select(self, index: Tensor) -> None:
         shrink = index.numel() < self.rows

@@ -1,21 +1,35 @@
 """The reference engine: our own search on PyTorch (decoding/search.py), with every decoding option.
 
 Its decoding step (`step`, config/decoding.py): eager, the lean step (decoding/fast_step.py); captured, that step
-compiled ahead with AOTInductor (decoding/captured.py); auto, the captured step only where a package is already
-cached and autotune measured it faster here. A package is compiled only under `step: captured`, with one line
-saying so, into this user's cache (runs/cache.py: $XDG_CACHE_HOME/scratchformer, 0700, written atomically, content
-hashed), one per CPU flags, torch version, weights digest and rows per sentence (1 for greedy, the beam width),
-each holding two packages of the same step (one tuned for a few rows, one for any; rows, source length and capacity
-are dynamic dimensions of both) and one of the encoder with the decoder's cross-attention projections (batch and
-source length dynamic). Packages are only ever loaded from there,
-under a name made from our own digest of the weights. Anything that fails runs the eager step, with one line.
+compiled ahead with AOTInductor (decoding/captured.py), compiled on first use with one line saying so; auto, the
+default, the captured step whenever it pays (CapturedStepCache.pays):
+  - a package cached for this model, dtype, CPU and torch is used at once (unless autotune measured it slower here);
+  - with none cached, a call that says how much it will decode (`translate --file`: `expected_tokens`) compiles,
+    saying so with progress, when the compile's cost (measured here once, COMPILE_SECONDS before that) is below the
+    time it saves (the tokens x the per-token saving measured here after a compile, SAVING_PER_ROW_TOKEN x rows per
+    sentence before that); a call that does not (one sentence, a library call) never waits for a compile;
+  - `serve` compiles in a background thread at start-up (`prepare(background=True)`) and decodes with the eager step
+    until the package is ready (`in_use` says which: its /health);
+  - without a C++ compiler, or for a model the step does not cover, the eager step runs, and where a compile would
+    have run, one line says why; SCRATCHFORMER_AUTOTUNE=0 (the test suite) makes auto the eager step.
+Packages live in this user's cache (runs/cache.py: $XDG_CACHE_HOME/scratchformer, 0700, written atomically, content
+hashed), one per CPU flags, torch version, dtype, weights digest and rows per sentence (1 for greedy, the beam
+width), each holding two packages of the same step (one tuned for a few rows, one for any; rows, source length and
+capacity are dynamic dimensions of both) and one of the encoder with the decoder's cross-attention projections.
+Packages are only ever loaded from there, under a name made from our own digest of the weights. Anything that fails
+runs the eager step, with one line.
+
+Its precision (`dtype`): fp32, bf16 (a bf16 copy of the weights; logits handed to the search in fp32), or auto:
+bf16 where the CPU has AVX512-BF16 or AMX and autotune measured a decoding step's GEMMs faster in it.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +50,11 @@ ENCODER = "encoder.pt2"  # the encoder with the cross-attention projections (cap
 FORMAT = 6  # of the packages' layout and graph, part of every key (4: attention written out, 5: the encoder,
 #            6: beams read their cache through an index)
 SENTENCES = (1, 32)  # the batch sizes autotune times the two steps at
+MEASURED_STEPS = 16  # decoding steps per timed call (captured.time_steps)
+COMPILE_SECONDS = 150.0  # a beam width's three packages, until measured here (~50 s on a quiet EPYC, more on a busy
+#                          2-core Xeon)
+SAVING_PER_ROW_TOKEN = 2.5e-4  # seconds the captured step saves per output token and row of a sentence (x beam
+#                               width), until measured here: the shipped model at batch 32 saves 0.2-0.4 ms greedy
 
 
 def say(line: str) -> None:
@@ -43,55 +62,106 @@ def say(line: str) -> None:
 
 
 class CapturedStepCache:
-    """steps(group) -> the compiled step for `group` rows per sentence, or None (the eager step runs); loaded once."""
+    """steps(group) -> the compiled step for `group` rows per sentence, or None (the eager step runs); loaded once.
+    mode: auto, captured (module docstring); expected_tokens: the output tokens this call will decode, if known."""
 
-    def __init__(self, model: torch.nn.Module, mode: str) -> None:
-        self.model, self.mode = model, mode
+    def __init__(self, model: torch.nn.Module, mode: str, expected_tokens: int | None = None) -> None:
+        self.model, self.mode, self.expected = model, mode, expected_tokens
         self.loaded: dict[int, captured.CapturedDecoder | None] = {}
+        self._pending: set[int] = set()  # groups compiling in the background (serve): the eager step meanwhile
         self._digest: str | None = None
         self._why = captured.unavailable(model) if mode != "eager" else "eager"
         if self._why is not None and mode == "captured":
             say(f"--step captured: {self._why}; decoding with the eager step")
+        if mode == "auto" and not autotune.enabled():  # SCRATCHFORMER_AUTOTUNE=0: every default, the eager step
+            self._why = "off"
 
     def __call__(self, group: int) -> captured.CapturedDecoder | None:
+        if group in self._pending:
+            return None
         if group not in self.loaded:
+            if self._why is not None:
+                self._explain(group)
             self.loaded[group] = None if self._why is not None else self._load(group)
         return self.loaded[group]
 
+    def prepare(self, group: int, background: bool = False) -> None:
+        """The step for `group` loaded, compiled if no package is cached (auto and captured alike), now or in a
+        background thread (serve: the eager step answers until it is ready)."""
+        if self._why is not None:
+            self._explain(group, always=True)
+            self.loaded[group] = None
+            return
+        if not background:
+            self.loaded[group] = self._load(group, compile=True)
+            return
+        self._pending.add(group)
+
+        def work() -> None:
+            try:
+                self.loaded[group] = self._load(group, compile=True)
+            finally:
+                self._pending.discard(group)
+
+        threading.Thread(target=work, name="scratchformer-compile", daemon=True).start()
+
+    def in_use(self, group: int) -> str:
+        """"captured", "compiling" (in the background; eager meanwhile) or "eager": what decodes `group` now."""
+        if group in self._pending:
+            return "compiling"
+        return "captured" if self.loaded.get(group) is not None else "eager"
+
+    def _explain(self, group: int, always: bool = False) -> None:
+        """One line where a compile would have run but cannot (no compiler, a model the step does not cover)."""
+        if self._why not in ("eager", "off") and (always or (self.mode == "auto" and self.pays(group)[0])):
+            say(f"the captured decoding step cannot be built here ({self._why}); decoding with the eager step")
+        return False
+
     def shapes(self, group: int) -> dict[str, Any]:
-        """What autotune's record of this choice is keyed by (besides CPU, torch, threads): the step's geometry."""
+        """What autotune's records of this choice are keyed by (besides CPU, torch, threads): the step's geometry."""
         c = self.model.config
         return {"d_model": c.d_model, "d_ff": c.d_ff, "heads": c.n_heads, "layers": c.n_decoder_layers,
-                "vocab": c.tgt_vocab_size, "group": group, "sentences": list(SENTENCES)}
+                "vocab": c.tgt_vocab_size, "group": group, "sentences": list(SENTENCES), "dtype": self.dtype()}
+
+    def dtype(self) -> str:
+        return str(next(self.model.parameters()).dtype).removeprefix("torch.")
+
+    def pays(self, group: int, tokens: int | None = None) -> tuple[bool, float, float]:
+        """(compile?, the compile's estimated seconds, the estimated seconds it saves) for a call decoding `tokens`
+        output tokens (default: expected_tokens) at `group` rows per sentence: compile when cost < saving."""
+        tokens = self.expected if tokens is None else tokens
+        shapes = self.shapes(group)
+        cost = (autotune.entry("decode-compile", shapes) or {}).get("seconds", COMPILE_SECONDS)
+        per_token = (autotune.entry("decode-step", shapes) or {}).get("saving_per_token",
+                                                                       SAVING_PER_ROW_TOKEN * group)
+        saving = max(0.0, float(per_token)) * (tokens or 0)
+        return float(cost) < saving, float(cost), saving
 
     def stamp(self, group: int) -> dict[str, Any]:
         if self._digest is None:
             self._digest = weights_digest(self.model)
         return {"format": FORMAT, "cpu": hashlib.sha256(autotune.cpu_flags().encode()).hexdigest()[:16],
-                "torch": torch.__version__, "weights": self._digest, "group": group}
+                "torch": torch.__version__, "dtype": self.dtype(), "weights": self._digest, "group": group}
 
-    def _load(self, group: int) -> captured.CapturedDecoder | None:
-        if self.mode == "auto" and autotune.recorded("decode-step", self.shapes(group)) != "captured":
-            return None  # never measured here, or measured slower: nothing is compiled, nothing hashed
+    def _load(self, group: int, compile: bool | None = None) -> captured.CapturedDecoder | None:
+        """The package for `group`, from the cache, else compiled when `compile` (default: captured mode, or auto
+        where the rule says it pays), else None."""
+        if self.mode == "auto" and autotune.recorded("decode-step", self.shapes(group)) == "eager":
+            return None  # measured slower here: nothing is compiled or loaded
+        may_compile = compile if compile is not None else self.mode == "captured" or self.expected is not None
+        if not may_compile and not any(autotune.user_cache_root().glob("captured-*")):
+            return None  # nothing cached at all: no digest of the weights for a one-sentence call
         stamp = self.stamp(group)
         name = "captured-" + hashlib.sha256(json.dumps(stamp, sort_keys=True).encode()).hexdigest()[:24]
+        compiled = False
         try:
             folder = find_private(name, stamp)
-            if folder is None and self.mode == "auto":
-                return None
             if folder is None:
-                step = captured.StaticStep.for_model(self.model, group)
-                say(f"compiling the decoding step for {group} row(s) per sentence with AOTInductor (once; about "
-                    f"1-3 minutes) into {user_cache_dir() / name}")
-                start = time.perf_counter()
-
-                def write(tmp: Path) -> None:
-                    captured.compile_step(step, tmp / PACKAGE)
-                    captured.compile_step(step, tmp / SMALL, tuned=True)
-                    captured.compile_encoder(captured.StaticEncoder(self.model), tmp / ENCODER)
-
-                folder = private_cache(name, stamp, write)
-                say(f"compiled in {time.perf_counter() - start:.0f} s")
+                if compile is None:
+                    compile = self.mode == "captured" or (self.expected is not None and self._announce(group))
+                if not compile:
+                    return None
+                folder, compiled = self._compile(name, stamp, group), True
             fn = captured.CapturedDecoder(
                 captured.by_rows(captured.load_step(folder / SMALL), captured.load_step(folder / PACKAGE), group),
                 captured.load_step(folder / ENCODER))
@@ -99,25 +169,94 @@ class CapturedStepCache:
             first = (str(e).splitlines() or [""])[0][:160]
             say(f"the captured decoding step failed ({type(e).__name__}: {first}); decoding with the eager step")
             return None
-        if self.mode == "captured":  # measured once here, so that `auto` may use the package from now on
-            eager = [captured.time_steps(self.model, None, group, n) for n in SENTENCES]
-            fast = [captured.time_steps(self.model, fn, group, n) for n in SENTENCES]
-            autotune.choose("decode-step", self.shapes(group), {"eager": lambda: [w() for w in eager],
-                                                               "captured": lambda: [w() for w in fast]}, "eager")
+        if compiled or (self.mode == "captured" and autotune.entry("decode-step", self.shapes(group)) is None):
+            self._measure(fn, group)  # so that auto may use the package, and knows what a compile saves
         return fn
+
+    def _announce(self, group: int) -> bool:
+        """The rule for a call of known size, and one line saying what it decided to compile."""
+        ok, cost, saving = self.pays(group)
+        if ok:
+            say(f"compiling the captured decoding step: it should save about {saving:.0f} s of this call's "
+                f"{self.expected} tokens for about {cost:.0f} s of compiling, once (--step eager skips it)")
+        return ok
+
+    def _compile(self, name: str, stamp: dict[str, Any], group: int) -> Path:
+        step = captured.StaticStep.for_model(self.model, group)
+        say(f"compiling the decoding step for {group} row(s) per sentence with AOTInductor (once; about "
+            f"{self.pays(group, 0)[1] / 60:.0f} minute(s)) into {user_cache_dir() / name}")
+        start = time.perf_counter()
+
+        def write(tmp: Path) -> None:
+            parts = ((PACKAGE, "the step for any batch", lambda p: captured.compile_step(step, p)),
+                     (SMALL, "the step tuned for a few rows", lambda p: captured.compile_step(step, p, tuned=True)),
+                     (ENCODER, "the encoder", lambda p: captured.compile_encoder(captured.StaticEncoder(self.model),
+                                                                                p)))
+            for i, (file, what, make) in enumerate(parts, start=1):
+                say(f"  [{i}/{len(parts)}] {what} ({time.perf_counter() - start:.0f} s so far)")
+                make(tmp / file)
+
+        folder = private_cache(name, stamp, write)
+        seconds = time.perf_counter() - start
+        say(f"compiled in {seconds:.0f} s")
+        autotune.record("decode-compile", self.shapes(group), {"seconds": round(seconds, 1)})
+        return folder
+
+    def _measure(self, fn: captured.CapturedDecoder, group: int) -> None:
+        """The eager and the captured step timed at SENTENCES (autotune's clock, interleaved): the verdict (captured
+        only if clearly faster over both) and the seconds saved per output token at the larger batch, kept."""
+        times = {n: autotune.TUNER.seconds({"eager": captured.time_steps(self.model, None, group, n, MEASURED_STEPS),
+                                            "captured": captured.time_steps(self.model, fn, group, n,
+                                                                            MEASURED_STEPS)})
+                 for n in SENTENCES}
+        total = {k: sum(t[k] for t in times.values()) for k in ("eager", "captured")}
+        big = SENTENCES[-1]
+        autotune.record("decode-step", self.shapes(group), {
+            "choice": autotune.pick(total, "eager"), "seconds": total,
+            "saving_per_token": (times[big]["eager"] - times[big]["captured"]) / (big * MEASURED_STEPS)})
+
+
+def decoding_dtype(run: Run, options: DecodingOptions) -> str:
+    """"fp32" or "bf16": options.dtype, auto resolved by autotune's measured rule; int8 and ensembles: fp32. An
+    explicit bf16 on a CPU without AVX512-BF16 or AMX runs, with one line saying it will be slow."""
+    if options.int8 or run.members:
+        return "fp32"
+    if options.dtype == "auto":
+        c = run.model.config
+        return autotune.decoding_dtype(c.d_model, c.d_ff, c.tgt_vocab_size)
+    if options.dtype == "bf16" and not autotune.has_bf16():
+        say("--dtype bf16: this CPU has neither AVX512-BF16 nor AMX, so bf16 is emulated and slower than fp32")
+    return options.dtype
 
 
 class Backend(TorchSearch):
-    """The run's model, its ensemble members (decoding.json's or --ensemble's) and, with int8, both quantised; the
-    decoding step of `options.step` (module docstring)."""
+    """The run's model (a bf16 copy with dtype bf16), its ensemble members (decoding.json's or --ensemble's) and,
+    with int8, both quantised; the decoding step of `options.step` (module docstring). expected_tokens: the output
+    tokens this call will decode, where known (translate --file), for the step rule."""
 
-    def __init__(self, run: Run, options: DecodingOptions, **settings: Any) -> None:
+    def __init__(self, run: Run, options: DecodingOptions, expected_tokens: int | None = None,
+                 **settings: Any) -> None:
         mode = options.step
         if mode != "eager" and (options.int8 or run.members):
             if mode == "captured":
                 say("--step captured: not with int8 or an ensemble; decoding with the eager step")
             mode = "eager"
-        steps = CapturedStepCache(run.model, mode) if mode != "eager" else None
-        super().__init__(run.model, run.members, int8=options.int8, captured=steps)
-        if mode == "captured":  # compiled (or loaded) now, not inside the first request: serve's start-up
-            steps(1 if options.beam == 1 else options.beam)
+        self.dtype, self.int8 = decoding_dtype(run, options), options.int8
+        model = run.model if self.dtype == "fp32" else copy.deepcopy(run.model).to(torch.bfloat16)
+        self.group = 1 if options.beam == 1 else options.beam
+        steps = CapturedStepCache(model, mode, expected_tokens) if mode != "eager" else None
+        super().__init__(model, run.members, int8=options.int8, captured=steps)
+        if mode == "captured" or (steps is not None and expected_tokens is not None):
+            steps(self.group)  # compiled (or loaded) now, not inside the first batch
+
+    def prepare_step(self, background: bool = False) -> None:
+        """serve's start-up: the captured step of the server's beam loaded or compiled (in the background)."""
+        if isinstance(self.captured, CapturedStepCache) and self.captured.mode == "auto" and \
+                self.captured._why != "off":
+            self.captured.prepare(self.group, background)
+
+    def step_in_use(self) -> str:
+        """What decodes the server's beam now: captured, compiling (eager meanwhile) or eager; with the dtype (or
+        int8)."""
+        state = self.captured.in_use(self.group) if isinstance(self.captured, CapturedStepCache) else "eager"
+        return f"{state} {'int8' if self.int8 else self.dtype}"

@@ -320,8 +320,9 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
         busy = 0.0 if since is None else max(0.0, time.monotonic() - since)
         stuck = busy > settings.timeout
         return JSONResponse({"status": "busy" if stuck else "ok", "run": translator.run.path.name,
-                             "engine": translator.engine, "queued_sentences": metrics.queued_sentences,
-                             "busy_seconds": round(busy, 1)}, status_code=503 if stuck else 200)
+                             "engine": translator.engine, "step": translator.step(),
+                             "queued_sentences": metrics.queued_sentences, "busy_seconds": round(busy, 1)},
+                            status_code=503 if stuck else 200)
 
     @app.get("/metrics")
     async def prometheus(request: Request) -> PlainTextResponse:

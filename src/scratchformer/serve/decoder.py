@@ -51,6 +51,15 @@ class RunTranslator:
         self.options = self.translator.options
         self.engine = self.options.engine
         self._for: dict[Options, Translator] = {}
+        prepare = getattr(self.translator.backend, "prepare_step", None)  # the torch engine's captured step:
+        if prepare is not None:  # compiled in the background if not cached; the eager step answers meanwhile
+            prepare(background=True)
+
+    def step(self) -> str:
+        """What decodes the server's beam now (the torch engine: "captured fp32", "compiling bf16", "eager fp32"
+        ...), else the engine's name: /health says it."""
+        in_use = getattr(self.translator.backend, "step_in_use", None)
+        return in_use() if in_use is not None else self.engine
 
     def check(self, options: Options) -> Translator:
         """The Translator of a request's options, or a one-line error for options that cannot work (before they

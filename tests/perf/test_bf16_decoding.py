@@ -1,0 +1,121 @@
+"""bf16 decoding (`dtype: bf16 | auto`, engines/torch_engine.py; autotune.decoding_dtype): a bf16 copy of the weights
+gives logits close to fp32's and mostly the same outputs, on the toy run and the shipped model; `auto` takes bf16
+only on a CPU with AVX512-BF16 or AMX where it measured faster; an explicit bf16 elsewhere runs with one line; the
+captured package's key names the dtype. No timing (a fake clock; benchmarks/bench_decode_paths.py measures)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+
+from scratchformer import autotune
+from scratchformer.decoding import captured, greedy_decode
+from scratchformer.decoding.common import Seq2SeqSteps, pad_ids
+from scratchformer.engines import Translator, torch_engine
+from scratchformer.errors import ConfigError
+from scratchformer.runs import load_run
+
+SHIPPED = Path(__file__).resolve().parents[2] / "models" / "en-zh"
+TEXTS = ["hello world", "a b c", "the cat", "xyz", "good morning to you"]
+WITH_AMX = "avx512f avx512_bf16 amx_bf16 amx_tile"
+WITHOUT = "avx2 avx512f fma sse4_2"
+
+
+@pytest.fixture(scope="module")
+def run(tiny_run):
+    return load_run(tiny_run)
+
+
+def _sources(run, texts=TEXTS):
+    return [run.src_tok.encode(t) + [2] for t in texts]
+
+
+def test_bf16_logits_are_close_to_fp32(run):
+    """The same teacher-forced tokens through both: every step's logits within a bf16 tolerance (8 bits of mantissa:
+    ~0.4% per rounding, a few roundings deep), and the same argmax almost everywhere."""
+    half = copy.deepcopy(run.model).to(torch.bfloat16)
+    src = pad_ids(_sources(run), 0, torch.device("cpu"))
+    tokens = greedy_decode(run.model, _sources(run), max_len=12, min_len=12)
+    tgt = pad_ids([[1, *t] for t in tokens], 0, torch.device("cpu"))
+    logits = {}
+    with torch.inference_mode():
+        for name, model in (("fp32", run.model), ("bf16", half)):
+            mask = model.src_mask(src)
+            steps = Seq2SeqSteps(model, model.encode(src, mask), mask)
+            logits[name] = torch.stack([steps(tgt[:, : t + 1]) for t in range(tgt.size(1) - 1)])  # (T, N, V)
+    assert logits["bf16"].dtype == torch.float32  # the search's sums stay in fp32
+    scale = logits["fp32"].abs().max()
+    assert (logits["bf16"] - logits["fp32"]).abs().max() <= 0.05 * scale
+    agree = (logits["bf16"].argmax(-1) == logits["fp32"].argmax(-1)).float().mean()
+    assert agree >= 0.9
+
+
+@pytest.mark.skipif(not (SHIPPED / "model.safetensors").exists(), reason="the shipped model is not here")
+def test_bf16_translations_of_the_shipped_model_are_mostly_fp32s():
+    from scratchformer.data.corpus import load_pairs
+
+    shipped = load_run(SHIPPED)
+    texts = [s for s, _ in load_pairs("en-zh", "test", on_error="skip")[:40]]
+    out = {d: Translator(shipped, shipped.decoding.pick(beam=1, dtype=d, step="eager")).translate(texts)
+           for d in ("fp32", "bf16")}
+    same = sum(a == b for a, b in zip(out["fp32"], out["bf16"]))
+    assert same >= 0.8 * len(texts)  # 93 of 100 on a Xeon with AMX
+
+
+def test_an_explicit_bf16_on_a_cpu_without_it_runs_with_one_line(run, monkeypatch, capsys):
+    monkeypatch.setattr(autotune, "cpu_flags", lambda: WITHOUT)
+    translator = Translator(run, run.decoding.pick(beam=1, dtype="bf16", step="eager"))
+    assert translator.backend.dtype == "bf16" and next(translator.backend.model.parameters()).dtype == torch.bfloat16
+    assert translator.translate(TEXTS)
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "--dtype bf16: this CPU has neither AVX512-BF16 nor AMX, so bf16 is emulated and slower than fp32"]
+    assert next(run.model.parameters()).dtype == torch.float32  # the run's own model is untouched
+
+
+def test_auto_takes_fp32_without_timing_on_a_cpu_without_bf16(run, monkeypatch, fake_tuner):
+    clock = fake_tuner(fp32=1.0, bf16=0.1)
+    monkeypatch.setattr(autotune, "cpu_flags", lambda: WITHOUT)
+    assert Translator(run, run.decoding.pick(step="eager")).backend.dtype == "fp32"
+    assert clock.calls == []
+
+
+@pytest.mark.parametrize(("bf16_seconds", "chosen"), [(0.5, "bf16"), (0.95, "fp32")])
+def test_auto_takes_bf16_where_it_measured_clearly_faster(run, monkeypatch, fake_tuner, bf16_seconds, chosen):
+    clock = fake_tuner(fp32=1.0, bf16=bf16_seconds)
+    monkeypatch.setattr(autotune, "cpu_flags", lambda: WITH_AMX)
+    backend = Translator(run, run.decoding.pick(step="eager")).backend
+    assert backend.dtype == chosen and {"fp32", "bf16"} <= set(clock.calls)
+    assert next(backend.model.parameters()).dtype == (torch.bfloat16 if chosen == "bf16" else torch.float32)
+    calls = len(clock.calls)
+    assert Translator(run, run.decoding.pick(step="eager")).backend.dtype == chosen and len(clock.calls) == calls
+
+
+def test_int8_and_bf16_are_refused_together_and_int8_keeps_fp32_under_auto(run):
+    with pytest.raises(ConfigError, match="int8 with --dtype bf16: int8 weights compute in fp32; choose one"):
+        Translator(run, run.decoding.pick(int8=True, dtype="bf16"), cli=True)
+    with pytest.raises(ConfigError, match="dtype=fp16: must be one of auto, fp32, bf16"):
+        run.decoding.pick(dtype="fp16").check()
+    assert Translator(run, run.decoding.pick(int8=True, step="eager")).backend.dtype == "fp32"
+
+
+def test_the_captured_package_key_names_the_dtype(run):
+    fp32 = torch_engine.CapturedStepCache(run.model, "auto")
+    bf16 = torch_engine.CapturedStepCache(copy.deepcopy(run.model).to(torch.bfloat16), "auto")
+    assert fp32.stamp(1)["dtype"] == "float32" and bf16.stamp(1)["dtype"] == "bfloat16"
+    assert fp32.shapes(1)["dtype"] != bf16.shapes(1)["dtype"]  # autotune's records of the step apart too
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not captured.compiler_available(), reason="no C++ compiler")
+def test_the_captured_step_in_bf16_gives_the_eager_bf16_tokens(run, tmp_path):
+    half = copy.deepcopy(run.model).to(torch.bfloat16)
+    package = captured.compile_step(captured.StaticStep.for_model(half, 1), tmp_path / "step.pt2")
+    src = _sources(run)
+    eager = greedy_decode(half, src, max_len=30, return_logits=True)
+    fast = greedy_decode(half, src, max_len=30, return_logits=True,
+                         captured=captured.CapturedDecoder(captured.load_step(package)))
+    assert fast.tokens == eager.tokens
+    torch.testing.assert_close(fast.logits, eager.logits, rtol=0, atol=0.05 * float(eager.logits.abs().max()))
