@@ -2,7 +2,7 @@
 """Our decoder's paths against CTranslate2's, interleaved, on the shipped model and its test split (issue 45).
 
     .venv/bin/python benchmarks/bench_decode_paths.py [--run-dir models/en-zh] [--sentences 200]
-        [--batch1-sentences 30] [--repeats 3] [--threads 1] [--fresh 1000] [--results benchmarks/results.jsonl]
+        [--batch1-sentences 30] [--repeats 3] [--threads 1] [--fresh 1000]
     .venv/bin/python benchmarks/bench_decode_paths.py --quick      # a smoke run: 8 sentences, greedy, one round
 
 In one harness (benchlib.interleave: alternating order, medians of `--repeats` rounds), text in and text out, the
@@ -19,16 +19,14 @@ against the references, and the share of outputs identical to ours eager fp32. W
 cache (a temporary XDG_CACHE_HOME: the step rule decides, compile included if it compiles), then again with that
 cache warm, against `--engine ctranslate2` on the same file; start-up (the same command on one sentence) subtracted.
 
-Every figure is printed as one JSON line and appended to `--results` (default benchmarks/results.jsonl; `--quick`
-rows carry "quick": true) with the command, commit, CPU model and flags, load, torch and ctranslate2 versions, date.
+Every figure is printed as one JSON line and appended to benchmarks/results.jsonl by benchlib.emit (results.py:
+the command, commit, CPU model and flags, load, torch and peer versions, date; a `--quick` run records nothing).
 `--no-captured` leaves out the compiles (no compiler, no time): `auto` then runs whatever is cached.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
 import subprocess
 import sys
@@ -54,30 +52,6 @@ OURS = {  # name -> the options over DecodingOptions(beam, batch_size)
 PEERS = {"ct2 float32": "float32", "ct2 int8": "int8"}
 
 
-def write_rows(path: Path | None, rows: list[dict], quick: bool) -> None:
-    """Append `rows` to the results file with what makes a row readable later (the lead may swap this for
-    benchmarks/results.py's common writer): command, commit, CPU, load, versions, date."""
-    if path is None:
-        return
-    try:
-        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
-    try:
-        import ctranslate2
-
-        ct2 = ctranslate2.__version__
-    except ImportError:
-        ct2 = None
-    common = {"date": datetime.date.today().isoformat(), "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-              "commit": commit, "ctranslate2": ct2, **({"quick": True} if quick else {})}
-    with open(path, "a", encoding="utf-8") as f:
-        for row in rows:
-            machine = row.get("machine", {})
-            f.write(json.dumps({**common, "cpu": machine.get("cpu"), **row}, ensure_ascii=False) + "\n")
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_common_args(p)
@@ -87,13 +61,10 @@ def main() -> None:
     p.add_argument("--no-captured", action="store_true", help="compile nothing before the rounds")
     p.add_argument("--cells", default="greedy-32,greedy-1,beam4-32,beam4-1", help="which cells, comma-separated")
     p.add_argument("--fresh", type=int, default=1000, metavar="N", help="the fresh-cache CLI run's sentences (0: none)")
-    p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results.jsonl",
-                   help="the JSON-lines file the figures are appended to ('-': none)")
     args = p.parse_args()
     if args.quick:
         args.sentences, args.batch1_sentences, args.repeats = 8, 4, args.repeats or 1
         args.cells, args.fresh = "greedy-32,greedy-1", min(args.fresh, 20)
-    results = None if str(args.results) == "-" else args.results
     threads = setup_threads(args.threads)
     run = load_run(args.run_dir)
     corpus = run.train_config.corpus if run.train_config else "en-zh"
@@ -119,7 +90,7 @@ def main() -> None:
     finally:
         for worker in workers.values():
             worker.close()
-    write_rows(results, rows, args.quick)
+    return rows  # each figure was appended to results.jsonl by benchlib.emit (benchmarks/results.py)
 
 
 def cell(run, pairs, beam: int, batch: int, workers: dict, threads: int, repeats: int, compile: bool) -> list[dict]:
