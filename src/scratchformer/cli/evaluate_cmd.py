@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from scratchformer.cli.train_cmd import sample_lines
+
 
 def _check_flags(args: argparse.Namespace) -> None:
     """Flags that would silently score other data than asked (`--limit 0` meant all, `--limit -2` a slice)."""
@@ -67,7 +69,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return 0
     explained = result.pop("bleu_explained", None)
     for sample in result.pop("samples", []):
-        print(f"  src: {sample['src']}\n  ref: {sample['ref']}\n  hyp: {sample['hyp']}\n")
+        print(sample_lines(sample) + "\n")
     for key, value in result.items():
         print(f"{key:16s} {value}")
     if explained:

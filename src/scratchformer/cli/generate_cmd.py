@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Callable
 
 from scratchformer.decoding.sampling import DEFAULT_MAX_NEW
+from scratchformer.i18n import _
 
 REPLACEMENT = "\ufffd"  # what a byte-level tokenizer decodes half a UTF-8 character to
 
@@ -148,8 +149,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def add_sampling_args(p: argparse.ArgumentParser) -> None:
     """The sampling, thread and dtype options `generate` and `chat` share."""
     p.add_argument("--max-new-tokens", type=int, default=None,
-                   help=f"most tokens added to each prompt, which stops earlier at </s> (default {DEFAULT_MAX_NEW}, "
-                        "fewer if the model's max_len leaves no room)")
+                   help=_("most tokens added to each prompt, which stops earlier at </s> (default {n}, fewer if the "
+                          "model's max_len leaves no room)").format(n=DEFAULT_MAX_NEW))
     p.add_argument("--temperature", type=float, default=0.8,
                    help="divide the logits by T before sampling (default 0.8); T <= 0 means greedy decoding "
                         "(argmax; --top-k and --top-p then have no effect)")

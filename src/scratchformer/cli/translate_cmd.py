@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from scratchformer.i18n import _
+
 CHUNK = 1000  # lines read, translated and printed together: memory stays bounded whatever the input's size
 
 
@@ -175,8 +177,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("translate", help="translate text with a trained run")
     p.add_argument("run_dir")
     p.add_argument("text", nargs="*", help="sentences to translate (none or '-' reads stdin, one per line)")
-    p.add_argument("--file", help=f"read sentences from FILE ('-' for stdin), one per line; read, translated and "
-                   f"printed {CHUNK} lines at a time")
+    p.add_argument("--file", help=_("read sentences from FILE ('-' for stdin), one per line; read, translated and "
+                                    "printed {n} lines at a time").format(n=CHUNK))
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--weights", help="another safetensors file of the same run (e.g. averaged.safetensors); it "
                    "decodes alone unless --ensemble is given too")
