@@ -34,7 +34,7 @@ def english_sentences(text: str) -> list[str]:
 def test_the_heuristic_finds_an_english_sentence_and_spares_code():
     assert english_sentences("prints the summary") == ["prints the summary"]
     assert english_sentences("训练 --max-steps 5 --recipe toy，写到 runs/toy/model.safetensors") == []
-    assert english_sentences("用法：scratchformer train [-h] [--out OUT] KEY=VALUE `text<TAB>score` {\"src\": ...}") == []
+    assert english_sentences("用法：scratchformer train [-h] [--out OUT] KEY=VALUE `a<TAB>b` {\"src\": ...}") == []
 
 
 @pytest.fixture
@@ -51,12 +51,7 @@ def test_the_command_list_is_every_command():
     assert set(COMMANDS) == set(build_parser()._subparsers._group_actions[0].choices)
 
 
-# the commands whose --help is Chinese all the way (the remaining ones: their descriptions are docstrings)
-HELP_DONE = ["train", "translate", "evaluate", "serve", "export", "average", "consolidate", "params", "shapes",
-             "report"]
-
-
-@pytest.mark.parametrize("command", HELP_DONE)
+@pytest.mark.parametrize("command", COMMANDS)
 def test_help_is_chinese(command, chinese, capsys):
     with pytest.raises(SystemExit) as stop:
         main([command, "--help"])
@@ -109,3 +104,11 @@ def test_progress_and_summary_lines_are_chinese(chinese, capsys, tmp_path):
         lines.append(i18n._(template).format(**fields))
     for text in lines:
         assert not english_sentences(text), f"English in {text!r}"
+
+
+@pytest.mark.parametrize("argv", [["params", "--preset", "paper-base"], ["params", "--preset", "gpt-tiny"],
+                                  ["params", "--table3"]])
+def test_the_params_table_is_chinese(argv, chinese, capsys):
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert not english_sentences(out), f"{argv}: English in the table: {english_sentences(out)}"

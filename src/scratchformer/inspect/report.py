@@ -84,7 +84,7 @@ def config_section(run) -> str:
     config = run.model_config
     rows = parameter_rows(run.model)
     total = sum(r.total for r in rows)
-    params = [(r.component, r.per_layer, r.layers, r.total, r.note) for r in rows]
+    params = [(_(r.component), r.per_layer, r.layers, r.total, _(r.note) if r.note else "") for r in rows]
     params += [(_("total (exact)"), None, None, total, f"{total / 1e6:.2f}M"),
                (_("closed form: matrices only"), None, None, closed_form(config), ""),
                (_("seeds' estimate 12 N d^2 + V d"), None, None, seeds_estimate(config), "")]
