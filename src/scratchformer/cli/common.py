@@ -179,6 +179,11 @@ def _decoded(lines: Iterable[bytes], name: str) -> Iterator[str]:
         yield text.rstrip("\n").rstrip("\r") if text.endswith("\n") else text.rstrip("\r")
 
 
+def sample_lines(sample: dict[str, Any]) -> str:
+    """A sample translation as three indented lines: source, reference, hypothesis (train's test report, evaluate)."""
+    return _("  src: {src}\n  ref: {ref}\n  hyp: {hyp}").format(src=sample["src"], ref=sample["ref"], hyp=sample["hyp"])
+
+
 def add_model_args(p: argparse.ArgumentParser, default_preset: str = "paper-base") -> None:
     p.add_argument("--preset", default=default_preset, help=_("one of: {presets}").format(presets=", ".join(PRESETS)))
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",

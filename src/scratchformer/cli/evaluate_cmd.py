@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from scratchformer.cli.train_cmd import sample_lines
+from scratchformer.cli.common import sample_lines
 
 
 def _check_flags(args: argparse.Namespace) -> None:

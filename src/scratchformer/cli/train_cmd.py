@@ -17,7 +17,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from scratchformer.cli.common import parse_bool, parse_overrides
+from scratchformer.cli.common import parse_bool, parse_overrides, sample_lines
 from scratchformer.config import RECIPES, TrainConfig
 from scratchformer.i18n import N_, _
 from scratchformer.training.launch import default_recipe, given_settings, launch
@@ -149,11 +149,6 @@ def readable_test(result: dict[str, Any]) -> str:
     for sample in result.get("samples", []):
         lines.append(sample_lines(sample))
     return "\n".join(lines)
-
-
-def sample_lines(sample: dict[str, Any]) -> str:
-    """A sample translation as three indented lines: source, reference, hypothesis (evaluate prints them too)."""
-    return _("  src: {src}\n  ref: {ref}\n  hyp: {hyp}").format(src=sample["src"], ref=sample["ref"], hyp=sample["hyp"])
 
 
 def register(sub: argparse._SubParsersAction) -> None:
