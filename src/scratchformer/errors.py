@@ -65,6 +65,14 @@ class CheckpointWriteError(CheckpointError, OSError):
     Also an OSError, so callers that catch write failures keep working."""
 
 
+class TrainingDiverged(CheckpointError):
+    """The loss of an update was nan or inf: training stops before saving anything (raised by training/trainer.py)."""
+
+    def __init__(self, step: int, loss: float, message: str | None = None) -> None:
+        super().__init__(message or f"loss became {loss} at step {step}")
+        self.step, self.loss = step, loss
+
+
 class ScratchformerWarning(Localizable, UserWarning):
     """A warning with a translatable template: `warnings.warn(ScratchformerWarning(N_("..."), x=1))`."""
 

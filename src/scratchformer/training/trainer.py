@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from scratchformer import autotune, runs
 from scratchformer.data.batching import token_batches
-from scratchformer.errors import CheckpointError, ConfigError, UnsafeCheckpointError
+from scratchformer.errors import CheckpointError, ConfigError, TrainingDiverged, UnsafeCheckpointError
 from scratchformer.i18n import N_, _
 from scratchformer.inspect.flops import forward_flops
 from scratchformer.model import build_model
@@ -38,14 +38,6 @@ from scratchformer.training.schedule import noam_scheduler, paper_optimizer
 from scratchformer.training.tasks import TASKS
 
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-class TrainingDiverged(CheckpointError):
-    """The loss of an update was nan or inf: training stops before saving anything."""
-
-    def __init__(self, step: int, loss: float, message: str | None = None) -> None:
-        super().__init__(message or f"loss became {loss} at step {step}")
-        self.step, self.loss = step, loss
 
 
 class Trainer:
