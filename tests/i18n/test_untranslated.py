@@ -89,9 +89,9 @@ def test_progress_and_summary_lines_are_chinese(chinese, capsys, tmp_path):
     from scratchformer.cli.export_cmd import _phase
     from scratchformer.cli.train_cmd import readable_summary, readable_test
 
+    data = {"corpus": "toy", "splits": "held out by hash (5% each)", "train": 6, "valid": 6, "test": 6}
     summary = {"run_dir": str(tmp_path / "r"), "step": 5, "epoch": 1, "elapsed_s": 12.0, "valid_loss": 3.2,
-               "valid_nll": 3.0, "valid_ppl": 20.1, "bleu": 1.5, "data": {"corpus": "toy", "splits": "toy",
-                                                                            "train": 6, "valid": 6, "test": 6}}
+               "valid_nll": 3.0, "valid_ppl": 20.1, "bleu": 1.5, "data": data}
     test = {"corpus": "toy", "sentences": 6, "bleu": 100.0, "chrf": 100.0,
             "samples": [{"src": "hello", "ref": "你好", "hyp": "你好"}]}
     _phase(argparse.Namespace(run_dir="runs/toy", format="onnx", out="out"))

@@ -129,7 +129,10 @@ def readable_summary(summary: dict[str, Any]) -> str:
     if data:
         splits = {"train": N_("train"), "valid": N_("valid"), "test": N_("test")}
         counts = _(", ").join(f"{data[k]} {_(splits[k])}" for k in splits if k in data)
-        lines.append(_("  data: {corpus}: {splits}").format(corpus=data.get("corpus"), splits=data.get("splits"))
+        from scratchformer.training.tasks.base import splits_shown
+
+        lines.append(_("  data: {corpus}: {splits}").format(corpus=data.get("corpus"),
+                                                          splits=splits_shown(str(data.get("splits"))))
                      + (f" ({counts})" if counts else ""))
     shown = {"run_dir", "step", "epoch", "elapsed_s", "interrupted", "signal", "data", "kind", "valid_loss",
              "valid_nll", "valid_ppl", "bleu"}
