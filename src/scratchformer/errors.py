@@ -13,6 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 
+class Message(str):
+    """A field that is itself English text for the user (marked with N_ where it is written): translated with the
+    template, where other fields (paths, names, numbers) are shown as they are."""
+
+
 class Localizable:
     """A message kept as a template and its fields until it is shown (errors and warnings share it)."""
 
@@ -30,6 +35,7 @@ def localized(error: BaseException, translate: Callable[[str], str]) -> str:
     template, fields = getattr(error, "template", None), getattr(error, "fields", None)
     if not isinstance(template, str) or not isinstance(fields, dict):
         return translate(str(error))
+    fields = {k: translate(v) if isinstance(v, Message) else v for k, v in fields.items()}
     try:
         return translate(template).format(**fields) if fields else translate(template)
     except (KeyError, IndexError, ValueError):

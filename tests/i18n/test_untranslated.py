@@ -67,6 +67,7 @@ def test_help_is_chinese(command, chinese, capsys):
     ["params", "--preset", "tiny", "d_model=30", "n_heads=4"],
     ["params", "--preset", "tiny", "d_model"],
     ["params", "--preset", "tiny", "no_such_field=1"],
+    ["params", "--preset", "tiny", "norm_placement=mid"],
     ["translate", "models/en-zh", "--file", "no/such/file.txt"],
     ["train", "--max-steps", "many"],
     ["train", "--no-such-flag"],
@@ -81,6 +82,16 @@ def test_errors_are_chinese(argv, chinese, capsys):
     err = capsys.readouterr().err.strip()
     assert "错误：" in err and "error:" not in err, err
     assert not english_sentences(err), f"{argv}: English in {err!r}"
+
+
+def test_folder_and_range_errors_are_chinese(chinese, capsys, tmp_path):
+    """The errors of runs/folders.py (an output that exists) and of TrainConfig's ranges, with their fields."""
+    (tmp_path / "pe.png").write_bytes(b"")
+    for argv in (["plot", "positions", "--out", str(tmp_path / "pe.png")],
+                 ["train", "--recipe", "toy", "--keep-last", "0", "--out", str(tmp_path / "run")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert "错误：" in err and not english_sentences(err), err
 
 
 def test_progress_and_summary_lines_are_chinese(chinese, capsys, tmp_path):
