@@ -68,6 +68,8 @@ def test_help_is_chinese(command, chinese, capsys):
     ["params", "--preset", "tiny", "d_model"],
     ["params", "--preset", "tiny", "no_such_field=1"],
     ["params", "--preset", "tiny", "norm_placement=mid"],
+    ["evaluate", "models/en-zh", "--limit", "0"],
+    ["translate", "models/en-zh", "--file", "no/such/file.txt", "hello"],
     ["translate", "models/en-zh", "--file", "no/such/file.txt"],
     ["train", "--max-steps", "many"],
     ["train", "--no-such-flag"],

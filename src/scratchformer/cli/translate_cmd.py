@@ -41,13 +41,13 @@ def _jsonl_inputs(lines: list[str], default_prefix: str | None) -> tuple[list[st
         try:
             obj = loads_json(line) if line.strip() else {"src": ""}
         except json.JSONDecodeError as e:
-            raise InputError(f"input line {n} is not JSON ({e.msg}): --input-format jsonl reads "
-                             '{"src": ..., "prefix": ...} lines') from None
+            raise InputError("input line {n} is not JSON ({reason}): --input-format jsonl reads {{\"src\": ..., "
+                             "\"prefix\": ...}} lines", n=n, reason=e.msg) from None
         if not isinstance(obj, dict) or not isinstance(obj.get("src"), str):
-            raise InputError(f'input line {n}: give an object with a "src" string, got {line[:60]!r}')
+            raise InputError('input line {n}: give an object with a "src" string, got {got!r}', n=n, got=line[:60])
         prefix = obj.get("prefix", default_prefix)
         if prefix is not None and not isinstance(prefix, str):
-            raise InputError(f'input line {n}: "prefix" must be a string, got {type(prefix).__name__}')
+            raise InputError('input line {n}: "prefix" must be a string, got {type}', n=n, type=type(prefix).__name__)
         texts.append(obj["src"])
         prefixes.append(prefix)
     return texts, prefixes
@@ -58,7 +58,8 @@ def _check_flags(args: argparse.Namespace) -> None:
     from scratchformer.errors import ConfigError
 
     if args.file and args.text:
-        raise ConfigError(f"--file {args.file} and {len(args.text)} sentence argument(s): give one or the other")
+        raise ConfigError("--file {file} and {n} sentence argument(s): give one or the other", file=args.file,
+                          n=len(args.text))
 
 
 def _check_engine(args: argparse.Namespace, engine: str) -> None:
@@ -78,11 +79,11 @@ def _check_arch(args: argparse.Namespace, arch: str) -> None:
     from scratchformer.errors import ConfigError
 
     if arch == "decoder":
-        raise ConfigError(f"{args.run_dir} holds a decoder (language-model) run, which continues text rather than "
-                          f"translating it: use `scratchformer generate {args.run_dir} ...`")
+        raise ConfigError("{run} holds a decoder (language-model) run, which continues text rather than translating "
+                          "it: use `scratchformer generate {run} ...`", run=args.run_dir)
     if arch == "encoder":
-        raise ConfigError(f"{args.run_dir} holds an encoder (classifier / masked-LM) run, which does not generate "
-                          f"text: use `scratchformer evaluate {args.run_dir}`")
+        raise ConfigError("{run} holds an encoder (classifier / masked-LM) run, which does not generate text: use "
+                          "`scratchformer evaluate {run}`", run=args.run_dir)
 
 
 def translate_stream(translate: Callable[[list[str]], list], lines: Iterable[str], write: Callable[[list], None],
@@ -155,7 +156,7 @@ def _show_attention(args: argparse.Namespace, run, first: tuple[list[str], list]
         warnings.showwarning = lambda message, *_: print(f"scratchformer translate: warning: {message}",
                                                          file=sys.stderr)
         path = plot_cross_attention(run, texts[0], output, Path(args.show_attention))
-    print(f"cross-attention heatmap: {path}", file=sys.stderr)
+    print(_("cross-attention heatmap: {path}").format(path=path), file=sys.stderr)
 
 
 def _print(outputs: list, args: argparse.Namespace, scores: bool) -> None:
