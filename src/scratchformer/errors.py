@@ -2,11 +2,51 @@
 
 The CLI catches `ScratchformerError` and prints its message without a traceback.
 Every subclass is also a `ValueError`, so library users can catch the usual type.
+
+A message is translated where it is shown, not where it is raised: a raise site may pass an English template and
+its fields, `ConfigError(N_("unknown preset {name!r}; presets: {presets}"), name=name, presets=...)`. `str(e)` is
+the English text filled in (what library users and the tests see); the CLI prints `localized(e, _)`, the template
+looked up in the catalog and then filled in. A plain message (an f-string, no fields) is looked up whole.
 """
 
+from collections.abc import Callable
+from typing import Any
 
-class ScratchformerError(ValueError):
+
+class Message(str):
+    """A field that is itself English text for the user (marked with N_ where it is written): translated with the
+    template, where other fields (paths, names, numbers) are shown as they are."""
+
+
+class Localizable:
+    """A message kept as a template and its fields until it is shown (errors and warnings share it)."""
+
+    template: str
+    fields: dict[str, Any]
+
+    def _keep(self, message: Any, fields: dict[str, Any]) -> str:
+        self.template, self.fields = (message if isinstance(message, str) else str(message)), fields
+        return self.template.format(**fields) if fields else self.template
+
+
+def localized(error: BaseException, translate: Callable[[str], str]) -> str:
+    """`error`'s one line through `translate` (i18n's `_`): the template translated, then filled in. English
+    (`str(error)`) for anything else, or when the translation cannot be filled in."""
+    template, fields = getattr(error, "template", None), getattr(error, "fields", None)
+    if not isinstance(template, str) or not isinstance(fields, dict):
+        return translate(str(error))
+    fields = {k: translate(v) if isinstance(v, Message) else v for k, v in fields.items()}
+    try:
+        return translate(template).format(**fields) if fields else translate(template)
+    except (KeyError, IndexError, ValueError):
+        return str(error)
+
+
+class ScratchformerError(Localizable, ValueError):
     """Base class: bad input, bad config or a bad file, explained in one line."""
+
+    def __init__(self, message: Any = "", *args: Any, **fields: Any) -> None:
+        super().__init__(self._keep(message, fields), *args)
 
 
 class ConfigError(ScratchformerError):
@@ -29,3 +69,18 @@ class UnsafeCheckpointError(CheckpointError):
 class CheckpointWriteError(CheckpointError, OSError):
     """A save that failed (full disk, no permission): one line naming the file; the previous one is intact.
     Also an OSError, so callers that catch write failures keep working."""
+
+
+class TrainingDiverged(CheckpointError):
+    """The loss of an update was nan or inf: training stops before saving anything (raised by training/trainer.py)."""
+
+    def __init__(self, step: int, loss: float, message: str | None = None) -> None:
+        super().__init__(message or f"loss became {loss} at step {step}")
+        self.step, self.loss = step, loss
+
+
+class ScratchformerWarning(Localizable, UserWarning):
+    """A warning with a translatable template: `warnings.warn(ScratchformerWarning(N_("..."), x=1))`."""
+
+    def __init__(self, message: Any = "", **fields: Any) -> None:
+        super().__init__(self._keep(message, fields))

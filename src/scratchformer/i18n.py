@@ -10,8 +10,10 @@
 The catalog is locale/zh/LC_MESSAGES/scratchformer.po (edited by hand) and its compiled .mo (shipped as package
 data). `python -m scratchformer.i18n` recompiles the .mo from the .po; tests/i18n checks that the two agree, that
 every message marked with _() or N_() in the source has a Chinese entry, and that the entries use the glossary's
-terms (docs/zh/glossary.md). Error messages stay English: they are what a user pastes into a search box or an
-issue, and the tests match them. Floor 1: imports nothing of ours.
+terms (docs/zh/glossary.md). Errors and warnings are Chinese too: errors.py keeps an error's English template and
+fields, and the CLI translates it where it shows it (`localized(e, _)`); `str(e)`, what library users and the tests
+see, stays English. tests/i18n/test_untranslated.py holds --help, errors and progress lines to Chinese. Floor 1:
+imports nothing of ours.
 """
 
 from __future__ import annotations

@@ -18,7 +18,9 @@ PACKAGE = ROOT / "src" / "scratchformer"
 
 
 def marked_messages(package: Path = PACKAGE) -> dict[str, str]:
-    """msgid -> 'file:line' of its first use: the string literals given to _() / N_(), and add_parser's help=."""
+    """msgid -> 'file:line' of its first use: the string literals given to _() / N_(), and the help texts, descriptions
+    and group titles given to argparse (add_parser, add_argument, add_argument_group), which the CLI translates, and
+    the templates of errors and warnings raised with fields (`ConfigError("{x} ...", x=1)`; errors.py)."""
     found: dict[str, str] = {}
     for file in sorted(package.rglob("*.py")):
         for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
@@ -28,8 +30,14 @@ def marked_messages(package: Path = PACKAGE) -> dict[str, str]:
             name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
             if name in ("_", "N_") and node.args and isinstance(node.args[0], ast.Constant):
                 texts.append(node.args[0].value)
-            if name == "add_parser":
-                texts += [k.value.value for k in node.keywords if k.arg == "help" and isinstance(k.value, ast.Constant)]
+            if name in ("add_parser", "add_argument", "add_argument_group"):  # cli/__init__.py translates them all
+                texts += [k.value.value for k in node.keywords if k.arg in ("help", "description", "title")
+                          and isinstance(k.value, ast.Constant)]
+            if name == "add_argument_group" and node.args and isinstance(node.args[0], ast.Constant):
+                texts.append(node.args[0].value)
+            if (name or "").endswith(("Error", "Warning")) and node.args and isinstance(node.args[0], ast.Constant) \
+                    and node.keywords:  # an error's template and its fields: the CLI translates it where it shows it
+                texts.append(node.args[0].value)
             for text in texts:
                 if isinstance(text, str):
                     found.setdefault(text, f"{file.relative_to(package.parents[1])}:{node.lineno}")
@@ -49,9 +57,11 @@ def test_every_marked_message_has_a_chinese_entry():
 def test_the_extractor_finds_the_kinds_of_mark(tmp_path):
     """The check above is only as good as the extraction: each form of mark is found, a plain string is not."""
     (tmp_path / "a" / "b").mkdir(parents=True)
-    source = '_("a")\nN_("b" "c")\nsub.add_parser("x", help="d")\nprint("e")\n_(f"{x}")\n'
+    source = ('_("a")\nN_("b" "c")\nsub.add_parser("x", help="d")\nprint("e")\n_(f"{x}")\n'
+              'p.add_argument("--y", help="f")\np.add_argument_group("g", description="h")\n'
+              'raise ConfigError("i {x}", x=1)\nraise ConfigError("not a template {x}")\n')
     (tmp_path / "a" / "b" / "m.py").write_text(source)
-    assert set(marked_messages(tmp_path / "a" / "b")) == {"a", "bc", "d"}
+    assert set(marked_messages(tmp_path / "a" / "b")) == {"a", "bc", "d", "f", "g", "h", "i {x}"}
 
 
 def test_entries_keep_their_placeholders():

@@ -14,8 +14,8 @@ import os
 import sys
 import warnings
 
-from scratchformer.errors import ScratchformerError
-from scratchformer.i18n import LANGUAGES, _, can_show, set_language
+from scratchformer.errors import ScratchformerError, localized
+from scratchformer.i18n import LANGUAGES, N_, _, can_show, set_language
 
 # One module per command, in the order `scratchformer --help` lists them.
 COMMAND_MODULES = ["params_cmd", "shapes_cmd", "plot_cmd", "train_cmd", "translate_cmd", "evaluate_cmd", "average_cmd",
@@ -31,9 +31,43 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
+# argparse's own words (its module calls gettext's `_` on them): routed through our catalog by _argparse_speaks()
+ARGPARSE_WORDS = (
+    N_("usage: "), N_("positional arguments"), N_("options"), N_("show this help message and exit"),
+    N_("show program's version number and exit"), N_("%(prog)s: error: %(message)s\n"),
+    N_("argument %(argument_name)s: %(message)s"), N_("the following arguments are required: %s"),
+    N_("unrecognized arguments: %s"), N_("invalid choice: %(value)r (choose from %(choices)s)"),
+    N_("invalid %(type)s value: %(value)r"), N_("expected one argument"), N_("expected at most one argument"),
+    N_("expected at least one argument"), N_("not allowed with argument %s"), N_("one of the arguments %s is required"),
+    N_("ambiguous option: %(option)s could match %(matches)s"), N_("ignored explicit argument %r"),
+    N_("expected %s argument"), N_("expected %s arguments"),
+)
+
+
+def _argparse_speaks() -> None:
+    """argparse looks its words up with its module-level `_` / `ngettext` at call time: point them at our catalog
+    (English stays argparse's own text: our catalog falls back to the msgid)."""
+    argparse._ = _  # type: ignore[attr-defined]
+    argparse.ngettext = lambda one, many, n: _(one if n == 1 else many)  # type: ignore[attr-defined]
+
+
+def _translate_help(parser: argparse.ArgumentParser) -> None:
+    """Every help line, description and group title of `parser` through the catalog, where it is shown. The
+    commands write them in English (add_argument(help="...") is found by tests/i18n's extractor); help that a
+    command composes (a default filled in) is translated where it is composed."""
+    parser.description = _(parser.description) if parser.description else parser.description
+    for action in parser._actions:
+        if action.help and action.help is not argparse.SUPPRESS:
+            action.help = _(action.help)
+    for group in parser._action_groups:
+        group.title = _(group.title) if group.title else group.title
+        group.description = _(group.description) if group.description else group.description
+
+
 def build_parser() -> argparse.ArgumentParser:
     from scratchformer import __version__
 
+    _argparse_speaks()
     parser = Parser(
         prog="scratchformer",
         description=_("The Transformer, written by hand: train, translate, generate, evaluate and inspect."),
@@ -50,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
         if action.help:
             action.help = _(action.help)
             sub.choices[action.dest].description = sub.choices[action.dest].description or action.help
+    for p in [parser, *sub.choices.values()]:
+        _translate_help(p)
     return parser
 
 
@@ -77,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra and free and not any(e.startswith("-") and len(e) > 1 for e in extra):
         setattr(args, free, getattr(args, free) + extra)
     elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        parser.error(_("unrecognized arguments: %s") % " ".join(extra))
     with warnings.catch_warnings():
         warnings.showwarning = _one_line_warning(args.command)  # restored on exit by catch_warnings
         return _run(args)
@@ -86,8 +122,11 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     """The command, with every failure we can explain turned into one line on stderr and exit status 2."""
     def fail(message: str) -> int:
-        print(f"scratchformer {args.command}: error: {message}", file=sys.stderr)
+        print(_("scratchformer {command}: error: {message}").format(command=args.command, message=message),
+              file=sys.stderr)
         return 2
+
+    out_of_memory = _("out of memory: lower --batch-size / --beam (or --max-tokens), or use a smaller model")
 
     try:
         if sys.stdout is None:  # `1>&-`: print() would drop every line and report success
@@ -95,31 +134,34 @@ def _run(args: argparse.Namespace) -> int:
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a full disk or a closed pipe shows here for output still buffered
         return code
-    except (ScratchformerError, FileNotFoundError, PermissionError, IsADirectoryError) as e:
+    except ScratchformerError as e:
+        return fail(localized(e, _))
+    except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
         return fail(str(e))
     except UnicodeDecodeError as e:  # a reader we did not wrap: still one line
-        return fail(f"input is not valid UTF-8 ({e.reason} at byte {e.start}); convert it with iconv")
+        return fail(_("input is not valid UTF-8 ({reason} at byte {start}); convert it with iconv").format(
+            reason=e.reason, start=e.start))
     except ValueError as e:  # our checks raise ValueError subclasses with one-line messages
-        return fail(str(e))
+        return fail(localized(e, _))
     except BrokenPipeError:  # `scratchformer shapes | head`
         _silence_stdout()
         sys.stderr.close()
         return 0
     except MemoryError:
-        return fail("out of memory: lower --batch-size / --beam (or --max-tokens), or use a smaller model")
+        return fail(out_of_memory)
     except OSError as e:
         if e.errno in (errno.ENOSPC, errno.EBADF, errno.EIO) and _is_stdout_error(e):
             _silence_stdout()
-            return fail(f"cannot write the output: {e.strerror or e}" + (
-                "" if e.errno != errno.EBADF else " (run it with stdout open, e.g. > FILE)"))
+            return fail(_("cannot write the output: {reason}").format(reason=e.strerror or e) + (
+                "" if e.errno != errno.EBADF else _(" (run it with stdout open, e.g. > FILE)")))
         where = f"{e.filename}: " if e.filename else ""
         return fail(f"{where}{e.strerror or e}")
     except RuntimeError as e:  # torch reports an allocation it could not make as a RuntimeError
         if type(e).__name__ == "OutOfMemoryError" or "can't allocate memory" in str(e) or "out of memory" in str(e):
-            return fail("out of memory: lower --batch-size / --beam (or --max-tokens), or use a smaller model")
+            return fail(out_of_memory)
         raise
     except KeyboardInterrupt:
-        print(f"scratchformer {args.command}: interrupted", file=sys.stderr)
+        print(_("scratchformer {command}: interrupted").format(command=args.command), file=sys.stderr)
         return 130
 
 
@@ -139,6 +181,8 @@ def _silence_stdout() -> None:
 
 def _one_line_warning(command: str):
     def show(message, category, filename, lineno, file=None, line=None) -> None:
-        print(f"scratchformer {command}: warning: {message}", file=sys.stderr if file is None else file, flush=True)
+        text = localized(message, _) if isinstance(message, BaseException) else _(str(message))
+        print(_("scratchformer {command}: warning: {message}").format(command=command, message=text),
+              file=sys.stderr if file is None else file, flush=True)
 
     return show

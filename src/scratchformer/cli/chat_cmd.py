@@ -1,7 +1,6 @@
 """`scratchformer chat MODEL`: talk to a pretrained instruct model (a .gguf file or a Hugging Face Llama folder).
 
-Each line on stdin is one user turn; the whole conversation goes through the model's own chat template, and the
-reply is streamed as it is sampled on our KV cache. An empty line or end of input ends the chat.
+How a conversation goes: DESCRIPTION below (what `chat --help` says).
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ import itertools
 import sys
 
 from scratchformer.cli.generate_cmd import Streamer, add_sampling_args, check_sampling_options
+from scratchformer.i18n import N_
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -60,9 +60,14 @@ def _read_turn(n: int) -> str:
     return lines[-1] if raw else ""
 
 
+DESCRIPTION = N_("Each line on stdin is one user turn; the whole conversation goes through the model's own chat "
+                 "template, and the reply is streamed as it is sampled on our KV cache. An empty line or end of input "
+                 "ends the chat.")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("chat", help="chat with a pretrained instruct model (.gguf or Hugging Face folder), streamed",
-                       description=__doc__.split("\n\n")[1] if __doc__ else None)
+                       description=DESCRIPTION)
     p.add_argument("model", help="a .gguf file or a Hugging Face Llama folder with its tokenizer")
     p.add_argument("--system", default=None, help="a system message first (default: the template's own, if any)")
     add_sampling_args(p)

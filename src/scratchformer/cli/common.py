@@ -15,6 +15,7 @@ from typing import Any
 from scratchformer.config import PRESETS, RENAMED_FIELDS, ModelConfig
 from scratchformer.config.fields import loads_json
 from scratchformer.errors import ConfigError, InputError
+from scratchformer.i18n import N_, _
 
 _TYPES = typing.get_type_hints(ModelConfig)
 
@@ -25,7 +26,7 @@ _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 def parse_bool(text: str) -> bool:
     """'true'/'1'/'yes'/'on' -> True, 'false'/'0'/'no'/'off' -> False; anything else is a ValueError."""
     if text.lower() not in _TRUE + _FALSE:
-        raise ValueError(f"{text!r} is not a boolean (use true or false)")
+        raise ConfigError("{text!r} is not a boolean (use true or false)", text=text)
     return text.lower() in _TRUE
 
 
@@ -34,7 +35,7 @@ def set_threads(threads: int | None) -> None:
     if threads is None:
         return
     if threads < 1:
-        raise ConfigError(f"--threads {threads}: give a number of CPU threads >= 1")
+        raise ConfigError("--threads {threads}: give a number of CPU threads >= 1", threads=threads)
     most = max_threads()
     if threads > most:  # torch's thread pool crashes (segfaults) long before 100000 threads
         raise ConfigError(f"--threads {threads}: more than {most} (4 x the {os.cpu_count() or 1} CPUs here); "
@@ -58,10 +59,10 @@ def check_utf8(text: str, where: str) -> str:
     except UnicodeEncodeError as e:
         code = ord(text[e.start])
         if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8
-            raise InputError(f"{where} is not valid UTF-8 (byte 0x{code - 0xDC00:02x}); convert it with iconv (e.g. "
-                             "iconv -f latin1 -t utf-8)") from None
-        raise InputError(f"{where} is not valid UTF-8 (a lone surrogate \\u{code:04x}): write the character itself "
-                         "or a whole surrogate pair") from None
+            raise InputError("{where} is not valid UTF-8 (byte 0x{byte:02x}); convert it with iconv (e.g. iconv -f "
+                             "latin1 -t utf-8)", where=where, byte=code - 0xDC00) from None
+        raise InputError("{where} is not valid UTF-8 (a lone surrogate \\u{code:04x}): write the character itself or a "
+                         "whole surrogate pair", where=where, code=code) from None
     return text
 
 
@@ -79,7 +80,7 @@ def read_lines(file: str) -> list[str]:
 
     if file == "-":
         if sys.stdin is None:  # the shell closed it (`0<&-`)
-            raise InputError("stdin is closed: give the text as arguments or with --file, or pipe it in")
+            raise InputError(N_("stdin is closed: give the text as arguments or with --file, or pipe it in"))
         stream = sys.stdin
         data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read().encode("utf-8", "surrogateescape")
         return decode_lines(data, "stdin", InputError)
@@ -87,9 +88,9 @@ def read_lines(file: str) -> list[str]:
         with open(file, "rb") as f:
             data = f.read()
     except FileNotFoundError:
-        raise InputError(f"--file {file} does not exist") from None
+        raise InputError("--file {file} does not exist", file=file) from None
     except IsADirectoryError:
-        raise InputError(f"--file {file} is a folder: give a text file, one sentence per line") from None
+        raise InputError("--file {file} is a folder: give a text file, one sentence per line", file=file) from None
     return decode_lines(data, file, InputError)
 
 
@@ -97,7 +98,7 @@ def parse_value(key: str, text: str) -> Any:
     """'d_model=256' -> 256, 'norm_placement=pre' -> 'pre', 'd_k=none' -> None, using the field's declared type."""
     if key not in _TYPES:
         fields = ", ".join(f.name for f in dataclasses.fields(ModelConfig))
-        raise ConfigError(f"unknown config field {key!r}; fields: {fields}")
+        raise ConfigError("unknown config field {key!r}; fields: {fields}", key=key, fields=fields)
     hint = _TYPES[key]
     args = typing.get_args(hint) if typing.get_origin(hint) is not typing.Literal else ()
     if text.lower() in ("none", "null") and type(None) in args:
@@ -112,14 +113,16 @@ def parse_value(key: str, text: str) -> Any:
             return base(text)
         return loads_json(text)  # nesting bounded: a deep value is one line, not a RecursionError
     except ValueError:
-        raise ConfigError(f"cannot read {key}={text!r} as {getattr(base, '__name__', base)}") from None
+        raise ConfigError("cannot read {key}={text!r} as {type}", key=key, text=text,
+                          type=getattr(base, "__name__", base)) from None
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     out = {}
     for item in items:
         if "=" not in item:
-            raise ConfigError(f"override {item!r} is not KEY=VALUE (for example d_model=256 or norm_placement=pre)")
+            raise ConfigError("override {item!r} is not KEY=VALUE (for example d_model=256 or norm_placement=pre)",
+                              item=item)
         key, value = item.split("=", 1)
         key = key.strip().replace("-", "_")
         key = RENAMED_FIELDS.get(key, key)  # norm=pre still works: the old name of norm_placement
@@ -146,7 +149,7 @@ class _Engines:
 def add_decoding_args(group: Any, command: str) -> None:
     """The decoding flags of `command` (translate, evaluate, serve, report), made from config/decoding.py's FLAGS:
     each defaults to the run's decoding.json, else to DecodingOptions' default."""
-    from scratchformer.config.decoding import add_decoding_args as add
+    from scratchformer.config.decoding import add_decoding_args as add  # its help texts are in the catalog
 
     add(group, command, _Engines())
 
@@ -156,15 +159,15 @@ def iter_lines(file: str) -> Iterator[str]:
     the whole file (translate --file streams). Invalid UTF-8 is one InputError naming the line."""
     if file == "-":
         if sys.stdin is None:
-            raise InputError("stdin is closed: give the text as arguments or with --file, or pipe it in")
+            raise InputError(N_("stdin is closed: give the text as arguments or with --file, or pipe it in"))
         yield from _decoded(getattr(sys.stdin, "buffer", None) or _encoded(sys.stdin), "stdin")
         return
     try:
         f = open(file, "rb")
     except FileNotFoundError:
-        raise InputError(f"--file {file} does not exist") from None
+        raise InputError("--file {file} does not exist", file=file) from None
     except IsADirectoryError:
-        raise InputError(f"--file {file} is a folder: give a text file, one sentence per line") from None
+        raise InputError("--file {file} is a folder: give a text file, one sentence per line", file=file) from None
     with f:
         yield from _decoded(f, file)
 
@@ -186,8 +189,13 @@ def _decoded(lines: Iterable[bytes], name: str) -> Iterator[str]:
         yield text.rstrip("\n").rstrip("\r") if text.endswith("\n") else text.rstrip("\r")
 
 
+def sample_lines(sample: dict[str, Any]) -> str:
+    """A sample translation as three indented lines: source, reference, hypothesis (train's test report, evaluate)."""
+    return _("  src: {src}\n  ref: {ref}\n  hyp: {hyp}").format(src=sample["src"], ref=sample["ref"], hyp=sample["hyp"])
+
+
 def add_model_args(p: argparse.ArgumentParser, default_preset: str = "paper-base") -> None:
-    p.add_argument("--preset", default=default_preset, help=f"one of: {', '.join(PRESETS)}")
+    p.add_argument("--preset", default=default_preset, help=_("one of: {presets}").format(presets=", ".join(PRESETS)))
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                    help="config overrides, e.g. d_model=256 norm_placement=pre")
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from scratchformer.cli.common import sample_lines
+
 
 def _check_flags(args: argparse.Namespace) -> None:
     """Flags that would silently score other data than asked (`--limit 0` meant all, `--limit -2` a slice)."""
@@ -14,15 +16,15 @@ def _check_flags(args: argparse.Namespace) -> None:
     from scratchformer.evaluation.metrics import MAX_BOOTSTRAP_RESAMPLES
 
     if args.limit is not None and args.limit < 1:
-        raise ConfigError(f"--limit {args.limit}: give a number of sentences >= 1 (leave it out for all)")
+        raise ConfigError("--limit {limit}: give a number of sentences >= 1 (leave it out for all)", limit=args.limit)
     if args.show < 0:
-        raise ConfigError(f"--show {args.show}: give a number of samples >= 0")
+        raise ConfigError("--show {show}: give a number of samples >= 0", show=args.show)
     from scratchformer.config.decoding import DecodingOptions, from_args
 
     from_args(DecodingOptions(), args).check(cli=True)  # the flags alone, before any loading
     if not 2 <= args.confidence_n <= MAX_BOOTSTRAP_RESAMPLES:
-        raise ConfigError(f"--confidence-n {args.confidence_n}: give the number of bootstrap resamples, 2 or more, "
-                          f"at most {MAX_BOOTSTRAP_RESAMPLES:,} (1000 is usual)")
+        raise ConfigError("--confidence-n {n}: give the number of bootstrap resamples, 2 or more, at most {most:,} "
+                          "(1000 is usual)", n=args.confidence_n, most=MAX_BOOTSTRAP_RESAMPLES)
 
 
 def _flags() -> list:
@@ -67,7 +69,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return 0
     explained = result.pop("bleu_explained", None)
     for sample in result.pop("samples", []):
-        print(f"  src: {sample['src']}\n  ref: {sample['ref']}\n  hyp: {sample['hyp']}\n")
+        print(sample_lines(sample) + "\n")
     for key, value in result.items():
         print(f"{key:16s} {value}")
     if explained:

@@ -8,6 +8,8 @@ import json
 import sys
 import time
 
+from scratchformer.i18n import _
+
 
 def cmd_export(args: argparse.Namespace) -> int:
     from scratchformer.export import export_run
@@ -15,10 +17,16 @@ def cmd_export(args: argparse.Namespace) -> int:
     # one line per phase on stderr, once the checks have passed: an ONNX export traces the model for a minute or more
     start = time.perf_counter()
     out = export_run(args.run_dir, args.format, args.out, overwrite=args.overwrite, quantization=args.quantization,
-                     progress=lambda line: print(f"export: {line} ...", file=sys.stderr, flush=True))
-    print(f"export: done in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+                     progress=lambda line: _phase(args))
+    print(_("export: done in {seconds:.1f} s").format(seconds=time.perf_counter() - start), file=sys.stderr, flush=True)
     print(json.dumps({"run_dir": args.run_dir, "format": args.format, "out": str(out)}))
     return 0
+
+
+def _phase(args: argparse.Namespace) -> None:
+    """export_run's progress line (it calls this once the checks have passed), in the user's language."""
+    print(_("export: {run} -> {format} in {out} (converting and writing; onnx traces the model, a minute or more) ...")
+          .format(run=args.run_dir, format=args.format, out=args.out), file=sys.stderr, flush=True)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

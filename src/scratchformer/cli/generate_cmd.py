@@ -1,9 +1,7 @@
 """`scratchformer generate RUN_DIR|MODEL "prompt" ...`: continue prompts with a language-model (decoder-only) run,
 or a pretrained Llama-family model (a .gguf file or a Hugging Face folder, with its own tokenizer).
 
-One prompt is streamed: its text, then each new piece as soon as its token is chosen. Several prompts are
-sampled as one left-padded batch and printed one line each (prompt + continuation) when done. No prompt,
-or "-", reads prompts from stdin, one per line. An empty prompt ("") samples from <s> alone.
+How prompts are read, sampled and printed: DESCRIPTION below (what `generate --help` says).
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ import warnings
 from collections.abc import Callable
 
 from scratchformer.decoding.sampling import DEFAULT_MAX_NEW
+from scratchformer.i18n import N_, _
 
 REPLACEMENT = "\ufffd"  # what a byte-level tokenizer decodes half a UTF-8 character to
 
@@ -129,9 +128,15 @@ def _none_or(kind):
     return parse
 
 
+DESCRIPTION = N_("One prompt is streamed: its text, then each new piece as soon as its token is chosen. Several "
+                 "prompts are sampled as one left-padded batch and printed one line each (prompt + continuation) when "
+                 "done. No prompt, or \"-\", reads prompts from stdin, one per line. An empty prompt (\"\") samples "
+                 "from <s> alone.")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generate", help="continue text with a language-model run (sampling, streamed)",
-                       description=__doc__.split("\n\n")[1] if __doc__ else None)
+                       description=DESCRIPTION)
     p.add_argument("run_dir", metavar="RUN_OR_MODEL",
                    help="a language-model run directory, or a pretrained model: a .gguf file or a Hugging Face "
                         "Llama folder (config.json, weights, tokenizer.json)")
@@ -148,8 +153,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def add_sampling_args(p: argparse.ArgumentParser) -> None:
     """The sampling, thread and dtype options `generate` and `chat` share."""
     p.add_argument("--max-new-tokens", type=int, default=None,
-                   help=f"most tokens added to each prompt, which stops earlier at </s> (default {DEFAULT_MAX_NEW}, "
-                        "fewer if the model's max_len leaves no room)")
+                   help=_("most tokens added to each prompt, which stops earlier at </s> (default {n}, fewer if the "
+                          "model's max_len leaves no room)").format(n=DEFAULT_MAX_NEW))
     p.add_argument("--temperature", type=float, default=0.8,
                    help="divide the logits by T before sampling (default 0.8); T <= 0 means greedy decoding "
                         "(argmax; --top-k and --top-p then have no effect)")

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from scratchformer.cli.common import add_model_args, config_from_args
-from scratchformer.i18n import _, pad
+from scratchformer.i18n import _, pad, width
 
 
 def cmd_params(args: argparse.Namespace) -> int:
@@ -20,11 +20,13 @@ def cmd_params(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(rows))
             return 0
-        print(f"{pad(_('preset'), 16)} {pad(_('ours'), 8, True)} {pad(_('paper'), 6, True)} "
-              f"{pad(_('ours-base'), 10, True)} {pad(_('paper-base'), 11, True)}")
+        labels = [_("preset"), _("ours"), _("paper"), _("ours-base"), _("paper-base")]
+        cols = [max(w, width(label)) for w, label in zip((16, 8, 6, 10, 11), labels)]  # a wider label widens its column
+        print(" ".join(pad(label, w, i > 0) for i, (label, w) in enumerate(zip(labels, cols))))
         for r in rows:
-            print(f"{r['preset']:16s} {r['ours_M']:>7.2f}M {r['paper_M']:>5}M {r['ours_minus_base_M']:>+9.2f}M "
-                  f"{r['paper_minus_base_M']:>+10}M")
+            cells = [r["preset"], f"{r['ours_M']:.2f}M", f"{r['paper_M']}M", f"{r['ours_minus_base_M']:+.2f}M",
+                     f"{r['paper_minus_base_M']:+}M"]
+            print(" ".join(pad(cell, w, i > 0) for i, (cell, w) in enumerate(zip(cells, cols))))
         return 0
     config = config_from_args(args)
     model = build_model(config)

@@ -46,7 +46,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         from scratchformer.inspect.plots import check_position_sizes, plot_position_relations
 
         check_position_sizes(args.d_model, args.max_len, flags={"d_model": "--d-model", "max_len": "--max-len"})
-        print(f"wrote {plot_position_relations(args.out, args.d_model, args.max_len)}")
+        print(_("wrote {path}").format(path=plot_position_relations(args.out, args.d_model, args.max_len)))
         return 0
     if args.what == "positions":
         from scratchformer.inspect.plots import check_dims, check_position_sizes, plot_positions
@@ -56,7 +56,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         check_position_sizes(args.d_model, args.max_len, flags={"d_model": "--d-model", "max_len": "--max-len"})
         dims = check_dims(_ints(args.dims, "--dims"), args.d_model) if args.dims is not None else None
         path = plot_positions(_target(args, "positions.png"), args.d_model, args.max_len, dims)
-        print(f"wrote {path}")
+        print(_("wrote {path}").format(path=path))
         return 0
     if not args.run_dir or not args.sentence:
         raise InputError('plot attention needs a run and a sentence: plot attention RUN_DIR "sentence" --out FILE')
@@ -69,7 +69,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     warn_wrong_language([args.sentence], run.train_config.corpus if run.train_config else None)
     out = _target(args, f"attention-{args.kind}.png")
     path, translation = plot_sentence_attention(run, args.sentence, out, args.kind, layer, head, args.translation)
-    print(f"{args.sentence} -> {translation}\nwrote {path}")
+    print(f"{args.sentence} -> {translation}\n" + _("wrote {path}").format(path=path))
     return 0
 
 

@@ -18,13 +18,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.screenshot:
         check_file(args.screenshot, "report", args.overwrite, flag="--screenshot")
     path = write_run_report(args.run_dir, out, args.samples, args.limit, args.corpus, given_flags(args))
-    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, self-contained: open it in any browser)")
+    print(_("wrote {path} ({mb:.1f} MB, self-contained: open it in any browser)").format(
+        path=path, mb=path.stat().st_size / 1e6))
     if args.screenshot:
         from scratchformer.inspect.browser import screenshot
 
         seen = screenshot(path, args.screenshot)
-        print(f"wrote {args.screenshot} (headless chromium: {seen['images']} images, "
-              f"{len(seen['console'])} console messages)")
+        print(_("wrote {path} (headless chromium: {images} images, {messages} console messages)").format(
+            path=args.screenshot, images=seen["images"], messages=len(seen["console"])))
     return 0
 
 

@@ -17,8 +17,9 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from scratchformer.cli.common import parse_bool, parse_overrides
+from scratchformer.cli.common import parse_bool, parse_overrides, sample_lines
 from scratchformer.config import RECIPES, TrainConfig
+from scratchformer.i18n import N_, _
 from scratchformer.training.launch import default_recipe, given_settings, launch
 
 _HINTS = typing.get_type_hints(TrainConfig)
@@ -44,14 +45,15 @@ def _flag_type(hint):
 
 
 _HELP = {
-    "corpus": "what to train on: a TSV file (source<TAB>target on each line, .tsv or .tsv.gz), \"SRC_FILE,TGT_FILE\" "
-              "(two aligned text files), or a bundled corpus (en-zh, software, gimp, lo-module, toy)",
-    "holdout": "a corpus of one file: hash holds out valid and test rows by a hash of the source sentence (5%% "
-               "each, at most 2,000); none uses the file for every split (scores on it are training scores)",
-    "test_report": "translate: greedy BLEU on the test split after training",
-    "warmup": "updates of linear learning-rate warm-up (Noam schedule)",
-    "max_steps": "optimiser updates to train for",
-    "max_tokens": "padded tokens per batch (per process)",
+    "corpus": N_("what to train on: a TSV file (source<TAB>target on each line, .tsv or .tsv.gz), "
+                 "\"SRC_FILE,TGT_FILE\" (two aligned text files), or a bundled corpus (en-zh, software, gimp, "
+                 "lo-module, toy)"),
+    "holdout": N_("a corpus of one file: hash holds out valid and test rows by a hash of the source sentence (5%% "
+                  "each, at most 2,000); none uses the file for every split (scores on it are training scores)"),
+    "test_report": N_("translate: greedy BLEU on the test split after training"),
+    "warmup": N_("updates of linear learning-rate warm-up (Noam schedule)"),
+    "max_steps": N_("optimiser updates to train for"),
+    "max_tokens": N_("padded tokens per batch (per process)"),
 }
 
 
@@ -66,12 +68,13 @@ def field_help(f: dataclasses.Field) -> str:
     base = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
     recipe = RECIPES["demo"]
     if f.name in recipe and recipe[f.name] != base:
-        default = f"default: {_shown(recipe[f.name])} from the demo recipe; {_shown(base)} with --config and no " \
-                  "--recipe"
+        default = _("default: {recipe} from the demo recipe; {base} with --config and no --recipe").format(
+            recipe=_shown(recipe[f.name]), base=_shown(base))
     else:
-        default = f"default: {_shown(base)}"
-    text = _HELP.get(f.name, "")
-    return f"{text} ({default})" if text else f"({default})"
+        default = _("default: {value}").format(value=_shown(base))
+    text = _(_HELP[f.name]) if f.name in _HELP else ""
+    return _("{text} ({default})").format(text=text, default=default) if text else _("({default})").format(
+        default=default)
 
 
 def _flags(args: argparse.Namespace) -> dict:
@@ -98,7 +101,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             from scratchformer.evaluation.translation import evaluate_run
 
             if not args.quiet:
-                print("test report: greedy decoding of the test split ...", file=sys.stderr, flush=True)
+                print(_("test report: greedy decoding of the test split ..."), file=sys.stderr, flush=True)
             test = evaluate_run(out, split="test", beam=1, limit=None, show=5)
             print(json.dumps(test, ensure_ascii=False) if args.json else readable_test(test))
     return status
@@ -112,19 +115,25 @@ def readable_summary(summary: dict[str, Any]) -> str:
     """The end of training for a person: where the run is, how far it got, its last validation, where its data
     came from; `--json` prints the same dict as one JSON line."""
     s = summary
-    stop = f" (interrupted by signal {s['signal']})" if s.get("interrupted") else ""
-    lines = [f"trained {s['run_dir']}: {s['step']} updates, epoch {s.get('epoch', 0)}, "
-             f"{s.get('elapsed_s', 0) / 60:.1f} min{stop}"]
-    valid = [f"{k.removeprefix('valid_')} {_figure(s[k])}" for k in ("valid_loss", "valid_nll", "valid_ppl")
-             if k in s]
+    stop = _(" (interrupted by signal {signal})").format(signal=s["signal"]) if s.get("interrupted") else ""
+    lines = [_("trained {run}: {step} updates, epoch {epoch}, {minutes} min{stop}").format(
+        run=s["run_dir"], step=s["step"], epoch=s.get("epoch", 0), minutes=f"{s.get('elapsed_s', 0) / 60:.1f}",
+        stop=stop)]
+    names = {"valid_loss": N_("loss"), "valid_nll": N_("nll"), "valid_ppl": N_("ppl")}
+    valid = [f"{_(names[k])} {_figure(s[k])}" for k in ("valid_loss", "valid_nll", "valid_ppl") if k in s]
     if "bleu" in s:
-        valid.append(f"greedy BLEU {s['bleu']} on its first sentences (--bleu-samples)")
+        valid.append(_("greedy BLEU {bleu} on its first sentences (--bleu-samples)").format(bleu=s["bleu"]))
     if valid:
-        lines.append(f"  valid (step {s.get('step')}): {', '.join(valid)}")
+        lines.append(_("  valid (step {step}): {scores}").format(step=s.get("step"), scores=_(", ").join(valid)))
     data = s.get("data") or {}
     if data:
-        counts = ", ".join(f"{data[k]} {k}" for k in ("train", "valid", "test") if k in data)
-        lines.append(f"  data: {data.get('corpus')}: {data.get('splits')}{f' ({counts})' if counts else ''}")
+        splits = {"train": N_("train"), "valid": N_("valid"), "test": N_("test")}
+        counts = _(", ").join(f"{data[k]} {_(splits[k])}" for k in splits if k in data)
+        from scratchformer.training.tasks.base import splits_shown
+
+        lines.append(_("  data: {corpus}: {splits}").format(corpus=data.get("corpus"),
+                                                          splits=splits_shown(str(data.get("splits"))))
+                     + (f" ({counts})" if counts else ""))
     shown = {"run_dir", "step", "epoch", "elapsed_s", "interrupted", "signal", "data", "kind", "valid_loss",
              "valid_nll", "valid_ppl", "bleu"}
     rest = [f"{k} {_figure(v)}" for k, v in s.items() if k not in shown and not isinstance(v, (dict, list))]
@@ -135,12 +144,13 @@ def readable_summary(summary: dict[str, Any]) -> str:
 
 def readable_test(result: dict[str, Any]) -> str:
     """The test report for a person: the scores with their decoding, then a few samples."""
-    lines = [f"test ({result.get('corpus')}, {result.get('sentences', '?')} sentences, beam 1): BLEU "
-             f"{result.get('bleu')}, chrF {result.get('chrf')}"]
+    lines = [_("test ({corpus}, {sentences} sentences, beam 1): BLEU {bleu}, chrF {chrf}").format(
+        corpus=result.get("corpus"), sentences=result.get("sentences", "?"), bleu=result.get("bleu"),
+        chrf=result.get("chrf"))]
     if result.get("bleu_signature"):
         lines.append(f"  sacreBLEU {result['bleu_signature']}")
     for sample in result.get("samples", []):
-        lines.append(f"  src: {sample['src']}\n  ref: {sample['ref']}\n  hyp: {sample['hyp']}")
+        lines.append(sample_lines(sample))
     return "\n".join(lines)
 
 

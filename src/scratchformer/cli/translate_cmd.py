@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from scratchformer.i18n import _
+
 CHUNK = 1000  # lines read, translated and printed together: memory stays bounded whatever the input's size
 
 
@@ -40,13 +42,13 @@ def _jsonl_inputs(lines: list[str], default_prefix: str | None) -> tuple[list[st
         try:
             obj = loads_json(line) if line.strip() else {"src": ""}
         except json.JSONDecodeError as e:
-            raise InputError(f"input line {n} is not JSON ({e.msg}): --input-format jsonl reads "
-                             '{"src": ..., "prefix": ...} lines') from None
+            raise InputError("input line {n} is not JSON ({reason}): --input-format jsonl reads {{\"src\": ..., "
+                             "\"prefix\": ...}} lines", n=n, reason=e.msg) from None
         if not isinstance(obj, dict) or not isinstance(obj.get("src"), str):
-            raise InputError(f'input line {n}: give an object with a "src" string, got {line[:60]!r}')
+            raise InputError('input line {n}: give an object with a "src" string, got {got!r}', n=n, got=line[:60])
         prefix = obj.get("prefix", default_prefix)
         if prefix is not None and not isinstance(prefix, str):
-            raise InputError(f'input line {n}: "prefix" must be a string, got {type(prefix).__name__}')
+            raise InputError('input line {n}: "prefix" must be a string, got {type}', n=n, type=type(prefix).__name__)
         texts.append(check_utf8(obj["src"], f'input line {n}\'s "src"'))
         prefixes.append(prefix if prefix is None else check_utf8(prefix, f'input line {n}\'s "prefix"'))
     return texts, prefixes
@@ -57,7 +59,8 @@ def _check_flags(args: argparse.Namespace) -> None:
     from scratchformer.errors import ConfigError
 
     if args.file and args.text:
-        raise ConfigError(f"--file {args.file} and {len(args.text)} sentence argument(s): give one or the other")
+        raise ConfigError("--file {file} and {n} sentence argument(s): give one or the other", file=args.file,
+                          n=len(args.text))
 
 
 def _check_engine(args: argparse.Namespace, engine: str) -> None:
@@ -77,11 +80,11 @@ def _check_arch(args: argparse.Namespace, arch: str) -> None:
     from scratchformer.errors import ConfigError
 
     if arch == "decoder":
-        raise ConfigError(f"{args.run_dir} holds a decoder (language-model) run, which continues text rather than "
-                          f"translating it: use `scratchformer generate {args.run_dir} ...`")
+        raise ConfigError("{run} holds a decoder (language-model) run, which continues text rather than translating "
+                          "it: use `scratchformer generate {run} ...`", run=args.run_dir)
     if arch == "encoder":
-        raise ConfigError(f"{args.run_dir} holds an encoder (classifier / masked-LM) run, which does not generate "
-                          f"text: use `scratchformer evaluate {args.run_dir}`")
+        raise ConfigError("{run} holds an encoder (classifier / masked-LM) run, which does not generate text: use "
+                          "`scratchformer evaluate {run}`", run=args.run_dir)
 
 
 def _expected_tokens(args: argparse.Namespace, run) -> int | None:
@@ -183,7 +186,7 @@ def _show_attention(args: argparse.Namespace, run, first: tuple[list[str], list]
         warnings.showwarning = lambda message, *_: print(f"scratchformer translate: warning: {message}",
                                                          file=sys.stderr)
         path = plot_cross_attention(run, texts[0], output, Path(args.show_attention))
-    print(f"cross-attention heatmap: {path}", file=sys.stderr)
+    print(_("cross-attention heatmap: {path}").format(path=path), file=sys.stderr)
 
 
 def _print(outputs: list, args: argparse.Namespace, scores: bool) -> None:
@@ -205,8 +208,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("translate", help="translate text with a trained run")
     p.add_argument("run_dir")
     p.add_argument("text", nargs="*", help="sentences to translate (none or '-' reads stdin, one per line)")
-    p.add_argument("--file", help=f"read sentences from FILE ('-' for stdin), one per line; read, translated and "
-                   f"printed {CHUNK} lines at a time")
+    p.add_argument("--file", help=_("read sentences from FILE ('-' for stdin), one per line; read, translated and "
+                                    "printed {n} lines at a time").format(n=CHUNK))
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--weights", help="another safetensors file of the same run (e.g. averaged.safetensors); it "
                    "decodes alone unless --ensemble is given too")

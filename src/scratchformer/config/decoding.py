@@ -46,6 +46,7 @@ from typing import Any
 from scratchformer.config.fields import read_json, reject_unknown_fields
 from scratchformer.config.model import ModelConfig, available_memory, human_bytes
 from scratchformer.errors import ConfigError
+from scratchformer.i18n import N_, _
 
 MEMBER_FILE = re.compile(r"[\w.-]+\.safetensors")  # a file name in the run folder, no path
 MAX_ALPHA = 10.0  # GNMT tuned alpha in [0.6, 1]; ((5 + 512) / 6) ** 10 is still a float
@@ -241,36 +242,37 @@ class Flag:
 ALL = frozenset({"translate", "evaluate", "serve", "report"})
 TEXT = frozenset({"translate", "evaluate", "report"})  # serve: a request sets n_best (alternatives) itself
 FLAGS: tuple[Flag, ...] = (
-    Flag("engine", "decode with our PyTorch code or an exported copy (cached in the run directory)", ALL, str),
-    Flag("beam", "beam size (1 = greedy; the paper uses 4)", ALL, int, "K"),
-    Flag("alpha", "GNMT length penalty ((5+|Y|)/6)^alpha", ALL, float, "A"),
-    Flag("max_len", "most output tokens per sentence (unset: source length + 50, the paper's rule)", ALL, int, "N"),
-    Flag("batch_size", "most sentences decoded together", ALL, int, "N"),
-    Flag("max_tokens", "most padded source tokens (sentences x the longest) in one decoding batch (unset: no cap)",
+    Flag("engine", N_("decode with our PyTorch code or an exported copy (cached in the run directory)"), ALL, str),
+    Flag("beam", N_("beam size (1 = greedy; the paper uses 4)"), ALL, int, "K"),
+    Flag("alpha", N_("GNMT length penalty ((5+|Y|)/6)^alpha"), ALL, float, "A"),
+    Flag("max_len", N_("most output tokens per sentence (unset: source length + 50, the paper's rule)"), ALL, int, "N"),
+    Flag("batch_size", N_("most sentences decoded together"), ALL, int, "N"),
+    Flag("max_tokens", N_("most padded source tokens (sentences x the longest) in one decoding batch (unset: no cap)"),
          ALL, int, "N"),
-    Flag("n_best", "the N best hypotheses (N <= --beam), each as a line `text<TAB>score`", frozenset({"translate"}),
+    Flag("n_best", N_("the N best hypotheses (N <= --beam), each as a line `text<TAB>score`"), frozenset({"translate"}),
          int, "N"),
-    Flag("no_repeat_ngram", "never repeat an n-gram of N target tokens (fairseq's; 0 = off, 3 is usual)", ALL, int,
+    Flag("no_repeat_ngram", N_("never repeat an n-gram of N target tokens (fairseq's; 0 = off, 3 is usual)"), ALL, int,
          "N"),
-    Flag("repetition_penalty", "divide the logits of tokens already output by P (CTRL's; 1 = off)", ALL, float, "P"),
-    Flag("align", "add word alignments `i-j` (source-target subword indices, from the last decoder layer's "
-         "cross-attention averaged over heads) after a TAB, or as \"alignment\" in jsonl", frozenset({"translate"})),
-    Flag("split_sentences", "translate each line sentence by sentence (cut after . ! ? before a capital or digit, "
-         "after 。！？) and join the parts", ALL),
-    Flag("repair_copies", "put back names, numbers, paths and options the model miscopied from the source "
-         "(outputs with CJK text only; decoding/copies.py)", ALL),
-    Flag("int8", "dynamic int8 quantisation of the Linear layers (CPU)", ALL),
-    Flag("step", "torch's decoding step: eager, captured (compiled once with AOTInductor, cached in your cache "
+    Flag("repetition_penalty", N_("divide the logits of tokens already output by P (CTRL's; 1 = off)"), ALL, float,
+         "P"),
+    Flag("align", N_("add word alignments `i-j` (source-target subword indices, from the last decoder layer's "
+         "cross-attention averaged over heads) after a TAB, or as \"alignment\" in jsonl"), frozenset({"translate"})),
+    Flag("split_sentences", N_("translate each line sentence by sentence (cut after . ! ? before a capital or digit, "
+         "after 。！？) and join the parts"), ALL),
+    Flag("repair_copies", N_("put back names, numbers, paths and options the model miscopied from the source "
+         "(outputs with CJK text only; decoding/copies.py)"), ALL),
+    Flag("int8", N_("dynamic int8 quantisation of the Linear layers (CPU)"), ALL),
+    Flag("step", N_("torch's decoding step: eager, captured (compiled once with AOTInductor, cached in your cache "
          "folder; the first use says it compiles) or auto (a cached package; with none, translate --file compiles "
-         "when the measured compile cost is below the time it saves, serve compiles in the background)", ALL, str,
+         "when the measured compile cost is below the time it saves, serve compiles in the background)"), ALL, str,
          "{auto,eager,captured}"),
-    Flag("dtype", "torch's decoding precision: fp32, bf16 (outputs may differ slightly) or auto (bf16 where the CPU "
-         "has AVX512-BF16 or AMX and it measured faster)", ALL, str, "{auto,fp32,bf16}"),
+    Flag("dtype", N_("torch's decoding dtype: fp32, bf16 (outputs may differ slightly) or auto (bf16 where the "
+         "CPU has AVX512-BF16 or AMX and it measured faster)"), ALL, str, "{auto,fp32,bf16}"),
 )
 
 
 def _shown(value: Any) -> str:
-    return "unset" if value is None else "on" if value is True else "off" if value is False else str(value)
+    return N_("unset") if value is None else N_("on") if value is True else N_("off") if value is False else str(value)
 
 
 def add_decoding_args(group: Any, command: str, engines: Iterable[str] = ()) -> None:
@@ -282,7 +284,8 @@ def add_decoding_args(group: Any, command: str, engines: Iterable[str] = ()) -> 
         if command not in f.commands:
             continue
         flag = "--" + f.name.replace("_", "-")
-        help = f"{f.help} (default: the run's decoding.json, else {_shown(getattr(default, f.name))})"
+        help = _("{help} (default: the run's decoding.json, else {value})").format(
+            help=_(f.help), value=_(_shown(getattr(default, f.name))))
         if f.kind is None:
             group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help)
         elif f.name == "engine":

@@ -124,7 +124,8 @@ def check_choices(obj: Any) -> None:
     for name, hint in _field_hints(type(obj)).items():
         names, value = literal_names(hint), getattr(obj, name)
         if names and value not in names and not (value is None and _fits(None, hint)):
-            raise ConfigError(f"{name}={value!r} is not one of {', '.join(map(str, names))}")
+            raise ConfigError("{name}={value!r} is not one of {names}", name=name, value=value,
+                              names=", ".join(map(str, names)))
 
 
 # -- files --------------------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from typing import Any, Literal, get_args
 
 from scratchformer.config.fields import check_choices, check_field_types, read_json, reject_unknown_fields
 from scratchformer.errors import ConfigError
+from scratchformer.i18n import N_
 
 Arch = Literal["encoder-decoder", "encoder", "decoder"]
 NormPlacement = Literal["post", "pre", "seed000", "seed003"]  # where the norm sits: model/norm.py has the formulas
@@ -142,20 +143,21 @@ class ModelConfig:
 
     # -- checks -----------------------------------------------------------------------------------
     def validate(self) -> None:
-        def need(cond: bool, msg: str) -> None:
+        def need(cond: bool, msg: str, **fields: object) -> None:
             if not cond:
-                raise ConfigError(msg)
+                raise ConfigError(msg, **fields)
 
         check_field_types(type(self), {f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
         check_choices(self)  # each Literal field (arch, norm_placement, norm_kind, ...): one of its names
         for name in ("d_model", "n_heads", "d_ff", "max_len", "tgt_vocab_size"):
-            need(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
+            need(getattr(self, name) > 0, N_("{name} must be positive, got {value}"), name=name,
+                 value=getattr(self, name))
         if self.arch == "encoder-decoder":
             need(self.src_vocab_size > 0, f"src_vocab_size must be positive, got {self.src_vocab_size}")
         need(
             self.d_k is not None or self.d_model % self.n_heads == 0,
-            f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}: "
-            "choose sizes that divide, or set d_k (and d_v) explicitly",
+            N_("d_model={d_model} is not divisible by n_heads={n_heads}: choose sizes that divide, or set d_k (and "
+               "d_v) explicitly"), d_model=self.d_model, n_heads=self.n_heads,
         )
         need(self.head_dim_k > 0 and self.head_dim_v > 0, "d_k and d_v must be positive")
         need(self.kv_heads > 0 and self.n_heads % self.kv_heads == 0,
@@ -214,7 +216,8 @@ class ModelConfig:
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> ModelConfig:
         if name not in PRESETS:
-            raise ConfigError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}")
+            raise ConfigError(N_("unknown preset {name!r}; valid presets: {presets}"), name=name,
+                              presets=", ".join(PRESETS))
         fields = upgrade_fields({**PRESETS[name], **upgrade_fields(overrides)})
         reject_unknown_fields(cls, fields, f"config field(s) for preset {name!r}")
         return cls(**fields)

@@ -12,7 +12,8 @@ from typing import Any
 
 from scratchformer.config.fields import check_field_types, read_json, reject_unknown_fields
 from scratchformer.config.model import ModelConfig, upgrade_fields
-from scratchformer.errors import ConfigError
+from scratchformer.errors import ConfigError, Message
+from scratchformer.i18n import N_
 
 TASKS = ("translate", "lm", "mlm", "classify")
 MAX_UPSAMPLE = 100  # --upsample SOURCE=N: N copies of a source's pairs are held in memory
@@ -74,7 +75,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         check_field_types(type(self), {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, _label)
         if self.task not in TASKS:
-            raise ConfigError(f"task={self.task!r} is not one of {', '.join(TASKS)} (--task)")
+            raise ConfigError("task={task!r} is not one of {tasks} (--task)", task=self.task, tasks=", ".join(TASKS))
         if self.dtype not in ("fp32", "bf16", "fp16", "auto"):
             raise ConfigError(f"dtype={self.dtype!r} is not one of fp32, bf16, fp16, auto (--dtype)")
         for name in ("max_tokens", "accum_steps", "max_steps", "warmup", "max_len"):
@@ -97,23 +98,24 @@ class TrainConfig:
         """The numeric flags' ranges, one line each naming the flag."""
         def need(ok: bool, name: str, what: str) -> None:
             if not ok:
-                raise ConfigError(f"{_flag(name)} {getattr(self, name)}: must be {what}")
+                raise ConfigError("{flag} {value}: must be {what}", flag=_flag(name), value=getattr(self, name),
+                                  what=Message(what))
 
-        need(self.log_every >= 1, "log_every", ">= 1 (log every N updates)")
+        need(self.log_every >= 1, "log_every", N_(">= 1 (log every N updates)"))
         for name in ("eval_every", "save_every"):
-            need(getattr(self, name) >= 0, name, ">= 0 (0: only at the end)")
-        need(self.keep_last >= 1, "keep_last", ">= 1 (checkpoints kept)")
-        need(self.bleu_samples >= 0, "bleu_samples", ">= 0")
-        need(math.isfinite(self.lr_factor) and self.lr_factor > 0, "lr_factor", "a finite number > 0")
+            need(getattr(self, name) >= 0, name, N_(">= 0 (0: only at the end)"))
+        need(self.keep_last >= 1, "keep_last", N_(">= 1 (checkpoints kept)"))
+        need(self.bleu_samples >= 0, "bleu_samples", N_(">= 0"))
+        need(math.isfinite(self.lr_factor) and self.lr_factor > 0, "lr_factor", N_("a finite number > 0"))
         need(self.clip_norm is None or (math.isfinite(self.clip_norm) and self.clip_norm > 0), "clip_norm",
-             "a finite number > 0, or none (no clipping)")
+             N_("a finite number > 0, or none (no clipping)"))
         need(self.time_limit is None or (math.isfinite(self.time_limit) and self.time_limit > 0), "time_limit",
-             "a number of minutes > 0")
-        need(self.max_epochs is None or self.max_epochs > 0, "max_epochs", "> 0")
-        need(self.min_freq >= 1, "min_freq", ">= 1")
-        need(self.patience is None or self.patience >= 1, "patience", ">= 1 (evaluations), or none")
-        need(self.patience is None or self.eval_every > 0, "patience", "used with --eval-every > 0")
-        need(DEVICE_PATTERN.fullmatch(self.device) is not None, "device", "auto, cpu, cuda, cuda:N or mps")
+             N_("a number of minutes > 0"))
+        need(self.max_epochs is None or self.max_epochs > 0, "max_epochs", N_("> 0"))
+        need(self.min_freq >= 1, "min_freq", N_(">= 1"))
+        need(self.patience is None or self.patience >= 1, "patience", N_(">= 1 (evaluations), or none"))
+        need(self.patience is None or self.eval_every > 0, "patience", N_("used with --eval-every > 0"))
+        need(DEVICE_PATTERN.fullmatch(self.device) is not None, "device", N_("auto, cpu, cuda, cuda:N or mps"))
 
     def _check_model_overrides(self) -> None:
         """The KEY=VALUE model overrides (`model`) meet ModelConfig's own checks here, as the flags meet theirs:

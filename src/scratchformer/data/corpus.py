@@ -80,9 +80,10 @@ def bundled_path(name: str, split: str = "train") -> Path:
     if splits == ["train"] and split in SPLITS:
         return bundled_path(name, "train")
     if splits == ["train"]:
-        raise CorpusError(f"bundled corpus {name!r} has no split {split!r}; it has one file, train, that serves "
-                          f"the splits {', '.join(SPLITS)}")
-    raise CorpusError(f"bundled corpus {name!r} has no split {split!r}; it has: {', '.join(splits)}")
+        raise CorpusError("bundled corpus {name!r} has no split {split!r}; it has one file, train, that serves the "
+                          "splits {splits}", name=name, split=split, splits=", ".join(SPLITS))
+    raise CorpusError("bundled corpus {name!r} has no split {split!r}; it has: {splits}", name=name, split=split,
+                      splits=", ".join(splits))
 
 
 def _not_found_message(source: str) -> str:

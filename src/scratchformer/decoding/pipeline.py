@@ -190,4 +190,6 @@ def _bar(total: int, progress: bool):
         return _NoBar()
     from tqdm import tqdm  # late: only a run that shows progress needs it
 
-    return tqdm(total=total, unit="sent", desc="translating", file=sys.stderr, dynamic_ncols=True)
+    from scratchformer.i18n import _
+
+    return tqdm(total=total, unit=_("sent"), desc=_("translating"), file=sys.stderr, dynamic_ncols=True)

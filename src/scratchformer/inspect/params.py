@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from scratchformer.config import PAPER_PARAMS_M, ModelConfig
-from scratchformer.i18n import _, pad
+from scratchformer.i18n import N_, _, pad
 from scratchformer.model import build_model
 from scratchformer.model.transformer import TransformerBase
 
@@ -37,6 +37,21 @@ def _count(module: nn.Module | None, seen: set[int]) -> int:
             n += p.numel()
     return n
 
+
+# the rows' names and notes as the table shows them (_() where shown): the rows keep English, which
+# parameter_summary's JSON uses as keys
+WORDS = (
+    N_("input: source token embedding"), N_("input: source positions"), N_("input: source token types"),
+    N_("input: source embedding layer norm"), N_("input: target token embedding"), N_("input: target positions"),
+    N_("input: target token types"), N_("input: target embedding layer norm"), N_("input:  token embedding"),
+    N_("input:  positions"), N_("input:  token types"), N_("input:  embedding layer norm"),
+    N_("encoder: self-attention"), N_("encoder: cross-attention"), N_("encoder: feed-forward"),
+    N_("encoder: layer norms (Add & Norm)"), N_("encoder: final layer norm"), N_("decoder: self-attention"),
+    N_("decoder: cross-attention"), N_("decoder: feed-forward"), N_("decoder: layer norms (Add & Norm)"),
+    N_("decoder: final layer norm"), N_("output: generator (linear + log-softmax)"), N_("shared with target"),
+    N_("tied: counted above"), N_("rope: turns q and k, no parameters"), N_("sinusoidal: no parameters"),
+    N_("weight tied to target embedding"), N_("weight tied to target embedding: bias only"),
+)
 
 def _stack_rows(stack: nn.Module, side: str, seen: set[int]) -> list[Row]:
     layers = list(stack.layers)
@@ -126,7 +141,7 @@ def format_table(rows: list[Row], config: ModelConfig, paper_m: float | None = N
     for r in rows:
         per = f"{r.per_layer:,}" if r.per_layer is not None else ""
         n = str(r.layers) if r.layers is not None else ""
-        lines.append(line(r.component, per, n, f"{r.total:,}", r.note))
+        lines.append(line(_(r.component), per, n, f"{r.total:,}", _(r.note) if r.note else ""))
     lines.append("-" * 92)
     lines.append(line(_("total (exact)"), count=f"{total:,}", note=f"= {total / 1e6:.2f}M"))
     lines.append(line(_("closed form: matrices only, no biases/norms"), count=f"{closed_form(config):,}"))

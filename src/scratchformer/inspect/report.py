@@ -53,6 +53,11 @@ SECTIONS = (("scores", N_("Test scores")), ("samples", N_("Sample translations")
             ("positions", N_("Positional encoding")), ("config", N_("Config, parameters and shapes")))
 
 
+# the summary line's words for a model's norm placement and positions (the glossary's terms in Chinese)
+NORMS = {"post": N_("post-norm"), "pre": N_("pre-norm")}
+POSITIONS = {"sinusoidal": N_("sinusoidal"), "sinusoidal-concat": N_("sinusoidal-concat"), "learned": N_("learned"),
+             "rope": N_("rope")}
+
 def png_uri(path: str | Path) -> str:
     """A PNG file as a data: URI, to sit inside the page."""
     return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
@@ -79,7 +84,7 @@ def config_section(run) -> str:
     config = run.model_config
     rows = parameter_rows(run.model)
     total = sum(r.total for r in rows)
-    params = [(r.component, r.per_layer, r.layers, r.total, r.note) for r in rows]
+    params = [(_(r.component), r.per_layer, r.layers, r.total, _(r.note) if r.note else "") for r in rows]
     params += [(_("total (exact)"), None, None, total, f"{total / 1e6:.2f}M"),
                (_("closed form: matrices only"), None, None, closed_form(config), ""),
                (_("seeds' estimate 12 N d^2 + V d"), None, None, seeds_estimate(config), "")]
@@ -139,11 +144,12 @@ def summary(run, samples: Sequence[dict], scores: dict) -> str:
     score = (_("{split} BLEU {bleu:.2f}, chrF {chrf} ({setting}, {sentences} sentences)").format(
         split=best.get("split", "test"), bleu=best["bleu"], chrf=chrf, setting=best["setting"],
         sentences=best["sentences"]) if best else _("no test scores"))
+    norm = _(NORMS[c.norm_placement]) if c.norm_placement in NORMS else f"{c.norm_placement}-norm"
     text = _("{arch}, {params:.2f}M parameters: d_model={d_model}, {heads} heads, {enc}+{dec} layers, "
-             "{norm}-norm, {positions} positions; {score}; {samples} sample sentence(s).").format(
+             "{norm}, {positions} positions; {score}; {samples} sample sentence(s).").format(
         arch=c.arch, params=run.model.num_parameters() / 1e6, d_model=c.d_model, heads=c.n_heads,
-        enc=c.n_encoder_layers, dec=c.n_decoder_layers, norm=c.norm_placement, positions=c.positions, score=score,
-        samples=len(samples))
+        enc=c.n_encoder_layers, dec=c.n_decoder_layers, norm=norm, positions=_(POSITIONS.get(c.positions, c.positions)),
+        score=score, samples=len(samples))
     return f'<p class="summary">{html.escape(text)}</p>'
 
 

@@ -80,8 +80,9 @@ def run_experiment(name: str, out: str | Path = "lab", quick: bool = False,
     owned = {f"{n}{ext}" for n in EXPERIMENTS for ext in (".png", ".json")}  # all that lab writes, or deletes
     with writing_folder(out, "lab", overwrite, append=True, owned=owned) as tmp:  # written beside, then moved in
         if progress:  # once --out is known to be writable
-            print(f"lab {name}: {_(question)} ({'under a minute' if quick else 'up to 5 minutes'} on 2 CPU cores) "
-                  "...", file=sys.stderr, flush=True)
+            header = N_("lab {name}: {question} (under a minute on 2 CPU cores) ...") if quick else \
+                N_("lab {name}: {question} (up to 5 minutes on 2 CPU cores) ...")
+            print(_(header).format(name=name, question=_(question)), file=sys.stderr, flush=True)
         start = time.perf_counter()
         with chinese_text() if language() == "zh" else contextlib.nullcontext():  # Chinese plot labels get glyphs
             result = function(tmp, quick, **options)

@@ -113,8 +113,9 @@ def refuse_inside_output(path: Path, flag: str = "--out") -> None:
         folder, marker = found
         top = Path(os.path.abspath(path)).relative_to(folder).parts[0]
         if top in own_entries(marker):
-            raise ConfigError(f"{flag} {path} is one of the files of {folder} (written by scratchformer "
-                              f"{marker['command']}): choose a place outside them")
+            raise ConfigError("{flag} {path} is one of the files of {folder} (written by scratchformer {command}): "
+                              "choose a place outside them", flag=flag, path=path, folder=folder,
+                              command=marker["command"])
 
 
 # -- what --overwrite may clear -----------------------------------------------------------------------------------
@@ -123,11 +124,11 @@ def refuse_protected(folder: Path, flag: str = "--overwrite") -> None:
     """A one-line CheckpointError for the current directory, one of its parents, the home directory or the root."""
     target, here = Path(folder).resolve(), Path.cwd().resolve()
     if target == here or target in here.parents:
-        raise CheckpointError(f"{flag} {folder}: that is the current directory or one of its parents; choose a folder "
-                          "below it")
+        raise CheckpointError("{flag} {folder}: that is the current directory or one of its parents; choose a folder "
+                              "below it", flag=flag, folder=folder)
     if target == Path.home().resolve() or target in Path.home().resolve().parents or target == Path(target.anchor):
-        raise CheckpointError(f"{flag} {folder}: refusing to clear the home directory, its parents or the file system "
-                          "root; choose an output folder")
+        raise CheckpointError("{flag} {folder}: refusing to clear the home directory, its parents or the file system "
+                              "root; choose an output folder", flag=flag, folder=folder)
 
 
 def clear_folder(folder: Path, command: str, flag: str = "--overwrite", owned: Collection[str] | None = None
@@ -152,11 +153,12 @@ def check_clearable(folder: Path, command: str, flag: str = "--overwrite") -> di
     refuse_protected(folder, flag)
     marker = read_marker(folder)
     if marker is None:
-        raise CheckpointError(f"{flag} {folder}: not made by scratchformer {command} (no {MARKER} file): delete it "
-                              "yourself or choose another --out")
+        raise CheckpointError("{flag} {folder}: not made by scratchformer {command} (no {marker} file): delete it "
+                              "yourself or choose another --out", flag=flag, folder=folder, command=command,
+                              marker=MARKER)
     if marker["command"] != command:
-        raise CheckpointError(f"{flag} {folder}: made by scratchformer {marker['command']}, not by scratchformer "
-                              f"{command}: choose another --out")
+        raise CheckpointError("{flag} {folder}: made by scratchformer {other}, not by scratchformer {command}: choose "
+                              "another --out", flag=flag, folder=folder, other=marker["command"], command=command)
     return marker
 
 
@@ -241,7 +243,7 @@ def check_folder(out: Path, command: str, overwrite: bool = False, append: bool 
     if out.is_symlink() and not out.exists():
         raise ConfigError(f"{flag} {out} is a link to {os.readlink(out)}, which does not exist: give a folder")
     if out.exists() and not out.is_dir():
-        raise ConfigError(f"{flag} {out} is a file: give a folder")
+        raise ConfigError("{flag} {out} is a file: give a folder", flag=flag, out=out)
     if overwrite:
         refuse_protected(out)
     refuse_inside_output(out, flag)
@@ -251,14 +253,15 @@ def check_folder(out: Path, command: str, overwrite: bool = False, append: bool 
     if marker is None:
         if overwrite:
             check_clearable(out, command)  # raises: not made by scratchformer COMMAND
-        raise ConfigError(f"{flag} {out} already holds files not written by scratchformer {command} (--overwrite "
-                          f"replaces only a folder it made): choose a new or empty {flag}")
+        raise ConfigError("{flag} {out} already holds files not written by scratchformer {command} (--overwrite "
+                          "replaces only a folder it made): choose a new or empty {flag}", flag=flag, out=out,
+                          command=command)
     if marker["command"] != command:
-        raise ConfigError(f"{flag} {out} holds the output of scratchformer {marker['command']}, not of scratchformer "
-                          f"{command}: choose another {flag}")
+        raise ConfigError("{flag} {out} holds the output of scratchformer {other}, not of scratchformer {command}: "
+                          "choose another {flag}", flag=flag, out=out, other=marker["command"], command=command)
     if not (overwrite or append):
-        raise ConfigError(f"{flag} {out} already holds an earlier scratchformer {command} output: add --overwrite to "
-                          f"replace it, or choose another {flag}")
+        raise ConfigError("{flag} {out} already holds an earlier scratchformer {command} output: add --overwrite to "
+                          "replace it, or choose another {flag}", flag=flag, out=out, command=command)
 
 
 def check_run_out(out: Path, resume: bool = False, overwrite: bool = False) -> None:
@@ -356,10 +359,11 @@ def check_file(path: Path, command: str, overwrite: bool = False, default_name: 
                               + (" (--overwrite replaces a file, never a folder)" if overwrite else ""))
         path = path / default_name
         if path.is_dir():
-            raise ConfigError(f"{flag} {path} is a folder: give the file to write")
+            raise ConfigError("{flag} {path} is a folder: give the file to write", flag=flag, path=path)
     if own is not None and os.path.abspath(path) == os.path.abspath(own):
         return path
     refuse_inside_output(path, flag)
     if (path.exists() or path.is_symlink()) and not overwrite:
-        raise ConfigError(f"{flag} {path} already exists: add --overwrite to replace it, or choose another {flag}")
+        raise ConfigError("{flag} {path} already exists: add --overwrite to replace it, or choose another {flag}",
+                          flag=flag, path=path)
     return path

@@ -75,15 +75,18 @@ def load_config(run_dir: Path) -> ModelConfig:
     """RUN_DIR/config.json, or a one-line CheckpointError saying why RUN_DIR is not a run."""
     run_dir = resolve_run(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
-        raise CheckpointError(f"{run_dir} is not a run directory (it is a file): give the folder of a run")
+        raise CheckpointError("{run} is not a run directory (it is a file): give the folder of a run", run=run_dir)
     if not run_dir.is_dir():
-        shipped = ", ".join(shipped_models()) or "none in this installation"
-        raise CheckpointError(f"run directory {run_dir} does not exist: give the folder `scratchformer train` wrote "
-                              f"(--out, default runs/<recipe>) or the name of a model shipped with the package "
-                              f"({shipped})")
+        if shipped_models():
+            raise CheckpointError("run directory {run} does not exist: give the folder `scratchformer train` wrote "
+                                  "(--out, default runs/<recipe>) or the name of a model shipped with the package "
+                                  "({shipped})", run=run_dir, shipped=", ".join(shipped_models()))
+        raise CheckpointError("run directory {run} does not exist: give the folder `scratchformer train` wrote (--out, "
+                              "default runs/<recipe>) or the name of a model shipped with the package (none in this "
+                              "installation)", run=run_dir)
     path = run_dir / CONFIG
     if not path.exists():
-        raise CheckpointError(f"{path} is missing: not a scratchformer run directory")
+        raise CheckpointError("{path} is missing: not a scratchformer run directory", path=path)
     return ModelConfig.load(path)
 
 

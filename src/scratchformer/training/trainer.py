@@ -23,7 +23,8 @@ from tqdm import tqdm
 
 from scratchformer import autotune, runs
 from scratchformer.data.batching import token_batches
-from scratchformer.errors import CheckpointError, ConfigError, UnsafeCheckpointError
+from scratchformer.errors import CheckpointError, ConfigError, TrainingDiverged, UnsafeCheckpointError
+from scratchformer.i18n import N_, _
 from scratchformer.inspect.flops import forward_flops
 from scratchformer.model import build_model
 from scratchformer.runs.metrics import append_record, reset_records, trim_records
@@ -37,14 +38,6 @@ from scratchformer.training.schedule import noam_scheduler, paper_optimizer
 from scratchformer.training.tasks import TASKS
 
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-class TrainingDiverged(CheckpointError):
-    """The loss of an update was nan or inf: training stops before saving anything."""
-
-    def __init__(self, step: int, loss: float, message: str | None = None) -> None:
-        super().__init__(message or f"loss became {loss} at step {step}")
-        self.step, self.loss = step, loss
 
 
 class Trainer:
@@ -62,14 +55,15 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
 
     # -- set-up ---------------------------------------------------------------------------------------------
-    def log(self, msg: str) -> None:
+    def log(self, msg: str, **fields: Any) -> None:  # rank 0, not with --quiet; `msg` translated, then filled in
         if self.dist.is_main and not self.quiet:
-            tqdm.write(msg)
+            tqdm.write(_(msg).format(**fields) if fields else _(msg))
 
-    def warn(self, msg: str) -> None:
+    def warn(self, msg: str, **fields: Any) -> None:
         """A line on stderr (rank 0), even with --quiet: something was damaged and what was done about it."""
         if self.dist.is_main:
-            tqdm.write(f"warning: {msg}", file=sys.stderr)
+            text = _(msg).format(**fields) if fields else _(msg)
+            tqdm.write(_("warning: {message}").format(message=text), file=sys.stderr)
 
     def prepare(self) -> None:
         cfg, run = self.cfg, self.run_dir
@@ -81,11 +75,12 @@ class Trainer:
         if self.dist.is_main:
             runs.write_marker(run)
             for left in runs.clean_partial_saves(run):
-                self.warn(f"removed {left}: left by a save that was interrupted")
+                self.warn(N_("removed {path}: left by a save that was interrupted"), path=left)
         if cfg.max_steps < cfg.warmup:  # the learning rate would rise the whole run (Noam: the peak at `warmup`)
-            self.warn(f"the run ends (--max-steps {cfg.max_steps}) before its warm-up (--warmup {cfg.warmup}) does: "
-                      "the learning rate rises the whole run and never reaches its peak; for the full schedule lower "
-                      f"--warmup (e.g. {max(1, cfg.max_steps // 10)}) or raise --max-steps")
+            self.warn(N_("the run ends (--max-steps {steps}) before its warm-up (--warmup {warmup}) does: the learning "
+                         "rate rises the whole run and never reaches its peak; for the full schedule lower --warmup "
+                         "(e.g. {lower}) or raise --max-steps"), steps=cfg.max_steps, warmup=cfg.warmup,
+                      lower=max(1, cfg.max_steps // 10))
         torch.manual_seed(cfg.seed)
         self.model_config = self.task.setup(self.resume)
         self.train_examples, self.valid_examples = self.task.train_examples, self.task.valid_examples
@@ -125,7 +120,7 @@ class Trainer:
     def _restore(self) -> None:
         candidates = runs.checkpoint_candidates(self.run_dir)
         if not candidates:
-            self.log(f"no checkpoint in {self.run_dir}/checkpoints: starting from step 0")
+            self.log(N_("no checkpoint in {run}/checkpoints: starting from step 0"), run=self.run_dir)
             return
         for i, found in enumerate(candidates):
             try:
@@ -136,7 +131,7 @@ class Trainer:
                     raise
                 self.warn(f"checkpoint {found.name} is broken ({e}); falling back to {candidates[i + 1].name}")
         trim_records(self.run_dir, self.step, self.warn, write=self.dist.is_main)
-        self.log(f"resumed from {found} (step {self.step}, epoch {self.epoch})")
+        self.log(N_("resumed from {path} (step {step}, epoch {epoch})"), path=found, step=self.step, epoch=self.epoch)
 
     def _restore_from(self, found: Path) -> None:
         """Weights, optimiser, scheduler, RNG and data position from checkpoints/step-N; a CheckpointError (and
@@ -236,7 +231,7 @@ class Trainer:
         try:
             mine = batches[self.dist.rank :: self.dist.world_size] if shard else batches
             with self.task.validating():  # a bar with an ETA: a large valid split takes minutes on a busy CPU
-                for idx in tqdm(mine, desc="valid", leave=False, disable=not self.dist.is_main or self.quiet,
+                for idx in tqdm(mine, desc=_("valid"), leave=False, disable=not self.dist.is_main or self.quiet,
                                 dynamic_ncols=True):
                     with self._autocast():  # the unwrapped model: no DDP hooks in eval
                         out, extra = self.task.valid_step(self.model, self._collate([self.valid_examples[i]
@@ -281,8 +276,9 @@ class Trainer:
         if result["valid_nll"] < self.best_valid:
             self.best_valid, self.best_step = result["valid_nll"], self.step
             self.parallel.save_weights(self.model, self.run_dir / WEIGHTS)  # FSDP: every rank joins
-        bleu = f", BLEU {result['bleu']}" if "bleu" in result else ""
-        self.log(f"step {self.step}: valid loss {result['valid_loss']:.3f}, ppl {result['valid_ppl']:.1f}{bleu}")
+        bleu = _(", BLEU {bleu}").format(bleu=result["bleu"]) if "bleu" in result else ""
+        self.log(N_("step {step}: valid loss {loss:.3f}, ppl {ppl:.1f}{bleu}"), step=self.step, bleu=bleu,
+                 loss=result["valid_loss"], ppl=result["valid_ppl"])
         for src, hyp in result.get("samples", []):
             self.log(f"    {src}  ->  {hyp}")
         for line in self.task.describe(result):
@@ -294,8 +290,8 @@ class Trainer:
         patience = self.cfg.patience
         if patience is None or self.step - self.best_step < patience * self.cfg.eval_every:
             return False
-        self.log(f"no better validation loss for {patience} evaluations (best {self.best_valid:.4f} at step "
-                 f"{self.best_step}): stopping at step {self.step}")
+        self.log(N_("no better validation loss for {patience} evaluations (best {best:.4f} at step {at}): stopping at "
+                    "step {step}"), patience=patience, best=self.best_valid, at=self.best_step, step=self.step)
         return True
 
     def _on_signal(self, signum, frame) -> None:
@@ -324,10 +320,11 @@ class Trainer:
         old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         self.model.train()
         n_params = self.model.num_parameters()
-        self.log(f"{cfg.task}: {len(self.train_examples)} training examples, {n_params / 1e6:.2f}M parameters, "
-                 f"device {self.device}, world size {self.dist.world_size} -> {self.run_dir}")
+        self.log(N_("{task}: {examples} training examples, {params:.2f}M parameters, device {device}, world size "
+                    "{world} -> {run}"), task=cfg.task, examples=len(self.train_examples), params=n_params / 1e6,
+                 device=self.device, world=self.dist.world_size, run=self.run_dir)
         bar = tqdm(total=cfg.max_steps, initial=self.step, disable=not self.dist.is_main or self.quiet,
-                   dynamic_ncols=True, desc="train")
+                   dynamic_ncols=True, desc=_("train"))
         mm_dtype = DTYPES[self.dtype] or torch.float32
         meter = Throughput(self.device, mm_dtype)
         start = time.time() - self.elapsed
@@ -361,14 +358,15 @@ class Trainer:
                 if cfg.save_every and self.step % cfg.save_every == 0:
                     self.save()
                 if cfg.time_limit is not None and self.elapsed >= cfg.time_limit * 60:
-                    self.log(f"time limit of {cfg.time_limit} min reached at step {self.step}")
+                    self.log(N_("time limit of {min} min reached at step {step}"), min=cfg.time_limit, step=self.step)
                     break
         finally:
             bar.close()
             for s, h in old_handlers.items():
                 signal.signal(s, h)
         if self.stop_requested:  # interrupted: save at once, no evaluation (a preemption's grace period is short)
-            self.log(f"interrupted by signal {self.stop_signal} at step {self.step}: saving a checkpoint")
+            self.log(N_("interrupted by signal {n} at step {step}: saving a checkpoint"), n=self.stop_signal,
+                     step=self.step)
         elif not last_valid or last_valid.get("step") != self.step:
             last_valid = self._evaluate_and_keep_best()
         self.save()

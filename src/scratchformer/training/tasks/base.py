@@ -29,6 +29,7 @@ from scratchformer.data.batching import encode_sentences
 from scratchformer.data.corpus import HOLDOUT_LEAST, HOLDOUT_SHARE, is_bundled, load_pairs, load_text
 from scratchformer.data.tokenizers import Tokenizer, train_tokenizer
 from scratchformer.errors import ConfigError
+from scratchformer.i18n import N_, _
 from scratchformer.runs import load_config, load_tokenizers, load_weights, weights_path
 from scratchformer.runs.names import CONFIG, TOKENIZER_SRC, TOKENIZER_TGT
 from scratchformer.training import distributed as dist_utils
@@ -38,6 +39,18 @@ from scratchformer.training.loss import LossOutput
 FINE_TUNE_OVERRIDES = ("dropout", "attention_dropout", "activation_dropout")  # what --init may change
 PRESET_FOR_ARCH = {"encoder-decoder": "demo", "decoder": "gpt-tiny", "encoder": "bert-tiny"}  # named in errors
 
+
+# where a run's valid and test sentences come from (the summary's "splits", English in --json), as note_splits says
+SPLITS = {"own": N_("the corpus's own"), "none": N_("one file serves train, valid and test"),
+          "small": N_("too small to hold out: one file serves all"), "hash": N_("held out by hash ({share:.0%} each)")}
+
+
+def splits_shown(text: str) -> str:
+    """A summary's "splits" in the language of `_()`."""
+    for template in SPLITS.values():
+        if text == template.format(share=HOLDOUT_SHARE):
+            return _(template).format(share=HOLDOUT_SHARE)
+    return text
 
 class Task:
     """The part of training that depends on the job; see the module docstring."""
@@ -113,22 +126,22 @@ class Task:
         """Say (log and summary) where valid and test come from when the corpus is one file of the user's."""
         cfg = self.cfg
         if is_bundled(cfg.corpus):
-            self.split_info = {"corpus": cfg.corpus, "splits": "the corpus's own"}
+            self.split_info = {"corpus": cfg.corpus, "splits": SPLITS["own"]}
             return
         if cfg.holdout == "none":
-            self.split_info = {"corpus": cfg.corpus, "splits": "one file serves train, valid and test"}
+            self.split_info = {"corpus": cfg.corpus, "splits": SPLITS["none"]}
             self.warn(f"--holdout none: {cfg.corpus} serves train, valid and test alike; the valid and test scores "
                       "are training scores")
             return
         n_train, n_valid = len(train), len(valid)
         n_test = len(self.texts("test") if cfg.task in ("lm", "mlm") else self.pairs("test"))
         if n_train == n_valid == n_test:  # held_out leaves a file of < HOLDOUT_LEAST sentences whole
-            self.split_info = {"corpus": cfg.corpus, "splits": "too small to hold out: one file serves all"}
+            self.split_info = {"corpus": cfg.corpus, "splits": SPLITS["small"]}
             self.warn(f"{cfg.corpus}: too few distinct sentences to hold out valid and test (fewer than "
                       f"{HOLDOUT_LEAST}): it serves train, valid and test alike, so the valid and test scores are "
                       "training scores")
             return
-        self.split_info = {"corpus": cfg.corpus, "splits": f"held out by hash ({HOLDOUT_SHARE:.0%} each)",
+        self.split_info = {"corpus": cfg.corpus, "splits": SPLITS["hash"].format(share=HOLDOUT_SHARE),
                            "train": n_train, "valid": n_valid, "test": n_test}
         self.log(f"{cfg.corpus}: one file, split by a hash of each source sentence (--holdout hash): {n_train} train, "
                  f"{n_valid} valid, {n_test} test rows; valid and test are never trained on")
