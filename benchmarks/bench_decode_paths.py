@@ -26,9 +26,7 @@ from pathlib import Path
 from benchlib import ROOT, add_common_args, emit, interleave, log, median, setup_threads
 from ct2_worker import CT2Process
 
-from scratchformer.config.decoding import DecodingOptions
 from scratchformer.data.corpus import load_pairs
-from scratchformer.decoding import translate_texts
 from scratchformer.decoding.fast_step import ENV as LEAN_ENV
 from scratchformer.engines import Translator
 from scratchformer.runs import load_run
@@ -68,16 +66,18 @@ def main() -> None:
                 continue
             keep: dict[str, list[str]] = {}
 
-            def ours(lean: str, key: str, use=use, batch=batch, keep=keep, beam=beam):
+            eager = Translator(run, run.decoding.pick(beam=beam, batch_size=batch, step="eager"))
+
+            def ours(lean: str, key: str, use=use, keep=keep, eager=eager):
                 def call() -> None:
                     os.environ[LEAN_ENV] = lean
-                    keep[key] = translate_texts(run.model, run.src_tok, run.tgt_tok, use, beam=beam, batch_size=batch)
+                    keep[key] = eager.translate(use)
                 return call
 
             candidates = {"modules": ours("0", "modules"), "lean": ours("1", "lean")}
             if not args.no_captured:
                 start = time.perf_counter()  # compiles here (one line says so) unless this user's cache has it
-                fast = Translator(run, DecodingOptions(beam=beam, batch_size=batch, step="captured"))
+                fast = Translator(run, run.decoding.pick(beam=beam, batch_size=batch, step="captured"))
                 log(f"bench_decode_paths: the captured step for beam {beam} ready in "
                     f"{time.perf_counter() - start:.1f} s (load {os.getloadavg()[0]:.2f})")
 
@@ -118,7 +118,7 @@ def identity(run, pairs: list[tuple[str, str]], threads: int, batch: int = 32) -
 
     texts, refs = [s for s, _ in pairs], [t for _, t in pairs]
     for beam in (1, 4):
-        out = {step: Translator(run, DecodingOptions(beam=beam, batch_size=batch, step=step)).translate(texts)
+        out = {step: Translator(run, run.decoding.pick(beam=beam, batch_size=batch, step=step)).translate(texts)
                for step in ("eager", "captured")}
         same = sum(a == b for a, b in zip(out["eager"], out["captured"]))
         scores = {step: bleu(hyps, refs)["score"] for step, hyps in out.items()}

@@ -62,6 +62,13 @@ def check_texts(texts: object) -> list[str]:
     return list(texts)
 
 
+def check_translates(model: object) -> None:
+    """A one-line InputError for a model that does not translate (a decoder or encoder, or not a model)."""
+    arch = getattr(getattr(model, "config", None), "arch", None)
+    if arch != "encoder-decoder":
+        raise InputError(f"translation needs an encoder-decoder model, got a {arch or type(model).__name__} one")
+
+
 # -- pre- and post-processors, by name (DecodingOptions.text_level) ----------------------------------------------
 
 def pieces_of(texts: Sequence[str], split: bool) -> tuple[list[int], list[str]]:

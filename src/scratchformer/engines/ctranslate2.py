@@ -67,7 +67,7 @@ class Backend:
         cap = self.run.model.config.max_len
         srcs = [list(s)[: cap - 1] for s in srcs]  # CT2 appends </s> (add_source_eos)
         limits = [min(cap, max_len if max_len is not None else len(s) + 1 + PAPER_EXTRA_LEN) for s in srcs]
-        order = sorted(range(len(srcs)), key=lambda i: -len(srcs[i]))  # longest first, batches as translate_texts
+        order = sorted(range(len(srcs)), key=lambda i: -len(srcs[i]))  # longest first, batches as the pipeline
         outputs: list[list[int]] = [[] for _ in srcs]
         for start in range(0, len(order), batch_size):
             batch = order[start: start + batch_size]
