@@ -1,6 +1,11 @@
 """The ctranslate2 engine: our search's semantics on `ctranslate2.Translator` (CPU), over the CTranslate2 export
 (export/ctranslate2.py) that it keeps in the run directory (written on first use, rebuilt when its stamp changes).
 
+Sources are `encode(s)[:max_len - 1] + [</s>]`, with a budget of source length + 50 tokens per sentence capped at
+the model's max_len, EOS allowed at step 0 (CT2's default min_decoding_length is 1). CT2 takes one
+max_decoding_length per call, so a batch runs to its longest budget: greedy outputs are cut to their own (exact, a
+longer budget only appends), and a beam search that reached a shorter one of its batch is run again with it.
+
 Beam search: CT2 ranks by logprob / len^p (len without </s>) and stops a sentence once K * patience hypotheses
 have finished; decoding/beam.py ranks by GNMT's logprob / ((5 + |Y|) / 6)^alpha (|Y| counting </s>) and stops when
 its best live beam, normalised at its current length, cannot beat its K-th finished one. So CT2 returns all its
