@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from scratchformer.data.tokenizers import Tokenizer, load_tokenizer
 from scratchformer.errors import CheckpointError, ConfigError
 from scratchformer.model import build_model
 from scratchformer.model.transformer import TransformerBase
-from scratchformer.runs.files import write_json
+from scratchformer.runs.files import atomic_path, write_json
 from scratchformer.runs.layout import DECODING_FILE, weights_path
 from scratchformer.runs.names import CONFIG, README_JSON, TOKENIZER_SRC, TOKENIZER_TGT, TRAIN_CONFIG, WEIGHTS
 from scratchformer.runs.weights import load_weights
@@ -111,6 +112,30 @@ def save_decoding(run_dir: Path, decoding: DecodingConfig) -> Path:
     path = Path(run_dir) / DECODING_FILE
     write_json(path, asdict(decoding))
     return path
+
+
+def save_config(run_dir: Path, config: ModelConfig) -> Path:
+    """Write `config` as RUN_DIR/config.json (atomically); returns its path."""
+    path = Path(run_dir) / CONFIG
+    write_json(path, config.to_dict())
+    return path
+
+
+def save_tokenizers(run_dir: Path, tgt_tok: Tokenizer, src_tok: Tokenizer | None = None) -> None:
+    """The run's tokenizers, atomically: tokenizer_tgt.json, and tokenizer_src.json when the source has its own
+    (a shared or single-stack tokenizer is the target's file alone: load_tokenizers returns it twice)."""
+    for tok, name in ((src_tok, TOKENIZER_SRC), (tgt_tok, TOKENIZER_TGT)):
+        if tok is not None:
+            with atomic_path(Path(run_dir) / name) as tmp:
+                tok.save(tmp)
+
+
+def copy_tokenizers(from_run: Path, run_dir: Path) -> None:
+    """The tokenizer files of run `from_run` into `run_dir`, byte for byte, atomically (fine-tuning's --init)."""
+    for name in (TOKENIZER_SRC, TOKENIZER_TGT):
+        if (Path(from_run) / name).exists():
+            with atomic_path(Path(run_dir) / name) as tmp:
+                shutil.copyfile(Path(from_run) / name, tmp)
 
 
 def load_tokenizers(run_dir: Path) -> tuple[Tokenizer, Tokenizer]:
