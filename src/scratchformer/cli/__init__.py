@@ -63,6 +63,11 @@ def _language_in(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv) == ["--version"]:  # before any parser: no command module loaded
+        from scratchformer import __version__
+
+        print(f"scratchformer {__version__}")
+        raise SystemExit(0)
     set_language(_language_in(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)

@@ -22,11 +22,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from scratchformer.export.formats import FORMATS
+    from scratchformer.cli.common import LazyChoices
 
     p = sub.add_parser("export", help="export a trained run to CTranslate2, Hugging Face or ONNX")
     p.add_argument("run_dir")
-    p.add_argument("--format", required=True, choices=list(FORMATS))
+    p.add_argument("--format", required=True, choices=LazyChoices("scratchformer.export.formats", "FORMATS"),
+                   metavar="FORMAT", help="%(choices)s")
     p.add_argument("--out", required=True, help="output folder (new or empty, or an earlier export with --overwrite)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an earlier export in --out (only the files export wrote; yours are kept and named)")

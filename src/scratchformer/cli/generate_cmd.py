@@ -13,7 +13,7 @@ import sys
 import warnings
 from collections.abc import Callable
 
-from scratchformer.decoding.sampling import DEFAULT_MAX_NEW
+from scratchformer.config.decoding import DEFAULT_MAX_NEW
 
 REPLACEMENT = "\ufffd"  # what a byte-level tokenizer decodes half a UTF-8 character to
 

@@ -19,7 +19,6 @@ from typing import Any
 
 from scratchformer.cli.common import parse_bool, parse_overrides
 from scratchformer.config import RECIPES, TrainConfig
-from scratchformer.training.launch import default_recipe, given_settings, launch
 
 _HINTS = typing.get_type_hints(TrainConfig)
 _SKIP = {"model"}
@@ -85,6 +84,8 @@ def _flags(args: argparse.Namespace) -> dict:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from scratchformer.training.launch import default_recipe, given_settings, launch  # late: torch (--help is quick)
+
     recipe = default_recipe(args.recipe, args.config, args.resume, args.task)
     given = given_settings(recipe, args.config, _flags(args), parse_overrides(args.overrides or []))
     out = Path(args.out or f"runs/{recipe or given.get('task', 'translate')}")

@@ -48,6 +48,7 @@ MEMBER_FILE = re.compile(r"[\w.-]+\.safetensors")  # a file name in the run fold
 MAX_ALPHA = 10.0  # GNMT tuned alpha in [0.6, 1]; ((5 + 512) / 6) ** 10 is still a float
 MIN_PENALTY = 0.01  # and 1 / 0.01 = 100 at most: far beyond any useful value, and logits / P stay finite
 PAPER_EXTRA_LEN = 50  # section 6.1: "maximum output length to input length + 50"
+DEFAULT_MAX_NEW = 60  # generate: new tokens per prompt when none are asked for (fewer if max_len leaves no room)
 STEPS = ("auto", "eager", "captured")  # the torch engine's decoding step (decoding/captured.py)
 
 
@@ -273,8 +274,9 @@ def add_decoding_args(group: Any, command: str, engines: Iterable[str] = ()) -> 
         help = f"{f.help} (default: the run's decoding.json, else {_shown(getattr(default, f.name))})"
         if f.kind is None:
             group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help)
-        elif f.name == "engine":
-            group.add_argument(flag, default=None, choices=engines or None, help=help)
+        elif f.name == "engine":  # a metavar: argparse would read the choices (import torch) to make one
+            group.add_argument(flag, default=None, choices=engines or None, metavar="ENGINE",
+                               help=help.replace(" (default", ": %(choices)s (default", 1))
         else:
             group.add_argument(flag, type=f.kind, default=None, metavar=f.metavar, help=help)
 
