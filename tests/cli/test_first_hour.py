@@ -151,10 +151,20 @@ def test_a_too_small_file_is_said_to_serve_every_split(tmp_path, capsys):
 
 # -- the parser ---------------------------------------------------------------------------------------------------
 
-def test_an_abbreviated_flag_is_refused(capsys):
-    with pytest.raises(SystemExit) as e:
-        main(["train", "--max-step", "5"])
-    assert e.value.code == 2 and "unrecognized arguments: --max-step" in capsys.readouterr().err
+def test_an_abbreviated_flag_is_refused_naming_the_flag_it_resembles(capsys):
+    """One line from the command (not the top-level usage), naming the flag meant."""
+    for argv, bad, meant in ((["train", "--max-step", "5"], "--max-step", "--max-steps"),
+                             (["translate", "r", "x", "--beams=2"], "--beams=2", "--beam"),
+                             (["evaluate", "r", "--split", "test", "--limt", "3"], "--limt", "--limit")):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.count("\n") == 1, err
+        assert err.startswith(f"scratchformer {argv[0]}: error: unrecognized arguments: {bad}")
+        assert f"did you mean {meant}?" in err
+    with pytest.raises(SystemExit):
+        main(["train", "--zzzz"])
+    assert "did you mean" not in capsys.readouterr().err  # nothing close: nothing suggested
 
 
 def test_every_parser_refuses_abbreviations():
