@@ -55,7 +55,8 @@ def tour_commands(text: str) -> list[list[str]]:
     argument lists, comments dropped."""
     import shlex
 
-    block = text.split("## A five-minute tour", 1)[1] if "## A five-minute tour" in text else text.split("## 五分钟", 1)[1]
+    heading = "## A five-minute tour" if "## A five-minute tour" in text else "## 五分钟导览"
+    block = text.split(heading, 1)[1]
     block = block.split("```bash", 1)[1].split("```", 1)[0]
     return [shlex.split(line.split("  #", 1)[0])[1:] for line in block.splitlines()
             if line.startswith("scratchformer ")]
