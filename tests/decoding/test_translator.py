@@ -306,3 +306,30 @@ def test_from_model_is_a_run_in_memory(own_run):
                 == Translator(run, given).translate(TEXTS)), options
     with pytest.raises(ConfigError, match="engine"):
         Translator.from_model(run.model, run.src_tok, run.tgt_tok, DecodingOptions(engine="ctranslate2"))
+
+
+def test_the_progress_bar_counts_what_the_result_counts(monkeypatch):
+    """With split sentences the bar counts texts, as evaluate's result does (1,498 texts, not their 1,797
+    sentences); an empty text is not counted (nothing to translate)."""
+    from scratchformer.data.tokenizers import train_tokenizer
+    from scratchformer.decoding import pipeline
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total, progress):
+            self.total, self.done = total, 0
+            bars.append(self)
+
+        def update(self, n):
+            self.done += n
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(pipeline, "_bar", Bar)
+    tok = train_tokenizer("char", ["Use dlocate. Use gentoo. x 。的"])
+    texts = ["Use dlocate. Use gentoo.", "x", "", "Use x. Use x. Use x."]
+    run_pipeline(Miscopier(tok), tok, tok, 64, texts, DecodingOptions(split_sentences=True, batch_size=2), None,
+                 False, True)
+    assert [(b.total, b.done) for b in bars] == [(3, 3)]

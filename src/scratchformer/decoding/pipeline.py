@@ -162,7 +162,10 @@ def run_pipeline(backend: Backend, src_tok: Tokenizer, tgt_tok: Tokenizer, limit
     prefixes = [forced[o] if firsts[o] == i else [] for i, o in enumerate(owner)]
     todo = sorted((i for i, t in enumerate(pieces) if t.strip()), key=lambda i: -len(srcs[i]))  # longest first
     done: list[list[Hyp]] = [[] for _ in pieces]
-    bar = _bar(len(todo), progress)
+    left = [0] * len(texts)  # sentences still to translate, per text: the bar counts texts, as results do
+    for i in todo:
+        left[owner[i]] += 1
+    bar = _bar(len(texts) - left.count(0), progress)  # the texts with words in them
     for batch in batches(todo, [len(s) for s in srcs], options.batch_size, options.max_tokens):
         pre = [prefixes[i] for i in batch]
         found = backend.decode_batch([srcs[i] for i in batch], options, pre if any(pre) else None, structured)
@@ -170,7 +173,9 @@ def run_pipeline(backend: Backend, src_tok: Tokenizer, tgt_tok: Tokenizer, limit
             repair = options.repair_copies and not options.align
             done[i] = [Hyp(post_process(options, pieces[i], tgt_tok.decode(h.tokens)) if repair
                            else tgt_tok.decode(h.tokens), h.score, h.tokens, h.alignment) for h in hyps]
-        bar.update(len(batch))
+        for i in batch:
+            left[owner[i]] -= 1
+        bar.update(len({owner[i] for i in batch if left[owner[i]] == 0}))  # the texts this batch finished
     bar.close()
     by_text: list[list[int]] = [[] for _ in texts]
     for i, o in enumerate(owner):
@@ -191,7 +196,8 @@ class _NoBar:
 
 
 def _bar(total: int, progress: bool):
-    """A tqdm bar with an ETA on stderr, counting sentences, when asked for (evaluate); else nothing."""
+    """A tqdm bar with an ETA on stderr, counting texts (a split paragraph once), when asked for (evaluate); else
+    nothing."""
     if not progress or not total:
         return _NoBar()
     from tqdm import tqdm  # late: only a run that shows progress needs it
