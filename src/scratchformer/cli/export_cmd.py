@@ -12,7 +12,7 @@ import time
 def cmd_export(args: argparse.Namespace) -> int:
     from scratchformer.export import export_run
 
-    # one line per phase on stderr, once the checks have passed: an ONNX export traces the model for a minute or more
+    # one line per phase on stderr, once the checks have passed (with what the format says of its own duration)
     start = time.perf_counter()
     out = export_run(args.run_dir, args.format, args.out, overwrite=args.overwrite, quantization=args.quantization,
                      progress=lambda line: print(f"export: {line} ...", file=sys.stderr, flush=True))

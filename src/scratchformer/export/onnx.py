@@ -32,6 +32,7 @@ from scratchformer.runs import Run
 GRAPHS = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx")
 META = "scratchformer_onnx.json"  # what a C++ or TensorFlow user needs besides the graphs
 STAMP = "stamp.json"
+EXPORT_NOTE = "onnx traces the model, a minute or more"  # said when an export starts (formats.export_run)
 EXPORT_VERSION = 3  # bump when the files change: cached exports are then rebuilt (3: legacy BPE merges)
 QUANTIZATIONS = ("float32", "int8")  # --quantization (int8: onnxruntime's dynamic quantization of the MatMul weights)
 
