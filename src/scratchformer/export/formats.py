@@ -60,7 +60,8 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool =
                **options: Any) -> Path:
     """Export the run in `run_dir` to `out` in format `fmt`; returns `out`. The export is written beside `out` and
     moved in when complete: a failure leaves `out` as it was; --overwrite keeps (and names) the user's files.
-    progress: told what runs now, once every check has passed (the CLI prints it, with the format's EXPORT_NOTE: an ONNX trace takes a minute)."""
+    progress: told what runs now, once every check has passed (the CLI prints it, with the format's EXPORT_NOTE:
+    an ONNX trace takes a minute)."""
     module = load_module(FORMATS, fmt, "export format", "export")
     out = prepare_out(Path(out), overwrite)
     run = load_run(run_dir)
