@@ -249,3 +249,13 @@ def test_the_shipped_readme_has_one_headline_with_split_decoding_and_signature()
     assert f"alpha {decoding['alpha']}" in head["decoding"] and head["bleu_signature"].startswith("nrefs:1|")
     assert ("split_sentences" in head["decoding"]) == decoding["split_sentences"]
     assert ("repair_copies" in head["decoding"]) == decoding["repair_copies"]
+
+
+def test_a_merged_flag_fails_in_one_line_naming_its_replacement(capsys):
+    """`--test-report false` did what `--no-test` does: one flag stays, the other names it."""
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--test-report", "false"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith("scratchformer train: error: --test-report is gone") and "--no-test" in err
+    assert "--test-report" not in build_parser()._subparsers._group_actions[0].choices["train"].format_help()

@@ -78,20 +78,24 @@ def main(argv: list[str] | None = None) -> int:
     if extra and free and not any(e.startswith("-") and len(e) > 1 for e in extra):
         setattr(args, free, getattr(args, free) + extra)
     elif extra:
-        _unrecognized(parser, args.command, extra)
+        _unrecognized(parser, args, extra)
     with warnings.catch_warnings():
         warnings.showwarning = _one_line_warning(args.command)  # restored on exit by catch_warnings
         return _run(args)
 
 
-def _unrecognized(parser: argparse.ArgumentParser, command: str, extra: list[str]) -> None:
-    """Exit 2 with one line from `command`: the arguments it does not take, and the flag the first one resembles
+def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
+    """Exit 2 with one line from the command: a flag it retired names its replacement (the command's
+    `retired_flags` default); else the arguments it does not take, and the flag the first one resembles
     (`--max-step` -> did you mean --max-steps?); abbreviations stay refused."""
     import difflib
 
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
-    flags = [s for action in sub._actions for s in action.option_strings if s.startswith("--")]
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.command]
     first = next((e.split("=", 1)[0] for e in extra if e.startswith("--")), "")
+    retired = getattr(args, "retired_flags", {})
+    if first in retired:
+        sub.exit(2, f"{sub.prog}: error: {first} is gone: use {retired[first]}\n")
+    flags = [s for action in sub._actions for s in action.option_strings if s.startswith("--")]
     close = difflib.get_close_matches(first, flags, n=1, cutoff=0.75)
     hint = f" (did you mean {close[0]}?)" if close else ""
     sub.exit(2, f"{sub.prog}: error: unrecognized arguments: {' '.join(extra)}{hint}\n")

@@ -22,6 +22,7 @@ from scratchformer.config import RECIPES, TrainConfig
 
 _HINTS = typing.get_type_hints(TrainConfig)
 _SKIP = {"model"}
+_OWN_FLAG = {"test_report"}  # fields whose flag is written by hand below (--no-test)
 _NONE = object()  # `--clip-norm none`: an explicit None, told apart from a flag not given
 
 
@@ -47,7 +48,6 @@ _HELP = {
               "(two aligned text files), or a bundled corpus (en-zh, software, gimp, lo-module, toy)",
     "holdout": "a corpus of one file: hash holds out valid and test rows by a hash of the source sentence (5%% "
                "each, at most 2,000); none uses the file for every split (scores on it are training scores)",
-    "test_report": "translate: greedy BLEU on the test split after training",
     "warmup": "updates of linear learning-rate warm-up (Noam schedule)",
     "max_steps": "optimiser updates to train for",
     "max_tokens": "padded tokens per batch (per process)",
@@ -158,9 +158,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the end-of-training summary as one JSON line")
     p.add_argument("--no-test", dest="test_report", action="store_const", const=False,
-                   help="skip the test-split report (--test-report false; kept by --resume)")
+                   help="skip the test-split report (kept by --resume)")
+    p.set_defaults(retired_flags={"--test-report": "--no-test (the report runs unless it is given)"})
     for f in dataclasses.fields(TrainConfig):
-        if f.name in _SKIP:
+        if f.name in _SKIP | _OWN_FLAG:
             continue
         p.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, type=_flag_type(_HINTS[f.name]), default=None,
                        help=field_help(f))
