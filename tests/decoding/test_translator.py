@@ -333,3 +333,16 @@ def test_the_progress_bar_counts_what_the_result_counts(monkeypatch):
     run_pipeline(Miscopier(tok), tok, tok, 64, texts, DecodingOptions(split_sentences=True, batch_size=2), None,
                  False, True)
     assert [(b.total, b.done) for b in bars] == [(3, 3)]
+
+
+def test_the_shims_only_tests_used_are_gone():
+    """One name each: DecodingOptions (not its old alias), config's check_repetition, repair_copies per pair; the
+    packs' and int8's test-only helpers are gone too."""
+    from scratchformer import config
+    from scratchformer.config import decoding as config_decoding
+    from scratchformer.decoding import constraints, copies, packing, quantize
+
+    for module, name in ((config, "DecodingConfig"), (config_decoding, "DecodingConfig"),
+                         (constraints, "check_repetition_options"), (copies, "repair_all"), (packing, "drop_packs"),
+                         (quantize, "is_quantized")):
+        assert not hasattr(module, name), (module.__name__, name)

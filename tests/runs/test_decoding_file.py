@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from scratchformer.cli import main
-from scratchformer.config import DecodingConfig as Decoding
+from scratchformer.config import DecodingOptions as Decoding
 from scratchformer.decoding.sentences import join_translations
 from scratchformer.engines import Translator
 from scratchformer.errors import ConfigError

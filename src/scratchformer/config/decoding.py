@@ -206,9 +206,6 @@ class DecodingOptions:
             raise ConfigError(f"decoding config {path}: {e}") from None
 
 
-DecodingConfig = DecodingOptions  # the name of its first version (4 fields), still imported by runs/
-
-
 def named(name: str, value: object, cli: bool) -> str:
     """How a message names an option: `--max-len 7` for the command line, `max_len=7` for the API."""
     if not cli:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.config import DecodingConfig, ModelConfig, TrainConfig
+from scratchformer.config import DecodingOptions, ModelConfig, TrainConfig
 from scratchformer.config.fields import loads_json
 from scratchformer.data.tokenizers import Tokenizer, load_tokenizer
 from scratchformer.errors import CheckpointError, ConfigError
@@ -34,7 +34,7 @@ class Run:
     src_tok: Tokenizer
     tgt_tok: Tokenizer
     train_config: TrainConfig | None
-    decoding: DecodingConfig = field(default_factory=DecodingConfig)  # decoding.json: its own decoding defaults
+    decoding: DecodingOptions = field(default_factory=DecodingOptions)  # decoding.json: its own decoding defaults
     members: list[TransformerBase] = field(default_factory=list)  # more ensemble members (decoding/ensemble.py)
 
 
@@ -81,10 +81,10 @@ def load_train_config(run_dir: Path) -> TrainConfig | None:
     return TrainConfig.load(path) if path.exists() else None
 
 
-def load_decoding(run_dir: Path) -> DecodingConfig:
+def load_decoding(run_dir: Path) -> DecodingOptions:
     """RUN_DIR/decoding.json if there is one (config/decoding.py), else the defaults; errors name the file."""
     path = Path(run_dir) / DECODING_FILE
-    return DecodingConfig.load(path, WEIGHTS) if path.exists() else DecodingConfig()
+    return DecodingOptions.load(path, WEIGHTS) if path.exists() else DecodingOptions()
 
 
 def read_readme(run_dir: Path) -> dict:
@@ -107,7 +107,7 @@ def setting_name(key: str) -> str:
     return "greedy" if key == "beam1" else str(key).replace("beam", "beam ")
 
 
-def save_decoding(run_dir: Path, decoding: DecodingConfig) -> Path:
+def save_decoding(run_dir: Path, decoding: DecodingOptions) -> Path:
     """Write `decoding` as RUN_DIR/decoding.json (atomically); returns its path."""
     path = Path(run_dir) / DECODING_FILE
     write_json(path, asdict(decoding))
