@@ -19,6 +19,7 @@ sentences translated once with the eager and once with the captured step (greedy
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -27,7 +28,7 @@ from benchlib import ROOT, add_common_args, emit, interleave, log, median, setup
 from ct2_worker import CT2Process
 
 from scratchformer.data.corpus import load_pairs
-from scratchformer.decoding.fast_step import ENV as LEAN_ENV
+from scratchformer.decoding.fast_step import modules_step
 from scratchformer.engines import Translator
 from scratchformer.runs import load_run
 
@@ -70,8 +71,8 @@ def main() -> None:
 
             def ours(lean: str, key: str, use=use, keep=keep, eager=eager):
                 def call() -> None:
-                    os.environ[LEAN_ENV] = lean
-                    keep[key] = eager.translate(use)
+                    with modules_step() if lean == "0" else contextlib.nullcontext():
+                        keep[key] = eager.translate(use)
                 return call
 
             candidates = {"modules": ours("0", "modules"), "lean": ours("1", "lean")}
@@ -82,7 +83,6 @@ def main() -> None:
                     f"{time.perf_counter() - start:.1f} s (load {os.getloadavg()[0]:.2f})")
 
                 def captured(fast=fast, use=use, keep=keep) -> None:
-                    os.environ[LEAN_ENV] = "1"
                     keep["captured"] = fast.translate(use)
 
                 candidates["captured"] = captured
@@ -107,7 +107,6 @@ def main() -> None:
                     emit(f"decode paths: {what}, batch {batch}, {key} vs CTranslate2", "sentences/s",
                          len(use) / median(times[key]), len(use) / median(times["ct2"]),
                          "CTranslate2 engine (float32)", **common)
-    os.environ.pop(LEAN_ENV, None)
     for worker in workers.values():
         worker.close()
 
