@@ -236,7 +236,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("max_len", "most output tokens per sentence (unset: source length + 50, the paper's rule)", ALL, int, "N"),
     Flag("batch_size", "most sentences decoded together", ALL, int, "N"),
     Flag("max_tokens", "most padded source tokens (sentences x the longest) in one decoding batch (unset: no cap)",
-         ALL, int, "N"),
+         TEXT, int, "N"),  # serve: --max-batch-tokens is its budget (decoding.json's max_tokens still applies)
     Flag("n_best", "the N best hypotheses (N <= --beam), each as a line `text<TAB>score`", frozenset({"translate"}),
          int, "N"),
     Flag("no_repeat_ngram", "never repeat an n-gram of N target tokens (fairseq's; 0 = off, 3 is usual)", ALL, int,
