@@ -13,12 +13,23 @@ TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4;
 .PHONY: install install-demo demo test test-kernels test-keras test-slow test-claims test-clients test-clients-slow lint bench \
 	clean
 
-# What `make demo` needs, nothing more: torch (the CPU build) and the package with its own dependencies.
+# TORCH_INDEX (opt-in, empty by default): a pip index for torch alone. Where your index gives CUDA builds (PyPI on
+# Linux: about 5.6 GB with the nvidia-* wheels), torch's CPU wheels are
+#   make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
+TORCH_FROM := $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+TORCH_SAYS := $(if $(TORCH_INDEX),from $(TORCH_INDEX),from your pip index (about 0.2 GB for a CPU build; 5.6 GB for \
+  a CUDA one, as PyPI gives on Linux: see docs/install.md and TORCH_INDEX))
+
+# What `make demo` needs, nothing more: torch and the package with its own dependencies.
 $(DEMO_STAMP): pyproject.toml
+	@echo "make demo: installing into $(VENV), once: pip; torch $(TORCH_SAYS);"
+	@echo "  then scratchformer and its dependencies (tokenizers, sacrebleu, safetensors, tqdm, matplotlib, fonttools,"
+	@echo "  a Chinese font: about 0.1 GB). .venv ends at about 1.2 GB with torch's CPU build."
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	# The pinned CPU build of torch first: a bare `torch` requirement can pull a multi-GB CUDA build.
-	$(BIN)/python -m pip install -q torch==2.13.0 || $(BIN)/python -m pip install -q 'torch>=2.4'
+	# torch first, at the version the figures were measured with (else any torch>=2.4), from TORCH_INDEX if given
+	$(BIN)/python -m pip install -q torch==2.13.0 $(TORCH_FROM) || $(BIN)/python -m pip install -q 'torch>=2.4' $(TORCH_FROM)
 	$(BIN)/python -m pip install -q -e .
 	rm -f $(VENV)/.demo-installed-*
 	touch $(DEMO_STAMP)

@@ -37,7 +37,6 @@ from pathlib import Path
 from benchlib import ROOT, add_common_args, emit, interleave, log, median, setup_threads
 from ct2_worker import CT2Process
 
-from scratchformer.config.decoding import DecodingOptions
 from scratchformer.data.corpus import load_pairs
 from scratchformer.engines import Translator
 from scratchformer.evaluation.metrics import bleu
@@ -101,10 +100,11 @@ def cell(run, pairs, beam: int, batch: int, workers: dict, threads: int, repeats
     for name, options in OURS.items():
         if compile and options.get("step") == "auto":  # warm the cache: compiled once if missing (timed)
             start = time.perf_counter()
-            Translator(run, DecodingOptions(beam=beam, batch_size=batch, **{**options, "step": "captured"}))
+            Translator(run, run.decoding.pick(beam=beam, batch_size=batch, **{**options, "step": "captured"}))
             log(f"bench_decode_paths: {name}, beam {beam}: captured package ready in "
                 f"{time.perf_counter() - start:.1f} s (load {os.getloadavg()[0]:.2f})")
-        translators[name] = Translator(run, DecodingOptions(beam=beam, batch_size=batch, **options))
+        # the run's decoding.json, as the CTranslate2 side (ct2_worker.py) and `translate` use it
+        translators[name] = Translator(run, run.decoding.pick(beam=beam, batch_size=batch, **options))
     keep: dict[str, list[str]] = {}
 
     def ours(name: str):

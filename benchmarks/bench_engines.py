@@ -6,7 +6,7 @@
 
 Both engines translate the run's test split exactly as `scratchformer translate` does (text in, text out: the
 tokenizers, source length + 50 budgets, the GNMT length penalty 0.6), greedy and beam 4. The CTranslate2 engine
-and onnxruntime engines are scratchformer's own (`make_translator`, float32, exported into RUN_DIR/export/ on first
+and onnxruntime engines are scratchformer's own (`Translator`, float32, exported into RUN_DIR/export/ on first
 use), each in a child process (ct2_worker.py says why); the parent times each request. Per decoding and engine:
   - sentences/s at batch 32 on all `--sentences`, and at batch 1 on the first `--speed-sentences`, the
     engines interleaved (benchlib.interleave), medians of `--repeats` rounds;
@@ -23,7 +23,7 @@ from benchlib import ROOT, add_common_args, emit, interleave, log, median, setup
 from ct2_worker import CT2Process
 
 from scratchformer.data.corpus import load_pairs
-from scratchformer.decoding import translate_texts
+from scratchformer.engines import Translator
 from scratchformer.evaluation.metrics import bleu
 from scratchformer.runs import load_run
 
@@ -36,8 +36,10 @@ ENGINES = {"ct2": ("ctranslate2", "CTranslate2 engine (float32)"),
 
 def candidates(run, workers: dict[str, CT2Process], texts: list[str], beam: int, batch: int, keep: dict) -> dict:
     """Ours and each engine as calls for benchlib.interleave; each stores its translations in `keep`."""
+    translator = Translator(run, run.decoding.pick(engine="torch", beam=beam, batch_size=batch))
+
     def ours() -> None:
-        keep["ours"] = translate_texts(run.model, run.src_tok, run.tgt_tok, texts, beam=beam, batch_size=batch)
+        keep["ours"] = translator.translate(texts)
 
     def engine(key: str):
         def call() -> None:

@@ -29,7 +29,7 @@ from benchlib import ROOT, add_common_args, emit, interleave, log, median, setup
 
 from scratchformer.data.corpus import load_pairs
 from scratchformer.decoding.quantize import quantize_int8
-from scratchformer.engines import make_translator
+from scratchformer.engines import Translator
 from scratchformer.evaluation.metrics import bleu
 from scratchformer.evaluation.translation import evaluate_pairs
 from scratchformer.runs import load_run
@@ -86,7 +86,7 @@ def decoding_file_figures(run, corpus: str, sentences: int, repeats: int, thread
         return
     pairs = load_pairs(corpus, "valid", on_error="skip")[::7][:sentences]
     texts, refs = [s for s, _ in pairs], [t for _, t in pairs]
-    translator = make_translator(run, "torch")  # the run's decoding.json, on our own decoder
+    translator = Translator(run, run.decoding.pick(engine="torch"))  # the run's decoding.json, on our own decoder
     outputs = {}
 
     def with_file() -> None:

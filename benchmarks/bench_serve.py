@@ -11,7 +11,7 @@ test-split sentence (LibreTranslate JSON), waits for the answer, posts the next.
 requests/s, sentences/s, p50 / p95 / p99 latency and errors, printed as a table (stderr) and as JSON lines; the
 ratios compare each level with the same mode's single client. Targets (issue 13): 0 errors at 64 clients; at 16
 clients with batching, >= 3x the sequential throughput and p99 under 2 s. Last, the cost of the HTTP path: 8
-sentences one at a time over HTTP against `translate_texts` in this process, interleaved.
+sentences one at a time over HTTP against the Translator in this process, interleaved.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 from benchlib import ROOT, add_common_args, emit, interleave, log, median, setup_threads
 
 from scratchformer.data.corpus import load_pairs
-from scratchformer.decoding import translate_texts
+from scratchformer.engines import Translator
 from scratchformer.runs import load_run
 from scratchformer.serve.metrics import quantile
 
@@ -104,8 +104,9 @@ def level(port: int, sentences: list[str], clients: int, seconds: float) -> dict
 
 
 def overhead(port: int, run_dir: Path, sentences: list[str], beam: int, repeats: int) -> dict:
-    """Seconds per sentence, one at a time: over HTTP against `translate_texts` in this process, interleaved."""
+    """Seconds per sentence, one at a time: over HTTP against the Translator in this process, interleaved."""
     run = load_run(run_dir)
+    translator = Translator(run, run.decoding.pick(beam=beam))  # the run's decoding.json, as the server's
 
     def http_all() -> None:  # a fresh connection each round: uvicorn closes one idle for 5 s
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
@@ -117,7 +118,7 @@ def overhead(port: int, run_dir: Path, sentences: list[str], beam: int, repeats:
 
     def direct_all() -> None:
         for text in sentences:
-            translate_texts(run.model, run.src_tok, run.tgt_tok, [text], beam=beam)
+            translator.translate([text])
 
     times = interleave({"http": http_all, "direct": direct_all}, repeats)
     return {name: median(ts) / len(sentences) for name, ts in times.items()}
@@ -162,7 +163,7 @@ def main() -> None:
             f"{r['per_batch']:.1f} |")
     log(f"bench_serve: one sentence at a time, {cost['http']:.3f} s over HTTP, {cost['direct']:.3f} s in-process")
     report(table, args.beam, threads, args.step)
-    emit("serve: one sentence at a time over HTTP vs translate_texts in-process", "s/sentence", cost["http"],
+    emit("serve: one sentence at a time over HTTP vs the Translator in-process", "s/sentence", cost["http"],
          cost["direct"], "in-process", higher_is_better=False, note=f"beam {args.beam}, {threads} thread(s); "
          "8 test sentences, interleaved, batching off")
 

@@ -43,13 +43,14 @@ def serve() -> None:
                              ensure_ascii=False), flush=True)
             continue
         if "engine" in msg:
-            from scratchformer.engines import make_translator
+            from scratchformer.engines import Translator
             from scratchformer.runs import load_run
 
             name = msg.get("name", "ctranslate2")
             options = ({"compute_type": msg.get("compute_type", "float32"), "patience": msg.get("patience", 2.0)}
                        if name == "ctranslate2" else {})
-            engine = make_translator(load_run(msg["engine"]), name, threads=msg["threads"], **options)
+            run = load_run(msg["engine"])
+            engine = Translator(run, run.decoding.pick(engine=name), threads=msg["threads"], **options)
         elif "load" in msg:
             translators = {f"{ct}/{n}": ctranslate2.Translator(msg["load"], device="cpu", compute_type=ct,
                                                                intra_threads=n, inter_threads=1)

@@ -8,7 +8,9 @@ on a quiet machine (issue 36), not re-measured as a whole).
 3. The shipped checkpoint (models/en-zh, also installed with the package as `en-zh`), trained long with the same
    `train` command: real translations, and its headline test BLEU measured again on the same split with the same
    decoding as README.json's "headline" (scripts/ship_checkpoint.py --headline).
-Each step prints the CLI command it runs, so it can be repeated by hand, and shows its progress.
+Each step prints the CLI command it runs, so it can be repeated by hand, and shows its progress. Its runs go to
+runs/make-demo/ (OUT below), so that the README's tour, `train --recipe toy --out runs/toy` and a plain `train`
+(runs/demo), starts in folders of its own.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from scratchformer.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "models" / "en-zh"
+OUT = "runs/make-demo"  # the demo's runs: none of the folders the README's tour trains into
 SENTENCES = ["Creates a new text document.", "Select the cells that you want to copy.",
              "Click the Borders tab.", "Inserts a new row above the current row."]
 
@@ -47,17 +50,17 @@ def headline_line(headline: dict) -> str:
 def main_demo() -> None:
     t0 = time.time()
     banner("1/3  Sanity check from the seeds: overfit six toy pairs (loss -> 0, every target reproduced)")
-    run("train", "--recipe", "toy", "--out", "runs/toy", "--overwrite", "--no-test")
-    run("evaluate", "runs/toy", "--split", "train", "--show", "6")
+    run("train", "--recipe", "toy", "--out", f"{OUT}/toy", "--overwrite", "--no-test")
+    run("evaluate", f"{OUT}/toy", "--split", "train", "--show", "6")
 
     banner("2/3  A short run on the bundled English-Chinese corpus (LibreOffice help, 21,665 training pairs)")
     print("A few CPU minutes teach the model the shape of the target language (the loss falls from ~8 to ~3),\n"
           "not yet translation: expect fluent-looking Chinese that ignores much of the source. The curve is in\n"
-          "runs/demo/curve.png. Step 3 shows what the same command buys when it runs longer. The 400 steps end\n"
+          f"{OUT}/demo/curve.png. Step 3 shows what the same command buys when it runs longer. The 400 steps end\n"
           "inside the recipe's 1,000-step warm-up on purpose (the warning below says so): the learning rate is still\n"
           "rising, which keeps so short a run stable; the long recipes run the whole schedule.")
-    run("train", "--out", "runs/demo", "--overwrite", "--no-test")
-    run("evaluate", "runs/demo", "--split", "test", "--limit", "300", "--show", "3")
+    run("train", "--out", f"{OUT}/demo", "--overwrite", "--no-test")
+    run("evaluate", f"{OUT}/demo", "--split", "test", "--limit", "300", "--show", "3")
 
     banner("3/3  The shipped checkpoint (models/en-zh), trained with `scratchformer train --recipe software`")
     if not (SHIPPED / "model.safetensors").exists():

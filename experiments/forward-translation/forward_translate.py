@@ -85,16 +85,15 @@ def extract(cache: Path) -> list[tuple[str, str]]:
 
 def translate(run_dir: Path, lines: list[str], batch_size: int) -> list[tuple[str, str]]:
     """(English, Chinese) for each line whose translation passes the corpus's filters (filter_pair), in order."""
-    from scratchformer.decoding import translate_texts
-    from scratchformer.runs import load_decoding, load_run
+    from scratchformer.engines import Translator
+    from scratchformer.runs import load_run
 
     run = load_run(run_dir)
-    dec = load_decoding(run_dir)
+    translator = Translator(run, run.decoding.pick(engine="torch", beam=4, batch_size=batch_size))
     kept: list[tuple[str, str]] = []
     for i in range(0, len(lines), batch_size):
         chunk = lines[i : i + batch_size]
-        outs = translate_texts(run.model, run.src_tok, run.tgt_tok, chunk, beam=4, batch_size=batch_size,
-                               **dec.options())
+        outs = translator.translate(chunk)
         kept += [(en, zh) for en, zh in zip(chunk, outs, strict=True) if sw.filter_pair(en, zh) is None]
         print(f"{i + len(chunk)}/{len(lines)} translated, {len(kept)} kept", file=sys.stderr, flush=True)
     return kept

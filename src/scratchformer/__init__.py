@@ -6,7 +6,6 @@
 
 from typing import Any
 
-from scratchformer.config import ModelConfig
 from scratchformer.errors import ConfigError, InputError, ScratchformerError
 
 __version__ = "0.1.0"
@@ -15,7 +14,12 @@ __all__ = ["ConfigError", "InputError", "ModelConfig", "ScratchformerError", "bu
 
 def __getattr__(name: str) -> Any:
     # build_model is imported on first use, not here: it pulls in torch, and `import scratchformer.keras` (the
-    # Keras port, a TensorFlow user's install) must not import torch through this package's __init__.
+    # Keras port, a TensorFlow user's install) must not import torch through this package's __init__. ModelConfig
+    # too: `scratchformer --version` reads __version__ and nothing else.
+    if name == "ModelConfig":
+        from scratchformer.config import ModelConfig
+
+        return ModelConfig
     if name == "build_model":
         from scratchformer.model import build_model
 

@@ -8,7 +8,8 @@
     pad(text, width)    left-justify by display width: a Chinese character takes two columns in a terminal
 
 The catalog is locale/zh/LC_MESSAGES/scratchformer.po (edited by hand) and its compiled .mo (shipped as package
-data). `python -m scratchformer.i18n` recompiles the .mo from the .po; tests/i18n checks that the two agree, that
+data). `python -m scratchformer.i18n` recompiles the .mo from the .po in a source checkout (never inside an
+installed package: there the tools read the .mo it was built with); tests/i18n checks that the two agree, that
 every message marked with _() or N_() in the source has a Chinese entry, and that the entries use the glossary's
 terms (docs/zh/glossary.md). Errors and warnings are Chinese too: errors.py keeps an error's English template and
 fields, and the CLI translates it where it shows it (`localized(e, _)`); `str(e)`, what library users and the tests
@@ -150,16 +151,41 @@ def catalog_path(lang: str = "zh", suffix: str = ".po") -> Path:
     return LOCALE_DIR / lang / "LC_MESSAGES" / f"{DOMAIN}{suffix}"
 
 
-def compile_catalogs() -> list[Path]:
-    """Rewrite every locale/*/LC_MESSAGES/scratchformer.mo from its .po; returns the files written."""
+def source_checkout() -> bool:
+    """Whether the package runs from a source checkout (src/scratchformer/locale with pyproject.toml two floors up,
+    an editable install included) rather than an installed copy, whose files are the build's, never rewritten."""
+    return (LOCALE_DIR.parents[2] / "pyproject.toml").is_file()
+
+
+def compile_catalogs(locale_dir: str | Path | None = None) -> list[Path]:
+    """Write LANG/LC_MESSAGES/scratchformer.mo under `locale_dir` (default: the checkout's locale/) from the
+    package's .po files, each written whole (temporary name + rename); returns the files written. Build time and
+    tests only: at run time gettext reads the .mo shipped."""
     written = []
     for lang in LANGUAGES[1:]:
-        mo = catalog_path(lang, ".mo")
-        mo.write_bytes(mo_bytes(read_po(catalog_path(lang))))
+        mo = Path(locale_dir or LOCALE_DIR) / lang / "LC_MESSAGES" / f"{DOMAIN}.mo"
+        mo.parent.mkdir(parents=True, exist_ok=True)
+        tmp = mo.with_name(f".{mo.name}.tmp")
+        tmp.write_bytes(mo_bytes(read_po(catalog_path(lang))))
+        os.replace(tmp, mo)
         written.append(mo)
     return written
 
 
-if __name__ == "__main__":
-    for path in compile_catalogs():
+def main(argv: list[str] | None = None) -> int:
+    """`python -m scratchformer.i18n [LOCALE_DIR]`: compile the catalogs in this checkout (or into LOCALE_DIR).
+    Returns the exit status; an installed package is refused in one line (its .mo is the build's)."""
+    import sys
+
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv and not source_checkout():
+        print(f"scratchformer.i18n: error: {LOCALE_DIR} is an installed package: its catalogs were compiled when it "
+              "was built; run this in a source checkout, or give a folder to write into", file=sys.stderr)
+        return 2
+    for path in compile_catalogs(argv[0] if argv else None):
         print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

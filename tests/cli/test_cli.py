@@ -115,15 +115,22 @@ def test_run_dir_with_missing_or_foreign_files(capsys, toy_run, tmp_path):
 
 
 def test_malformed_corpus_line_is_reported_with_its_number(capsys, tmp_path):
+    """The error names the line and the flag that skips it; the same command with that flag then trains into the
+    same --out (the failed start saved nothing: its folder is reusable without --overwrite), warning once."""
     corpus = tmp_path / "bad.tsv"
     corpus.write_text("hello\t你好\nno tab here\ngood night\t晚安\n")
-    code, _, err = run(capsys, "train", "--corpus", str(corpus), "--preset", "tiny", "--out", str(tmp_path / "r"),
-                       "--max-steps", "2", "--quiet", "--no-test")
+    argv = ["train", "--corpus", str(corpus), "--preset", "tiny", "--out", str(tmp_path / "r"), "--max-steps", "2",
+            "--quiet", "--no-test", "--bleu-samples", "0", "--src-tokenizer", "word", "--max-tokens", "64",
+            "--warmup", "2"]
+    code, _, err = run(capsys, *argv)
     assert code == 2 and "bad.tsv:2:" in err and "--on-error skip" in err
-    code, _, _ = run(capsys, "train", "--corpus", str(corpus), "--preset", "tiny", "--out", str(tmp_path / "r2"),
-                     "--max-steps", "2", "--quiet", "--no-test", "--on-error", "skip", "--bleu-samples", "0",
-                     "--src-tokenizer", "word", "--max-tokens", "64", "--warmup", "2")
-    assert code == 0
+    (tmp_path / "r" / "notes.txt").write_text("mine")
+    code, _, err = run(capsys, *argv, "--on-error", "skip")
+    assert code == 0, err
+    assert err.count("skipped 1 malformed line") == 1, err
+    assert (tmp_path / "r" / "notes.txt").read_text() == "mine" and (tmp_path / "r" / "model.safetensors").exists()
+    code, _, err = run(capsys, *argv, "--on-error", "skip")  # now it holds a trained run: refused as before
+    assert code == 2 and "already holds a run" in err
 
 
 def test_training_reads_each_split_once(capsys, tmp_path, monkeypatch):

@@ -151,10 +151,20 @@ def test_a_too_small_file_is_said_to_serve_every_split(tmp_path, capsys):
 
 # -- the parser ---------------------------------------------------------------------------------------------------
 
-def test_an_abbreviated_flag_is_refused(capsys):
-    with pytest.raises(SystemExit) as e:
-        main(["train", "--max-step", "5"])
-    assert e.value.code == 2 and "unrecognized arguments: --max-step" in capsys.readouterr().err
+def test_an_abbreviated_flag_is_refused_naming_the_flag_it_resembles(capsys):
+    """One line from the command (not the top-level usage), naming the flag meant."""
+    for argv, bad, meant in ((["train", "--max-step", "5"], "--max-step", "--max-steps"),
+                             (["translate", "r", "x", "--beams=2"], "--beams=2", "--beam"),
+                             (["evaluate", "r", "--split", "test", "--limt", "3"], "--limt", "--limit")):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.count("\n") == 1, err
+        assert err.startswith(f"scratchformer {argv[0]}: error: unrecognized arguments: {bad}")
+        assert f"did you mean {meant}?" in err
+    with pytest.raises(SystemExit):
+        main(["train", "--zzzz"])
+    assert "did you mean" not in capsys.readouterr().err  # nothing close: nothing suggested
 
 
 def test_every_parser_refuses_abbreviations():
@@ -239,3 +249,25 @@ def test_the_shipped_readme_has_one_headline_with_split_decoding_and_signature()
     assert f"alpha {decoding['alpha']}" in head["decoding"] and head["bleu_signature"].startswith("nrefs:1|")
     assert ("split_sentences" in head["decoding"]) == decoding["split_sentences"]
     assert ("repair_copies" in head["decoding"]) == decoding["repair_copies"]
+
+
+def test_a_merged_flag_fails_in_one_line_naming_its_replacement(capsys):
+    """`--test-report false` did what `--no-test` does: one flag stays, the other names it."""
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--test-report", "false"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith("scratchformer train: error: --test-report is gone") and "--no-test" in err
+    assert "--test-report" not in build_parser()._subparsers._group_actions[0].choices["train"].format_help()
+
+
+def test_serve_has_one_token_budget_flag(capsys):
+    """serve's --max-tokens (padded tokens per batch) and --max-batch-tokens (tokens merged into one call) did one
+    job: --max-batch-tokens stays (decoding.json's max_tokens still caps each batch), --max-tokens names it."""
+    serve = build_parser()._subparsers._group_actions[0].choices["serve"].format_help()
+    assert "--max-batch-tokens" in serve and "--max-tokens" not in serve
+    with pytest.raises(SystemExit) as e:
+        main(["serve", "en-zh", "--max-tokens", "100"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith("scratchformer serve: error: --max-tokens is gone: use --max-batch-tokens")

@@ -23,7 +23,7 @@ import torch
 from scratchformer import ModelConfig, build_model
 from scratchformer.config import TrainConfig
 from scratchformer.data.tokenizers import train_tokenizer
-from scratchformer.decoding.translate import translate_texts
+from scratchformer.engines import Translator
 from scratchformer.export import export_run
 from scratchformer.runs import load_run, save_weights
 
@@ -62,7 +62,8 @@ def small(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("clients")
     run = load_run(write_run(tmp / "run"))
     folders = {fmt: export_run(run.path, fmt, tmp / fmt) for fmt in ("hf", "ctranslate2")}
-    ours = {b: translate_texts(run.model, run.src_tok, run.tgt_tok, TEXTS, beam=b, alpha=run.decoding.alpha)
+    ours = {b: Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate(TEXTS, beam=b,
+                                                                                   alpha=run.decoding.alpha)
             for b in (1, 4)}
     assert len(set(ours[1])) > 3  # the comparison bites
     return SimpleNamespace(run=run, folders=folders, ours=ours, tmp=tmp, texts=TEXTS, targets=[t for _, t in PAIRS])

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from scratchformer.data.corpus import load_pairs
-from scratchformer.decoding.translate import translate_texts
+from scratchformer.engines import Translator
 from scratchformer.evaluation.metrics import bleu
 from scratchformer.runs import load_run
 
@@ -29,8 +29,8 @@ def main(n: int | None = None) -> dict[str, float]:
     scores = {}
     for beam in (1, 4):
         for name, options in (("full", text_level), ("search_only", {})):
-            hyps = translate_texts(run.model, run.src_tok, run.tgt_tok, srcs, beam=beam, alpha=run.decoding.alpha,
-                                   **options)
+            hyps = Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate(srcs, beam=beam,
+                                                                                  alpha=run.decoding.alpha, **options)
             scores[f"{name} beam{beam}"] = round(bleu(hyps, refs)["score"], 1)
     print(json.dumps({"sentences": len(srcs), **scores}))
     return scores

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from scratchformer.data.tokenizers import EOS_ID
-from scratchformer.decoding.translate import translate_texts
+from scratchformer.engines import Translator
 from scratchformer.export import export_run
 from scratchformer.runs import load_run
 
@@ -89,7 +89,8 @@ def shipped(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("shipped")
     run = load_run(ROOT / "models" / "en-zh")
     texts = [s for s, _ in load_pairs("en-zh", "test")[:100]]
-    ours = {b: translate_texts(run.model, run.src_tok, run.tgt_tok, texts, beam=b, alpha=run.decoding.alpha)
+    ours = {b: Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate(texts, beam=b,
+                                                                                   alpha=run.decoding.alpha)
             for b in (1, 4)}
     return run, texts, ours, tmp
 

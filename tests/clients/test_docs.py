@@ -63,7 +63,7 @@ def _run(python: str, code: str, folder: Path, cwd: Path) -> list[str]:
 @pytest.mark.parametrize("doc", DOCS, ids=["en", "zh"])
 @pytest.mark.parametrize("name", ["hf", "ctranslate2", "tokenizers", "hf-4", "optimum"])
 def test_snippet_runs_without_scratchformer_and_prints_ours(doc, name, small, this_python, request):
-    from scratchformer.decoding.translate import translate_texts
+    from scratchformer.engines import Translator
 
     client = name.split("-")[0]
     needs_second = name == "hf-4" or client == "optimum"
@@ -75,5 +75,5 @@ def test_snippet_runs_without_scratchformer_and_prints_ours(doc, name, small, th
     if client == "tokenizers":
         assert printed == [SENTENCE]
     else:
-        assert printed == translate_texts(run.model, run.src_tok, run.tgt_tok, [SENTENCE], beam=4,
+        assert printed == Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate([SENTENCE], beam=4,
                                           alpha=run.decoding.alpha)

@@ -191,3 +191,17 @@ def test_upsample_syntax_errors_are_one_line(spec):
     assert "\n" not in str(e.value)
     with pytest.raises(ConfigError, match="--task translate"):
         TrainConfig(task="lm", corpus="software", upsample="gimp=2")
+
+
+def test_a_file_read_again_does_not_warn_again(tmp_path: Path) -> None:
+    """train reads a corpus, then its test report reads it again: the skipped lines are said once per process
+    (the same file with other bad lines, or another file, is said again)."""
+    path = write(tmp_path / "again.tsv", "bad\n" + GOOD)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            assert len(load_pairs(path, on_error="skip")) == 2
+        write(path, "bad\n" + GOOD + "worse\n")
+        load_pairs(path, on_error="skip")
+    msgs = [str(w.message) for w in caught if issubclass(w.category, CorpusWarning)]
+    assert len(msgs) == 2 and "lines 1)" in msgs[0] and "lines 1, 4)" in msgs[1]

@@ -5,7 +5,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scratchformer.decoding.copies import COPYABLE, repair_all, repair_copies, repair_quotes
+from scratchformer.decoding.copies import COPYABLE, repair_copies, repair_quotes
 
 
 def test_a_miscopied_file_name_number_and_option_are_put_back():
@@ -38,8 +38,8 @@ def test_the_threshold_decides():
     assert repair_copies("gentoo", "运行 gent", threshold=0.5) == "运行 gentoo"
 
 
-def test_repair_all_pairs_sources_with_outputs():
-    assert repair_all(["a dlocate", "x"], ["用 dlat", "好"]) == ["用 dlocate", "好"]
+def test_repair_pairs_each_source_with_its_output():
+    assert [repair_copies(s, o) for s, o in zip(["a dlocate", "x"], ["用 dlat", "好"])] == ["用 dlocate", "好"]
 
 
 words = st.text(alphabet="abcdefgh0123456789.-/", min_size=1, max_size=8)

@@ -7,7 +7,7 @@ from scratchformer.data.tokenizers import SPECIALS, CharTokenizer
 from scratchformer.decoding.beam import beam_search
 from scratchformer.decoding.common import pad_ids
 from scratchformer.decoding.ensemble import EnsembleSteps, model_steps
-from scratchformer.decoding.translate import translate_texts
+from scratchformer.engines import Translator
 
 SRC_TOK = CharTokenizer([*SPECIALS, *"abcdefghij klmnopqrstuvw"])  # 28 ids < the tiny models' 30
 TGT_TOK = CharTokenizer([*SPECIALS, *"一二三四五六七八九十百千万亿天地人日月山水火木金土石"])  # 30 ids
@@ -76,10 +76,11 @@ def test_translate_texts_takes_an_ensemble_at_any_beam(make_seq2seq):
     model = make_seq2seq(2)
     texts = ["abc def", "", "hello world", "lazy dog"]
     for beam in (1, 3):
-        alone = translate_texts(model, SRC_TOK, TGT_TOK, texts, beam=beam, max_len=8)
-        twice = translate_texts(model, SRC_TOK, TGT_TOK, texts, beam=beam, max_len=8, ensemble=[model])
+        alone = Translator.from_model(model, SRC_TOK, TGT_TOK).translate(texts, beam=beam, max_len=8)
+        twice = Translator.from_model(model, SRC_TOK, TGT_TOK, ensemble=[model]).translate(texts, beam=beam, max_len=8)
         assert twice == alone and twice[1] == ""
-        other = translate_texts(model, SRC_TOK, TGT_TOK, texts, beam=beam, max_len=8, ensemble=[make_seq2seq(1)])
+        other = Translator.from_model(model, SRC_TOK, TGT_TOK, ensemble=[make_seq2seq(1)]).translate(texts, beam=beam,
+                                                                                  max_len=8)
         assert len(other) == 4 and other[1] == ""
 
 

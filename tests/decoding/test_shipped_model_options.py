@@ -11,7 +11,7 @@ from scratchformer.cli import main
 from scratchformer.data.corpus import load_pairs
 from scratchformer.decoding.copies import COPYABLE
 from scratchformer.decoding.sentences import join_translations, split_sentences
-from scratchformer.decoding.translate import translate_texts
+from scratchformer.engines import Translator
 
 RUN = Path(__file__).resolve().parents[2] / "models" / "en-zh"
 pytestmark = pytest.mark.skipif(not (RUN / "model.safetensors").is_file(), reason="no shipped model")
@@ -35,7 +35,7 @@ def run():
 
 
 def translate(run, texts, **kw):
-    return translate_texts(run.model, run.src_tok, run.tgt_tok, texts, **kw)
+    return Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate(texts, **kw)
 
 
 @pytest.mark.parametrize("text,beam,loop", [(GREEDY_LOOP, 1, "444444"), (BEAM_LOOP, 4, "282828")])

@@ -15,7 +15,6 @@ from scratchformer.cli import build_parser, main
 from scratchformer.config.decoding import FLAGS, DecodingOptions
 from scratchformer.decoding.pipeline import OPTIONAL, batches, chunks, run_pipeline
 from scratchformer.decoding.results import Hyp
-from scratchformer.decoding.translate import translate_texts
 from scratchformer.engines import ENGINES, Translator
 from scratchformer.engines.backends import engine_module
 from scratchformer.errors import ConfigError
@@ -77,7 +76,7 @@ def test_translate_evaluate_and_serve_agree_over_a_grid_of_options(own_run, engi
         assert translated == evaluated == served == library, given
         assert translated[2] == "" and len(translated) == len(TEXTS)
         if engine == "torch":  # the compatibility face is the same pipeline
-            assert translate_texts(run.model, run.src_tok, run.tgt_tok, TEXTS, **options) == translated
+            assert Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate(TEXTS, **options) == translated
 
 
 def test_the_grid_tells_its_options_apart(untrained_run):
@@ -159,7 +158,7 @@ def test_one_default_beam_everywhere(own_run):
         assert Translator(run).options.beam == want
         assert RunTranslator(run).options.beam == want
         assert evaluate_pairs(run, [("hello", "你好")])["beam"] == want
-    assert DecodingOptions().beam == 4  # translate_texts' default, and a run's without the file
+    assert DecodingOptions().beam == 4  # from_model's default, and a run's without the file
 
 
 def test_the_decoding_flags_are_made_from_the_table():
@@ -251,8 +250,8 @@ def test_serve_accepts_what_decoding_json_holds(own_run):
     served = [h[0][0] for h in RunTranslator(run).translate(TEXTS, Options(2))]
     code, printed = cli("translate", str(own_run), *TEXTS)
     assert code == 0 and served == printed.split("\n")[:-1]
-    assert served == translate_texts(run.model, run.src_tok, run.tgt_tok, TEXTS, **every)
-    assert served != translate_texts(run.model, run.src_tok, run.tgt_tok, TEXTS, beam=2)  # the file mattered
+    assert served == Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate(TEXTS, **every)
+    assert served != Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate(TEXTS, beam=2)  # file used
 
 
 class Miscopier:
@@ -279,3 +278,71 @@ def test_copy_repair_puts_back_each_sentences_own_source():
     assert out == ["Use dlocate。的Use gentoo。的", "x的"]
     plain = run_pipeline(Miscopier(tok), tok, tok, 64, ["Use dlocate."], DecodingOptions())
     assert plain == ["Use dlat。的"]
+
+
+def test_one_door_into_translation():
+    """translate_texts and make_translator are gone: the lab, inspect, training and the benchmarks all go through
+    engines.Translator (from_model for a model in memory), so a run's decoding.json is never skipped."""
+    from pathlib import Path
+
+    import scratchformer.decoding as decoding
+    import scratchformer.engines as engines
+
+    assert not hasattr(decoding, "translate_texts") and not hasattr(engines, "make_translator")
+    root = Path(__file__).resolve().parents[2]
+    for folder in ("src", "benchmarks"):
+        for path in (root / folder).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            assert "translate_texts" not in text and "make_translator" not in text, path
+
+
+def test_from_model_is_a_run_in_memory(own_run):
+    """Translator.from_model(model, src_tok, tgt_tok, options) decodes as Translator(run, options) does; it takes
+    our own engine only, and a model that does not translate is one line."""
+    run = load_run(own_run)
+    for options in GRID:
+        given = DecodingOptions(**options)
+        assert (Translator.from_model(run.model, run.src_tok, run.tgt_tok, given).translate(TEXTS)
+                == Translator(run, given).translate(TEXTS)), options
+    with pytest.raises(ConfigError, match="engine"):
+        Translator.from_model(run.model, run.src_tok, run.tgt_tok, DecodingOptions(engine="ctranslate2"))
+
+
+def test_the_progress_bar_counts_what_the_result_counts(monkeypatch):
+    """With split sentences the bar counts texts, as evaluate's result does (1,498 texts, not their 1,797
+    sentences); an empty text is not counted (nothing to translate)."""
+    from scratchformer.data.tokenizers import train_tokenizer
+    from scratchformer.decoding import pipeline
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total, progress):
+            self.total, self.done = total, 0
+            bars.append(self)
+
+        def update(self, n):
+            self.done += n
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(pipeline, "_bar", Bar)
+    tok = train_tokenizer("char", ["Use dlocate. Use gentoo. x 。的"])
+    texts = ["Use dlocate. Use gentoo.", "x", "", "Use x. Use x. Use x."]
+    run_pipeline(Miscopier(tok), tok, tok, 64, texts, DecodingOptions(split_sentences=True, batch_size=2), None,
+                 False, True)
+    assert [(b.total, b.done) for b in bars] == [(3, 3)]
+
+
+def test_the_shims_only_tests_used_are_gone():
+    """One name each: DecodingOptions (not its old alias), config's check_repetition, repair_copies per pair; the
+    packs' and int8's test-only helpers are gone too."""
+    from scratchformer import config
+    from scratchformer.config import decoding as config_decoding
+    from scratchformer.decoding import constraints, copies, packing, quantize
+
+    for module, name in ((config, "DecodingConfig"), (config_decoding, "DecodingConfig"),
+                         (constraints, "check_repetition_options"), (copies, "repair_all"), (packing, "drop_packs"),
+                         (quantize, "is_quantized")):
+        assert not hasattr(module, name), (module.__name__, name)

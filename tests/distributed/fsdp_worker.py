@@ -14,7 +14,7 @@ import torch
 from scratchformer.config import TrainConfig
 from scratchformer.data.corpus import load_pairs
 from scratchformer.decoding.greedy import greedy_decode
-from scratchformer.decoding.translate import translate_texts
+from scratchformer.engines import Translator
 from scratchformer.training import distributed as dist_utils
 from scratchformer.training.fsdp import is_sharded, root_unsharded
 from scratchformer.training.trainer import Trainer
@@ -36,7 +36,7 @@ def main(run: Path, max_steps: int) -> None:
             logits = trainer.train_model(batch["src"], batch["tgt_in"])  # (B, L_tgt, V), through FSDP's hooks
             with root_unsharded(trainer.model):
                 greedy = greedy_decode(trainer.model, batch["src"], max_len=8, return_logits=True)
-                hyps = translate_texts(trainer.model, trainer.src_tok, trainer.tgt_tok, sources, beam=1)
+                hyps = Translator.from_model(trainer.model, trainer.src_tok, trainer.tgt_tok).translate(sources, beam=1)
         if trainer.dist.is_main:
             outputs = {"src": batch["src"], "tgt_in": batch["tgt_in"], "logits": logits, "sources": sources,
                        "hyps": hyps, "greedy_tokens": greedy.tokens, "greedy_logits": greedy.logits}

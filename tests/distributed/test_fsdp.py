@@ -57,12 +57,13 @@ def test_fsdp_trains_resumes_and_consolidates(runs, launcher, capsys):
         logits = single.model(sharded["src"], sharded["tgt_in"])
     torch.testing.assert_close(logits, sharded["logits"], atol=TOL, rtol=0)
     from scratchformer.decoding.greedy import greedy_decode
-    from scratchformer.decoding.translate import translate_texts
+    from scratchformer.engines import Translator
 
     greedy = greedy_decode(single.model, sharded["src"], max_len=8, return_logits=True)
     assert greedy.tokens == sharded["greedy_tokens"]
     torch.testing.assert_close(greedy.logits, sharded["greedy_logits"], atol=TOL, rtol=0)
-    assert translate_texts(single.model, single.src_tok, single.tgt_tok, sharded["sources"], beam=1) == sharded["hyps"]
+    translator = Translator.from_model(single.model, single.src_tok, single.tgt_tok)
+    assert translator.translate(sharded["sources"], beam=1) == sharded["hyps"]
 
 
 def test_sharded_checkpoint_resumes_in_one_process(runs, launcher):

@@ -65,3 +65,11 @@ def broken_in(page: Path) -> list[str]:
     """broken() for a page outside the repository (the test's own)."""
     return [f"{page.name}: {t}" for t in links(page.read_text(encoding="utf-8"))
             if not (page.parent / t.split("#")[0]).exists()]
+
+
+def test_pyproject_names_only_files_that_exist():
+    """Every file pyproject.toml's comments name (`inspect/fonts.py` in the package, `tests/conftest.py`) exists."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    package = ROOT / "src" / "scratchformer"
+    named = set(re.findall(r"\b([a-z_]+/[a-z_/]+\.py)\b", text))
+    assert named and not [n for n in sorted(named) if not (package / n).is_file() and not (ROOT / n).is_file()]

@@ -48,3 +48,43 @@ def test_the_chinese_readme_mirrors_the_english_one():
 def test_table_rows_counts_each_table():
     text = "| a |\n|---|\n| 1 |\n| 2 |\n\ntext\n| b |\n|---|\n| 3 |\n"
     assert table_rows(text) == [2, 1]
+
+
+def tour_commands(text: str) -> list[list[str]]:
+    """The `scratchformer ...` lines of the README's tour (its first code block after '## A five-minute tour'), as
+    argument lists, comments dropped."""
+    import shlex
+
+    heading = "## A five-minute tour" if "## A five-minute tour" in text else "## 五分钟导览"
+    block = text.split(heading, 1)[1]
+    block = block.split("```bash", 1)[1].split("```", 1)[0]
+    return [shlex.split(line.split("  #", 1)[0])[1:] for line in block.splitlines()
+            if line.startswith("scratchformer ")]
+
+
+def test_the_tour_runs_as_written_after_make_demo(monkeypatch):
+    """After `make demo`, the tour's commands work as written: the README says how to reach the `scratchformer`
+    command in .venv, and the demo writes no folder the tour's `train` lines write (they would be refused as runs
+    that exist)."""
+    import importlib.util
+
+    from scratchformer.cli import build_parser
+    from scratchformer.training.launch import default_recipe
+
+    spec = importlib.util.spec_from_file_location("demo", ROOT / "scripts" / "demo.py")
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr(demo, "run", lambda *args: calls.append(args))
+    monkeypatch.setattr(demo, "banner", lambda text: None)
+    demo.main_demo()
+    written = {Path(c[c.index("--out") + 1]) for c in calls if c[0] == "train"}
+    assert len(written) == 2
+    parser = build_parser()
+    for name in ("README.md", "README.zh-CN.md"):
+        text = (ROOT / name).read_text(encoding="utf-8")
+        assert ".venv/bin/activate" in text and ".venv/bin/scratchformer" in text, name
+        trains = [parser.parse_args(argv) for argv in tour_commands(text) if argv[0] == "train"]
+        assert len(trains) == 2, name
+        outs = {Path(a.out or f"runs/{default_recipe(a.recipe, a.config, a.resume, a.task)}") for a in trains}
+        assert not outs & written, (name, outs & written)

@@ -17,8 +17,8 @@ from scratchformer.cli import main
 from scratchformer.config import ModelConfig
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.data.tokenizers import EOS_ID, train_tokenizer
-from scratchformer.decoding import beam_search, greedy_decode, translate_texts
-from scratchformer.engines import make_translator
+from scratchformer.decoding import beam_search, greedy_decode
+from scratchformer.engines import Translator
 from scratchformer.errors import ConfigError
 from scratchformer.export import export_run
 from scratchformer.runs import load_run, save_weights
@@ -145,12 +145,12 @@ def test_pad_is_never_emitted(tmp_path, tiny_seq2seq):
 
 
 def test_translate_texts_as_ours(trained_dir):
-    """Same texts out, empty lines kept empty, a --max-len budget honoured, through make_translator."""
+    """Same texts out, empty lines kept empty, a --max-len budget honoured, through the Translator."""
     run = load_run(trained_dir)
     texts = [QUERIES[0], "", QUERIES[5], "  ", QUERIES[-1]]
-    translator = make_translator(run, "ctranslate2", threads=1)
+    translator = Translator(run, run.decoding.pick(engine="ctranslate2"), threads=1)
     for beam, max_len in ((1, None), (2, 2), (4, None)):
-        ours = translate_texts(run.model, run.src_tok, run.tgt_tok, texts, beam=beam, max_len=max_len)
+        ours = Translator(run, run.decoding.pick(engine="torch")).translate(texts, beam=beam, max_len=max_len)
         assert translator.translate(texts, beam=beam, max_len=max_len) == ours
     assert translator.translate(texts)[1] == "" and translator.translate([]) == []
 
@@ -182,7 +182,8 @@ def test_export_float32_and_int8(tmp_path, run_dir):
     config = json.loads((fp32 / "config.json").read_text())
     assert config["add_source_eos"] and config["decoder_start_token"] == "<s>" and config["eos_token"] == "</s>"
     assert (int8 / "model.bin").stat().st_size < 0.6 * (fp32 / "model.bin").stat().st_size
-    engine = make_translator(load_run(run_dir), "ctranslate2", int8=True, threads=1)
+    run = load_run(run_dir)
+    engine = Translator(run, run.decoding.pick(engine="ctranslate2", int8=True), threads=1)
     assert engine.backend.engine.compute_type.startswith("int8")  # --int8 reaches CT2 (a list of outputs is no proof)
     (out,) = engine.translate(["Open"], beam=2)
     assert isinstance(out, str)
@@ -193,7 +194,7 @@ def test_export_float32_and_int8(tmp_path, run_dir):
 
 def test_missing_package_is_one_line(run_dir, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # `import ctranslate2` now raises ImportError
-    for call in (lambda: make_translator(load_run(run_dir), "ctranslate2"),
+    for call in (lambda: Translator(load_run(run_dir), DecodingOptions(engine="ctranslate2")),
                  lambda: export_run(run_dir, "ctranslate2", tmp_path / "out")):
         with pytest.raises(ConfigError, match=r"pip install ctranslate2") as e:
             call()
@@ -249,9 +250,9 @@ def test_shipped_model_matches_ours_on_the_test_split():
     run = load_run(ROOT / "models" / "en-zh")
     pairs = load_pairs("en-zh", "test")
     src, refs = [s for s, _ in pairs], [t for _, t in pairs]
-    translator = make_translator(run, DecodingOptions(engine="ctranslate2"), threads=1)  # translate_texts' options
+    translator = Translator(run, DecodingOptions(engine="ctranslate2"), threads=1)  # from_model's options
     for beam, share in ((1, 0.99), (4, 0.97)):
-        ours = translate_texts(run.model, run.src_tok, run.tgt_tok, src, beam=beam)
+        ours = Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate(src, beam=beam)
         theirs = translator.translate(src, beam=beam)
         assert sum(a == b for a, b in zip(ours, theirs)) >= share * len(src)
         assert abs(bleu(theirs, refs)["score"] - bleu(ours, refs)["score"]) <= 0.2

@@ -359,3 +359,15 @@ def test_shipped_model_exports_and_decodes_as_ours(tmp_path):
           f"ours on {same} of {len(srcs)} test sentences; HF beam 4 (length_penalty {lp}) == ours (alpha {alpha}) "
           f"on {same_beam}")
     assert diff < 1e-4 and same == len(srcs) and same_beam >= 0.9 * len(srcs)  # 94 at alpha 1.5 (README)
+
+
+def test_the_export_says_only_what_applies_to_its_format(tiny_run, tmp_path):
+    """The progress line of an hf export (2-3 s) does not warn of ONNX's minute-long trace; onnx's does."""
+    from scratchformer.export.formats import FORMATS, load_module
+
+    lines = []
+    export_run(tiny_run, "hf", tmp_path / "hf", progress=lines.append)
+    assert len(lines) == 1 and "minute" not in lines[0] and "onnx" not in lines[0]
+    notes = {fmt: getattr(load_module(FORMATS, fmt, "export format", "export"), "EXPORT_NOTE", "")
+             for fmt in ("hf", "onnx")}
+    assert "minute" in notes["onnx"] and not notes["hf"]

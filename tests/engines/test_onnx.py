@@ -24,9 +24,9 @@ from scratchformer.config import ModelConfig
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.data.corpus import load_pairs
 from scratchformer.data.tokenizers import train_tokenizer
-from scratchformer.decoding import beam_search, greedy_decode, translate_texts
+from scratchformer.decoding import beam_search, greedy_decode
 from scratchformer.decoding.quantize import quantize_int8
-from scratchformer.engines import Translator, make_translator
+from scratchformer.engines import Translator
 from scratchformer.engines import onnx as onnx_engine
 from scratchformer.errors import ConfigError
 from scratchformer.export import export_run, onnx_graphs
@@ -74,7 +74,7 @@ def engine(tmp_path_factory):
 
 
 def on(run, backend):
-    """The Translator of `run` on this backend (the default options, as translate_texts', engine onnxruntime)."""
+    """The Translator of `run` on this backend (the default options, as Translator.from_model's, engine onnxruntime)."""
     return Translator(run, DecodingOptions(engine="onnxruntime"), backend=backend)
 
 
@@ -191,7 +191,7 @@ def test_beam_ids_are_ours(engine, beam):
 def test_translate_gives_the_torch_engines_texts(engine, beam):
     run, translator = engine
     texts = [*SOURCES, "", "Open the window twice, then save the file."]
-    ours = translate_texts(run.model, run.src_tok, run.tgt_tok, texts, beam=beam, batch_size=3)
+    ours = Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate(texts, beam=beam, batch_size=3)
     assert on(run, translator).translate(texts, beam=beam, batch_size=3) == ours
     assert ours[len(SOURCES)] == ""  # an empty line stays empty
     assert on(run, translator).translate(texts[:1], beam=beam) == ours[:1]  # a batch of one row
@@ -202,7 +202,7 @@ def test_translate_cli_with_engine_onnxruntime(engine, capsys):
     texts = SOURCES[:3]
     assert main(["translate", str(run.path), *texts, "--beam", "2", "--engine", "onnxruntime"]) == 0
     theirs = capsys.readouterr().out.splitlines()
-    assert theirs == translate_texts(run.model, run.src_tok, run.tgt_tok, texts, beam=2)
+    assert theirs == Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate(texts, beam=2)
 
 
 def test_the_cache_is_reused_and_rebuilt_when_the_weights_change(tmp_path, monkeypatch):
@@ -268,7 +268,7 @@ def test_a_missing_onnxruntime_is_one_line_naming_pip_install(engine, monkeypatc
     run, _ = engine
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now raises ImportError
     with pytest.raises(ConfigError) as err:
-        make_translator(run, "onnxruntime")
+        Translator(run, run.decoding.pick(engine="onnxruntime"))
     assert "pip install onnxruntime" in str(err.value) and "\n" not in str(err.value)
 
 
@@ -321,7 +321,7 @@ def test_the_shipped_model_gives_our_logits_and_greedy_outputs(tmp_path):
     texts = [s for s, _ in pairs]
     same = {}
     for beam in (1, 4):
-        ours = translate_texts(run.model, run.src_tok, run.tgt_tok, texts, beam=beam)
+        ours = Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate(texts, beam=beam)
         theirs = on(run, translator).translate(texts, beam=beam)
         same[f"beam{beam}_identical"] = sum(a == b for a, b in zip(ours, theirs))
     print(json.dumps({"model": "models/en-zh", "sentences": len(pairs), "max_abs_diff": worst, **same}))

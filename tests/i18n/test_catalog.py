@@ -94,3 +94,21 @@ def test_chinese_entries_are_chinese():
     catalog = i18n.read_po(i18n.catalog_path("zh"))
     copies = [m for m, s in catalog.items() if m and s == m and re.search(r"[A-Za-z]{4,}", m)]
     assert not copies, f"entries left in English: {copies}"
+
+
+def test_compiling_never_writes_inside_an_installed_package(tmp_path, monkeypatch, capsys):
+    """Catalogs are compiled in a source checkout (or into a folder given), never inside an installed package: at
+    run time the tools read the .mo shipped."""
+    out = i18n.compile_catalogs(tmp_path / "locale")
+    assert [p.relative_to(tmp_path) for p in out] == [Path("locale/zh/LC_MESSAGES/scratchformer.mo")]
+    assert out[0].read_bytes() == i18n.catalog_path("zh", ".mo").read_bytes()
+    installed = tmp_path / "site-packages" / "scratchformer" / "locale"  # no pyproject.toml two floors up
+    (installed / "zh" / "LC_MESSAGES").mkdir(parents=True)
+    po = installed / "zh" / "LC_MESSAGES" / "scratchformer.po"
+    po.write_bytes(i18n.catalog_path("zh").read_bytes())
+    monkeypatch.setattr(i18n, "LOCALE_DIR", installed)
+    assert i18n.main([]) == 2
+    err = capsys.readouterr().err
+    assert "installed" in err and err.count("\n") == 1
+    assert sorted(p.name for p in po.parent.iterdir()) == ["scratchformer.po"]  # nothing written beside it
+    assert i18n.main([str(tmp_path / "elsewhere")]) == 0 and (tmp_path / "elsewhere" / "zh").is_dir()

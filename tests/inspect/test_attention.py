@@ -96,3 +96,26 @@ def test_a_language_model_run_is_refused_in_one_line(capsys, tmp_path):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert "decoder model" in err and "encoder-decoder" in err and err.count("\n") == 1
+
+
+def test_plot_attention_draws_the_translation_its_caller_made(capsys, tiny_run, tmp_path, monkeypatch):
+    """plot attention translates through engines.Translator (the run's decoding.json), as translate does, and
+    hands inspect the text; inspect itself never translates (it sits below engines/)."""
+    import inspect as pyinspect
+
+    from scratchformer.engines import Translator
+    from scratchformer.inspect import attention
+
+    seen = []
+
+    def translate(self, texts, *args, **kwargs):
+        seen.append(self.options)
+        return ["月山"]
+
+    monkeypatch.setattr(Translator, "translate", translate)
+    out = tmp_path / "a.png"
+    assert main(["plot", "attention", str(tiny_run), "hello", "--layer", "1", "--out", str(out)]) == 0
+    assert "hello -> 月山" in capsys.readouterr().out and out.read_bytes()[:4] == PNG
+    assert seen == [load_run(tiny_run).decoding]
+    assert pyinspect.signature(attention.plot_sentence_attention).parameters["translation"].default is \
+        pyinspect.Parameter.empty

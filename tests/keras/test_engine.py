@@ -19,8 +19,7 @@ import scratchformer
 from scratchformer import ModelConfig
 from scratchformer.data.corpus import load_pairs
 from scratchformer.data.tokenizers import train_tokenizer
-from scratchformer.decoding import translate_texts
-from scratchformer.engines import ENGINES, make_translator
+from scratchformer.engines import ENGINES, Translator
 from scratchformer.errors import CheckpointError, ConfigError
 from scratchformer.evaluation.translation import evaluate_run
 from scratchformer.export import FORMATS, export_run
@@ -39,7 +38,7 @@ def run(tiny_run):
 
 @pytest.fixture(scope="module")
 def engine(run):
-    return make_translator(run, "keras")
+    return Translator(run, run.decoding.pick(engine="keras"))
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +55,7 @@ def test_keras_is_a_format_and_an_engine_that_declares_its_options():
 
 @pytest.mark.parametrize("beam, max_len", [(1, None), (1, 3), (2, None), (4, None)])
 def test_translate_gives_the_torch_engines_texts(run, engine, beam, max_len):
-    ours = translate_texts(run.model, run.src_tok, run.tgt_tok, TEXTS, beam=beam, max_len=max_len)
+    ours = Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate(TEXTS, beam=beam, max_len=max_len)
     assert engine.translate(TEXTS, beam=beam, max_len=max_len, batch_size=4) == ours
     assert ours[2] == "" and any(ours)
 
@@ -69,7 +68,7 @@ def test_evaluate_with_engine_keras_scores_as_torch(tiny_run):
 
 def test_engine_options_it_does_not_have_are_one_line(run):
     with pytest.raises(ConfigError, match="the keras engine has no setting 'threads'") as err:
-        make_translator(run, "keras", threads=2)
+        Translator(run, run.decoding.pick(engine="keras"), threads=2)
     assert "\n" not in str(err.value)
 
 
@@ -97,7 +96,7 @@ def test_the_readme_loop_translates_as_ours_in_a_process_without_torch(run, expo
     assert done.returncode == 0, done.stderr[-3000:]
     text, torch_imported = done.stdout.strip().splitlines()[-2:]
     assert torch_imported == "False"
-    assert text == translate_texts(run.model, run.src_tok, run.tgt_tok, ["how are you"], beam=1)[0]
+    assert text == Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate(["how are you"], beam=1)[0]
 
 
 def test_a_reloaded_export_gives_the_models_logits(exported, tiny_run):
@@ -151,7 +150,7 @@ def test_the_saved_model_translates_as_ours_with_tensorflow_alone(run, exported)
     assert done.returncode == 0, done.stderr[-3000:]
     *outputs, modules = done.stdout.strip().splitlines()[-3:]
     assert modules == "False False"  # (tensorflow itself imports keras)
-    assert outputs == translate_texts(run.model, run.src_tok, run.tgt_tok, texts, beam=1)
+    assert outputs == Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate(texts, beam=1)
 
 
 def test_a_word_tokenizer_is_refused_before_anything_is_written(run, tmp_path):

@@ -145,3 +145,25 @@ def test_exposure_bias_free_running_trails_teacher_forcing_and_errors_compound(q
     assert after and sum(after) / len(after) < tf["free_running_mean"] - 0.1  # an earlier error derails
     assert tf["with_an_error_before"] == sorted(tf["with_an_error_before"])  # errors only accumulate
     assert "scheduled sampling" in numbers["runs"] and "free-running" in conclusion
+
+
+def test_heads_masked_bleu_translates_through_the_translator_with_the_runs_options(tiny_run, monkeypatch):
+    """The lab's run enters engines/: its greedy translations are Translator(run, run.decoding at beam 1)'s, on
+    the eager step (a mask is a hook on W^O, which a compiled step could not see)."""
+    from scratchformer.engines import Translator
+    from scratchformer.lab.heads import masked_bleu
+    from scratchformer.runs import load_run
+
+    run = load_run(tiny_run)
+    seen = []
+    real = Translator.translate
+
+    def translate(self, texts, *args, **kwargs):
+        seen.append(self.options)
+        return real(self, texts, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate", translate)
+    result = masked_bleu(run, [("hello", "你好")], ("cross",))
+    heads = run.model_config.n_heads * run.model_config.n_decoder_layers
+    assert len(seen) == 2 + heads and result["baseline"] >= 0
+    assert all(o == run.decoding.pick(beam=1, step="eager") for o in seen)

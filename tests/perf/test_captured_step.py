@@ -219,19 +219,19 @@ def test_the_step_option_is_checked():
         DecodingOptions(step="fast").check()
 
 
-def test_translate_texts_says_it_runs_the_eager_step_when_asked_for_the_captured_one(tmp_path, monkeypatch):
-    """The model-level function has no run to key a package by: it decodes eagerly, and says so, not silently."""
+def test_from_model_says_it_runs_the_eager_step_when_asked_for_the_captured_one(tmp_path, monkeypatch):
+    """A model in memory has no run to key a package by: it decodes eagerly, and says so, not silently."""
     from scratchformer import ModelConfig, build_model
+    from scratchformer.config.decoding import DecodingOptions
     from scratchformer.data.tokenizers import train_tokenizer
-    from scratchformer.decoding import translate_texts
 
     torch.manual_seed(0)
     tok = train_tokenizer("char", ["abc def"])
     model = build_model(ModelConfig(src_vocab_size=tok.vocab_size, tgt_vocab_size=tok.vocab_size, d_model=16,
                                     n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1, max_len=8)).eval()
     with pytest.warns(UserWarning, match="eager step.*Translator"):
-        out = translate_texts(model, tok, tok, ["abc"], beam=1, step="captured")
-    assert out == translate_texts(model, tok, tok, ["abc"], beam=1, step="eager")
+        out = Translator.from_model(model, tok, tok, DecodingOptions(beam=1, step="captured")).translate(["abc"])
+    assert out == Translator.from_model(model, tok, tok, DecodingOptions(beam=1, step="eager")).translate(["abc"])
 
 
 # -- the default step rule (`step: auto`, engines/torch_engine.py): no timing, a fake cost model ---------------------

@@ -6,16 +6,15 @@ import torch
 
 from scratchformer.decoding import beam_search, greedy_decode
 from scratchformer.decoding.common import Seq2SeqSteps
-from scratchformer.decoding.fast_step import ENV, LeanDecoder
+from scratchformer.decoding.fast_step import LeanDecoder, modules_step
 
 PLACEMENTS = ["post", "pre", "seed000"]
 
 
 def _both(monkeypatch, fn):
     """fn() with the lean step off, then on."""
-    monkeypatch.setenv(ENV, "0")
-    modules = fn()
-    monkeypatch.setenv(ENV, "1")
+    with modules_step():
+        modules = fn()
     return modules, fn()
 
 
@@ -71,8 +70,8 @@ def test_off_in_training_mode_when_weights_are_kept_and_by_env(monkeypatch, tiny
     model.eval().keep_attention_weights(True)
     assert LeanDecoder.for_model(model) is None  # attention pictures need the modules
     model.keep_attention_weights(False)
-    monkeypatch.setenv(ENV, "0")
-    assert LeanDecoder.for_model(model) is None
+    with modules_step():
+        assert LeanDecoder.for_model(model) is None
 
 
 def test_a_forward_hook_in_the_step_runs_the_modules(monkeypatch, tiny_model, tiny_sources):
@@ -88,3 +87,15 @@ def test_a_forward_hook_in_the_step_runs_the_modules(monkeypatch, tiny_model, ti
     finally:
         handle.remove()
     assert LeanDecoder.for_model(model) is not None
+
+
+def test_no_hidden_switch_outside_the_options():
+    """The lean step has no environment switch (SCRATCHFORMER_LEAN_STEP is gone): the modules are asked for in
+    code, by the equality tests and bench_decode_paths.py, with `modules_step()`."""
+    from pathlib import Path
+
+    from scratchformer.decoding import fast_step
+
+    assert not hasattr(fast_step, "ENV")
+    src = Path(fast_step.__file__).resolve().parents[1]
+    assert not [p for p in src.rglob("*.py") if "SCRATCHFORMER_LEAN_STEP" in p.read_text(encoding="utf-8")]

@@ -8,7 +8,7 @@ from torch import nn
 
 from scratchformer import autotune
 from scratchformer.decoding import beam_search, greedy_decode, packing
-from scratchformer.decoding.packing import drop_packs, packed_linears, packing_available
+from scratchformer.decoding.packing import packed_linears, packing_available
 
 needs_mkl = pytest.mark.skipif(not packing_available(), reason="this torch has no MKL packed GEMM")
 
@@ -75,7 +75,7 @@ def test_fixed_length_decoding_with_packs_equals_without(tiny_model, tiny_source
     calls.clear()
     assert [[h.tokens for h in hs] for hs in beam_search(model, one, beam_size=4, max_len=12, n_best=4)] == got_one
     assert calls == []
-    drop_packs(model)
+    packing._PACKS.pop(model, None)
 
 
 @needs_mkl
@@ -90,7 +90,7 @@ def test_greedy_over_one_sentence_packs_its_one_row(tiny_model, tiny_sources, mo
     assert calls and set(calls) == {1}
     assert got.tokens == ref.tokens
     torch.testing.assert_close(got.logits, ref.logits, atol=1e-5, rtol=0)
-    drop_packs(model)
+    packing._PACKS.pop(model, None)
 
 
 def _owner() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
@@ -113,7 +113,7 @@ def test_pack_serves_its_row_count_and_retires_on_weight_change(fake_tuner):
             torch.testing.assert_close(owner(x8), owner[2](owner[1](x8 @ owner[0].weight.t() + owner[0].bias)))
         with packed_linears(owner, [owner], rows=8):  # re-packed from the new weights
             torch.testing.assert_close(owner(x8), owner[2](owner[1](x8 @ owner[0].weight.t() + owner[0].bias)))
-    drop_packs(owner)
+    packing._PACKS.pop(owner, None)
 
 
 @needs_mkl
@@ -130,12 +130,12 @@ def test_packing_only_where_measured_faster(fake_tuner, seconds, packs):
             torch.testing.assert_close(owner(x8), ref, atol=1e-6, rtol=0)
         assert set(clock.calls) == {"packed", "unpacked"}
         clock.calls.clear()
-        drop_packs(owner)
+        packing._PACKS.pop(owner, None)
         with packed_linears(owner, [owner], rows=8) as on:  # the same shapes and rows: the kept choice
             assert on is packs and clock.calls == []
         with packed_linears(owner, [owner], rows=5):  # another row count: measured again
             assert clock.calls
-    drop_packs(owner)
+    packing._PACKS.pop(owner, None)
 
 
 def test_no_packing_with_gradients_in_training_or_with_autotune_off(fake_tuner, monkeypatch):
@@ -187,4 +187,4 @@ def test_a_failing_op_turns_packing_off_for_the_process(fake_tuner, monkeypatch,
         with packed_linears(owner, [owner], rows=8) as on:
             assert not on
     assert "forward" not in owner[0].__dict__
-    drop_packs(owner)
+    packing._PACKS.pop(owner, None)

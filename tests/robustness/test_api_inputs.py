@@ -14,7 +14,7 @@ from scratchformer.data.tokenizers import SPECIALS, CharTokenizer
 from scratchformer.decoding.beam import beam_search
 from scratchformer.decoding.greedy import greedy_decode
 from scratchformer.decoding.sampling import sample
-from scratchformer.decoding.translate import translate_texts
+from scratchformer.engines import Translator
 from scratchformer.errors import InputError
 from scratchformer.model import build_model
 
@@ -115,9 +115,9 @@ def test_sampling_refuses_a_temperature_that_is_not_finite(temperature, gpt):
 
 
 def test_translate_texts_on_empty_inputs(seq2seq):
-    assert translate_texts(seq2seq, TOK, TOK, []) == []
+    assert Translator.from_model(seq2seq, TOK, TOK).translate([]) == []
     for beam in (1, 3):
-        out = translate_texts(seq2seq, TOK, TOK, ["", " ", "abc", ""], beam=beam, max_len=5)
+        out = Translator.from_model(seq2seq, TOK, TOK).translate(["", " ", "abc", ""], beam=beam, max_len=5)
         assert len(out) == 4 and out[0] == "" and out[1] == "" and out[3] == ""
 
 
@@ -128,18 +128,18 @@ def test_translate_texts_on_empty_inputs(seq2seq):
 ])
 def test_translate_texts_refuses_options_that_cannot_work(options, needle, seq2seq):
     with pytest.raises(ValueError) as info:
-        translate_texts(seq2seq, TOK, TOK, ["abc"], **options)
+        Translator.from_model(seq2seq, TOK, TOK).translate(["abc"], **options)
     _one_line(info, needle)
 
 
 def test_translate_texts_refuses_texts_that_are_not_strings(seq2seq):
     with pytest.raises(InputError, match="texts"):
-        translate_texts(seq2seq, TOK, TOK, "abc")
+        Translator.from_model(seq2seq, TOK, TOK).translate("abc")
     with pytest.raises(InputError, match="texts"):
-        translate_texts(seq2seq, TOK, TOK, ["abc", None])
+        Translator.from_model(seq2seq, TOK, TOK).translate(["abc", None])
 
 
 def test_translate_texts_on_a_single_stack_model_is_one_line(gpt, bert):
     for model in (gpt, bert):
         with pytest.raises(InputError, match="encoder-decoder"):
-            translate_texts(model, TOK, TOK, ["abc"])
+            Translator.from_model(model, TOK, TOK).translate(["abc"])

@@ -36,11 +36,11 @@ def test_a_deep_run_config_json_is_one_config_error(tmp_path, text):
 
 
 def test_a_deep_decoding_json_train_config_and_config_flag_are_one_config_error(tmp_path):
-    from scratchformer.config import DecodingConfig
+    from scratchformer.config import DecodingOptions
     from scratchformer.training.launch import read_config_file
 
     (tmp_path / "deep.json").write_text(DEEP)
-    for read in (lambda path: DecodingConfig.load(path, "model.safetensors"), TrainConfig.load, read_config_file):
+    for read in (lambda path: DecodingOptions.load(path, "model.safetensors"), TrainConfig.load, read_config_file):
         with pytest.raises(ConfigError, match="deep.json"):
             read(tmp_path / "deep.json")
 

@@ -74,6 +74,47 @@ def test_run_file_names_are_spelled_only_in_runs():
     assert len(files) > 100 and found == []
 
 
+# Calls that write a file, and the rooms that may make them on a run's files (other libraries' folders: see above)
+WRITERS = {"save", "write_text", "write_bytes", "save_file", "copyfile", "copy", "copy2", "savefig", "dump"}
+OTHER_FOLDERS = {"runs", "export", "interop", "keras", "models"}
+
+
+def run_file_writes(tree: ast.AST, run_names: set[str]) -> list[int]:
+    """Lines of `tree` that write a file named by a runs/names.py constant (`tok.save(run / TOKENIZER_TGT)`,
+    `(run / CONFIG).write_text(...)`, `open(run / names.METRICS, "a")`) with anything but runs/' own writers."""
+    def names_a_run_file(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Name) and n.id in run_names or isinstance(n, ast.Attribute)
+                   and n.attr in run_names for n in ast.walk(node))
+
+    lines = []
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+        args = [*call.args, *(k.value for k in call.keywords)]
+        if isinstance(call.func, ast.Attribute) and call.func.attr in WRITERS:
+            parts = [call.func.value, *args]
+        elif isinstance(call.func, ast.Name) and call.func.id == "open":
+            modes = [a for a in args[1:2] if isinstance(a, ast.Constant)]
+            parts = args[:1] if modes and set(str(modes[0].value)) & set("wax+") else []
+        else:
+            continue
+        if any(names_a_run_file(p) for p in parts):
+            lines.append(call.lineno)
+    return lines
+
+
+def test_run_files_are_written_only_by_runs():
+    """A run's files (config.json, the tokenizers, the weights, metrics, ...) are written by runs/ (atomic
+    save_config, save_tokenizers, write_json, save_weights, ...), never by a room's own write_text / save / open:
+    the same exceptions as above (other libraries' folders)."""
+    run_names = {k for k, v in vars(names).items() if k.isupper() and isinstance(v, str) and "." in v}
+    assert {"CONFIG", "TOKENIZER_TGT", "WEIGHTS", "METRICS"} <= run_names
+    files = [f for f in sorted(SRC.rglob("*.py")) if f.relative_to(SRC).parts[0] not in OTHER_FOLDERS]
+    found = [f"{path.relative_to(SRC)}:{line}" for path in files
+             for line in run_file_writes(ast.parse(path.read_text(encoding="utf-8")), run_names)]
+    assert len(files) > 100 and found == []
+    sample = ast.parse("tok.save(run / TOKENIZER_TGT)\n(run / names.CONFIG).write_text('x')\nopen(run / METRICS, 'a')")
+    assert run_file_writes(sample, run_names) == [1, 2, 3]  # the check can see each kind
+
+
 def test_the_keras_ports_copies_of_two_names_are_runs_own():
     """Read from keras/build.py's source (the `keras` extra is not installed by `make test`)."""
     tree = ast.parse((SRC / "keras" / "build.py").read_text(encoding="utf-8"))

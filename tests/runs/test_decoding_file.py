@@ -6,9 +6,9 @@ import shutil
 import pytest
 
 from scratchformer.cli import main
-from scratchformer.config import DecodingConfig as Decoding
+from scratchformer.config import DecodingOptions as Decoding
 from scratchformer.decoding.sentences import join_translations
-from scratchformer.decoding.translate import translate_texts
+from scratchformer.engines import Translator
 from scratchformer.errors import ConfigError
 from scratchformer.evaluation.translation import evaluate_pairs
 from scratchformer.runs import RUN_ENTRIES, load_decoding, load_run
@@ -67,8 +67,8 @@ def test_evaluate_uses_the_runs_choice_and_reports_it(own_run):
     write_decoding(own_run, Decoding(alpha=1.0, split_sentences=True))
     run = load_run(own_run)
     chosen, flagged = evaluate_pairs(run, pairs, beam=2), evaluate_pairs(run, pairs, beam=2, split_sentences=False)
-    parts = translate_texts(run.model, run.src_tok, run.tgt_tok, ["I love you.", "Good night.", "Hello."], beam=2,
-                            alpha=1.0)
+    parts = Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate(
+        ["I love you.", "Good night.", "Hello."], beam=2, alpha=1.0)
     assert (plain["alpha"], plain["split_sentences"]) == (0.6, False)
     assert (chosen["alpha"], chosen["split_sentences"], chosen["repair_copies"]) == (1.0, True, False)
     assert (flagged["alpha"], flagged["split_sentences"]) == (1.0, False)
@@ -80,9 +80,9 @@ def test_evaluate_uses_the_runs_choice_and_reports_it(own_run):
 def test_translate_cli_uses_the_runs_choice_and_the_flag_turns_it_off(own_run, capsys):
     text = "I love you. Good night."
     run = load_run(own_run)
-    whole = translate_texts(run.model, run.src_tok, run.tgt_tok, [text], beam=4)[0]
-    split = join_translations(translate_texts(run.model, run.src_tok, run.tgt_tok, ["I love you.", "Good night."],
-                                              beam=4))
+    whole = Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate([text], beam=4)[0]
+    split = join_translations(Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate(
+        ["I love you.", "Good night."], beam=4))
     assert whole != split  # else the test could not tell them apart
     (own_run / "decoding.json").write_text(json.dumps({"split_sentences": True}))
     assert main(["translate", str(own_run), text]) == 0

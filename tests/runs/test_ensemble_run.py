@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from scratchformer.cli import main
-from scratchformer.decoding.translate import translate_texts
+from scratchformer.engines import Translator
 from scratchformer.errors import CheckpointError, ConfigError
 from scratchformer.evaluation.translation import evaluate_run
 from scratchformer.export.formats import warn_members
@@ -38,7 +38,8 @@ def outputs(run_dir, beam=3, **kw):
 
 
 def hyps(run, members, beam=3):
-    found = translate_texts(run.model, run.src_tok, run.tgt_tok, TEXTS, beam=beam, ensemble=members, return_hyps=True)
+    found = Translator.from_model(run.model, run.src_tok, run.tgt_tok, ensemble=members).translate(
+        TEXTS, beam=beam, return_hyps=True)
     return [(t.hyps[0].text, round(t.hyps[0].score, 4)) for t in found]
 
 

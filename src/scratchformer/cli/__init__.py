@@ -99,6 +99,11 @@ def _language_in(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv) == ["--version"]:  # before any parser: no command module loaded
+        from scratchformer import __version__
+
+        print(f"scratchformer {__version__}")
+        raise SystemExit(0)
     lang = set_language(_language_in(sys.argv[1:] if argv is None else argv))
     if not can_show(sys.stdout, lang):  # Chinese help on an ascii / latin-1 stdout: English, said once on stderr
         set_language("en")
@@ -113,10 +118,30 @@ def main(argv: list[str] | None = None) -> int:
     if extra and free and not any(e.startswith("-") and len(e) > 1 for e in extra):
         setattr(args, free, getattr(args, free) + extra)
     elif extra:
-        parser.error(_("unrecognized arguments: %s") % " ".join(extra))
+        _unrecognized(parser, args, extra)
     with warnings.catch_warnings():
         warnings.showwarning = _one_line_warning(args.command)  # restored on exit by catch_warnings
         return _run(args)
+
+
+def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
+    """Exit 2 with one line from the command: a flag it retired names its replacement (the command's
+    `retired_flags` default); else the arguments it does not take, and the flag the first one resembles
+    (`--max-step` -> did you mean --max-steps?); abbreviations stay refused."""
+    import difflib
+
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.command]
+    first = next((e.split("=", 1)[0] for e in extra if e.startswith("--")), "")
+    retired = getattr(args, "retired_flags", {})
+    if first in retired:
+        sub.exit(2, _("%(prog)s: error: %(message)s\n") % {
+            "prog": sub.prog, "message": _("{flag} is gone: use {replacement}").format(flag=first,
+                                                                                   replacement=retired[first])})
+    flags = [s for action in sub._actions for s in action.option_strings if s.startswith("--")]
+    close = difflib.get_close_matches(first, flags, n=1, cutoff=0.75)
+    hint = _(" (did you mean {flag}?)").format(flag=close[0]) if close else ""
+    sub.exit(2, _("%(prog)s: error: %(message)s\n") % {
+        "prog": sub.prog, "message": _("unrecognized arguments: %s") % " ".join(extra) + hint})
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -130,14 +130,18 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
-class _Engines:
-    """--engine's choices: engines/backends.py's ENGINES, looked up only when --engine is given or help is shown
-    (late: that module imports torch, which building the parser must not)."""
+class LazyChoices:
+    """A flag's choices read from a registry only when the flag is given or help is shown: --engine's ENGINES
+    (engines/backends.py), --format's FORMATS (export/formats.py). Late: those modules import torch, which
+    building the parser (`--help`, `--version`) must not."""
+
+    def __init__(self, module: str, table: str) -> None:
+        self.module, self.table = module, table
 
     def _names(self) -> list[str]:
-        from scratchformer.engines.backends import ENGINES
+        import importlib
 
-        return list(ENGINES)
+        return list(getattr(importlib.import_module(self.module), self.table))
 
     def __contains__(self, name: object) -> bool:
         return name in self._names()
@@ -151,7 +155,7 @@ def add_decoding_args(group: Any, command: str) -> None:
     each defaults to the run's decoding.json, else to DecodingOptions' default."""
     from scratchformer.config.decoding import add_decoding_args as add  # its help texts are in the catalog
 
-    add(group, command, _Engines())
+    add(group, command, LazyChoices("scratchformer.engines.backends", "ENGINES"))
 
 
 def iter_lines(file: str) -> Iterator[str]:

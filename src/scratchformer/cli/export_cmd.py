@@ -14,7 +14,7 @@ from scratchformer.i18n import _
 def cmd_export(args: argparse.Namespace) -> int:
     from scratchformer.export import export_run
 
-    # one line per phase on stderr, once the checks have passed: an ONNX export traces the model for a minute or more
+    # one line per phase on stderr, once the checks have passed (with what the format says of its own duration)
     start = time.perf_counter()
     out = export_run(args.run_dir, args.format, args.out, overwrite=args.overwrite, quantization=args.quantization,
                      progress=lambda line: _phase(args))
@@ -30,11 +30,12 @@ def _phase(args: argparse.Namespace) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from scratchformer.export.formats import FORMATS
+    from scratchformer.cli.common import LazyChoices
 
     p = sub.add_parser("export", help="export a trained run to CTranslate2, Hugging Face or ONNX")
     p.add_argument("run_dir")
-    p.add_argument("--format", required=True, choices=list(FORMATS))
+    p.add_argument("--format", required=True, choices=LazyChoices("scratchformer.export.formats", "FORMATS"),
+                   metavar="FORMAT", help="the format to write: %(choices)s")
     p.add_argument("--out", required=True, help="output folder (new or empty, or an earlier export with --overwrite)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an earlier export in --out (only the files export wrote; yours are kept and named)")

@@ -11,7 +11,7 @@ import sys
 import warnings
 from collections.abc import Callable
 
-from scratchformer.decoding.sampling import DEFAULT_MAX_NEW
+from scratchformer.config.decoding import DEFAULT_MAX_NEW
 from scratchformer.i18n import N_, _
 
 REPLACEMENT = "\ufffd"  # what a byte-level tokenizer decodes half a UTF-8 character to

@@ -68,7 +68,12 @@ def cmd_plot(args: argparse.Namespace) -> int:
     run = load_run(args.run_dir)
     warn_wrong_language([args.sentence], run.train_config.corpus if run.train_config else None)
     out = _target(args, f"attention-{args.kind}.png")
-    path, translation = plot_sentence_attention(run, args.sentence, out, args.kind, layer, head, args.translation)
+    translation = args.translation
+    if translation is None:  # as `translate` would say it: the run's decoding.json, through the one door
+        from scratchformer.engines import Translator
+
+        translation = Translator(run, cli=True).translate([args.sentence])[0]
+    path = plot_sentence_attention(run, args.sentence, translation, out, args.kind, layer, head)
     print(f"{args.sentence} -> {translation}\n" + _("wrote {path}").format(path=path))
     return 0
 
@@ -79,7 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("what", choices=["positions", "relations", "attention"],
                    help=_("relations: PE(p) . PE(p+k) against k, and PE(p+k) as a rotation of PE(p)"))
     p.add_argument("run_dir", nargs="?", help=_("attention: the run directory"))
-    p.add_argument("sentence", nargs="?", help=_("attention: the source sentence (translated greedily)"))
+    p.add_argument("sentence", nargs="?", help=_("attention: the source sentence (translated as `translate` does)"))
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--max-len", type=int, default=100)
     p.add_argument("--dims", help=_("positions: dimensions to draw as curves, e.g. 0,1,20,21 (default: 0, D/8, D/4, "

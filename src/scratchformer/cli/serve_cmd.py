@@ -48,8 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="merge the requests that arrive within this many ms into one decoding batch (default 10; "
                         "0: no merging, one request per decoding call)")
     b.add_argument("--max-batch-tokens", type=int, default=4096,
-                   help="most source tokens (unpadded, with </s>) of the requests merged into one decoding call; "
-                        "not --max-tokens, which caps the padded tokens of each batch inside it (default 4096)")
+                   help="most source tokens (unpadded, with </s>) of the requests merged into one decoding call "
+                        "(default 4096; decoding.json's max_tokens still caps the padded tokens of each batch)")
+    p.set_defaults(retired_flags={"--max-tokens": "--max-batch-tokens (decoding.json's max_tokens caps each batch)"})
     b.add_argument("--max-chars", type=int, default=5000, help="most characters per request (more: 413)")
     b.add_argument("--max-sentences", type=int, default=128, help="most sentences per request (more: 413)")
     b.add_argument("--timeout", type=float, default=60.0,

@@ -20,10 +20,10 @@ from typing import Any
 from scratchformer.cli.common import parse_bool, parse_overrides, sample_lines
 from scratchformer.config import RECIPES, TrainConfig
 from scratchformer.i18n import N_, _
-from scratchformer.training.launch import default_recipe, given_settings, launch
 
 _HINTS = typing.get_type_hints(TrainConfig)
 _SKIP = {"model"}
+_OWN_FLAG = {"test_report"}  # fields whose flag is written by hand below (--no-test)
 _NONE = object()  # `--clip-norm none`: an explicit None, told apart from a flag not given
 
 
@@ -50,7 +50,6 @@ _HELP = {
                  "lo-module, toy)"),
     "holdout": N_("a corpus of one file: hash holds out valid and test rows by a hash of the source sentence (5%% "
                   "each, at most 2,000); none uses the file for every split (scores on it are training scores)"),
-    "test_report": N_("translate: greedy BLEU on the test split after training"),
     "warmup": N_("updates of linear learning-rate warm-up (Noam schedule)"),
     "max_steps": N_("optimiser updates to train for"),
     "max_tokens": N_("padded tokens per batch (per process)"),
@@ -88,6 +87,8 @@ def _flags(args: argparse.Namespace) -> dict:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from scratchformer.training.launch import default_recipe, given_settings, launch  # late: torch (--help is quick)
+
     recipe = default_recipe(args.recipe, args.config, args.resume, args.task)
     given = given_settings(recipe, args.config, _flags(args), parse_overrides(args.overrides or []))
     out = Path(args.out or f"runs/{recipe or given.get('task', 'translate')}")
@@ -167,9 +168,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the end-of-training summary as one JSON line")
     p.add_argument("--no-test", dest="test_report", action="store_const", const=False,
-                   help="skip the test-split report (--test-report false; kept by --resume)")
+                   help="skip the test-split report (kept by --resume)")
+    p.set_defaults(retired_flags={"--test-report": "--no-test (the report runs unless it is given)"})
     for f in dataclasses.fields(TrainConfig):
-        if f.name in _SKIP:
+        if f.name in _SKIP | _OWN_FLAG:
             continue
         p.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, type=_flag_type(_HINTS[f.name]), default=None,
                        help=field_help(f))

@@ -1,8 +1,8 @@
 """Configs, a face only: ModelConfig (config/model.py: the architecture, its typed choices, presets, the memory
-check), TrainConfig and RECIPES (config/train.py), DecodingConfig (config/decoding.py: a run's own decoding
+check), TrainConfig and RECIPES (config/train.py), DecodingOptions (config/decoding.py: a run's own decoding
 defaults, decoding.json), and the checks they share (config/fields.py)."""
 
-from scratchformer.config.decoding import MAX_ALPHA, DecodingConfig
+from scratchformer.config.decoding import MAX_ALPHA, DecodingOptions
 from scratchformer.config.fields import check_field_types, read_json, regular_file, reject_unknown_fields
 from scratchformer.config.model import (
     ACTIVATIONS,
@@ -26,6 +26,6 @@ from scratchformer.config.train import DEVICE_PATTERN, RECIPES, TASKS, TrainConf
 __all__ = [
     "ACTIVATIONS", "ARCHS", "DEVICE_PATTERN", "FFN_KINDS", "MAX_ALPHA", "NORM_KINDS", "NORMS", "PAPER_PARAMS_M",
     "POSITIONS", "PRESETS", "RECIPES", "RENAMED_FIELDS", "TASKS",
-    "DecodingConfig", "ModelConfig", "TrainConfig", "available_memory", "check_field_types", "check_fits_in_memory",
+    "DecodingOptions", "ModelConfig", "TrainConfig", "available_memory", "check_field_types", "check_fits_in_memory",
     "human_bytes", "parameter_bytes", "read_json", "regular_file", "reject_unknown_fields", "upgrade_fields",
 ]

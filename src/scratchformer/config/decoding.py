@@ -52,6 +52,7 @@ MEMBER_FILE = re.compile(r"[\w.-]+\.safetensors")  # a file name in the run fold
 MAX_ALPHA = 10.0  # GNMT tuned alpha in [0.6, 1]; ((5 + 512) / 6) ** 10 is still a float
 MIN_PENALTY = 0.01  # and 1 / 0.01 = 100 at most: far beyond any useful value, and logits / P stay finite
 PAPER_EXTRA_LEN = 50  # section 6.1: "maximum output length to input length + 50"
+DEFAULT_MAX_NEW = 60  # generate: new tokens per prompt when none are asked for (fewer if max_len leaves no room)
 STEPS = ("auto", "eager", "captured")  # the torch engine's decoding step (decoding/captured.py)
 DTYPES = ("auto", "fp32", "bf16")  # the torch engine's decoding dtype
 
@@ -215,9 +216,6 @@ class DecodingOptions:
             raise ConfigError(f"decoding config {path}: {e}") from None
 
 
-DecodingConfig = DecodingOptions  # the name of its first version (4 fields), still imported by runs/
-
-
 def named(name: str, value: object, cli: bool) -> str:
     """How a message names an option: `--max-len 7` for the command line, `max_len=7` for the API."""
     if not cli:
@@ -248,7 +246,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("max_len", N_("most output tokens per sentence (unset: source length + 50, the paper's rule)"), ALL, int, "N"),
     Flag("batch_size", N_("most sentences decoded together"), ALL, int, "N"),
     Flag("max_tokens", N_("most padded source tokens (sentences x the longest) in one decoding batch (unset: no cap)"),
-         ALL, int, "N"),
+         TEXT, int, "N"),  # serve: --max-batch-tokens is its budget (decoding.json's max_tokens still applies)
     Flag("n_best", N_("the N best hypotheses (N <= --beam), each as a line `text<TAB>score`"), frozenset({"translate"}),
          int, "N"),
     Flag("no_repeat_ngram", N_("never repeat an n-gram of N target tokens (fairseq's; 0 = off, 3 is usual)"), ALL, int,
@@ -288,8 +286,9 @@ def add_decoding_args(group: Any, command: str, engines: Iterable[str] = ()) -> 
             help=_(f.help), value=_(_shown(getattr(default, f.name))))
         if f.kind is None:
             group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help)
-        elif f.name == "engine":
-            group.add_argument(flag, default=None, choices=engines or None, help=help)
+        elif f.name == "engine":  # a metavar: argparse would read the choices (import torch) to make one
+            group.add_argument(flag, default=None, choices=engines or None, metavar="ENGINE",
+                               help=help.replace(" (default", ": %(choices)s (default", 1))
         else:
             group.add_argument(flag, type=f.kind, default=None, metavar=f.metavar, help=help)
 

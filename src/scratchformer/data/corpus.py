@@ -98,8 +98,12 @@ def _read_lines(path: Path) -> list[str]:
     return read_lines(path)  # reading.py: in chunks, within the bounds it states (a gzip bomb is refused early)
 
 
+_SAID: set[str] = set()  # the skipped-lines warnings said in this process: a file read again is not said again
+
+
 class _BadLines:
-    """Collects malformed lines; raises at the first one or warns once at the end."""
+    """Collects malformed lines; raises at the first one or warns once at the end (once per process for the same
+    file and lines: train reads its corpus, then its test report reads it again)."""
 
     def __init__(self, name: str, on_error: str) -> None:
         if on_error not in ON_ERROR:
@@ -114,11 +118,10 @@ class _BadLines:
     def summarize(self) -> None:
         if self.lines:
             first = ", ".join(map(str, self.lines[:5])) + (", ..." if len(self.lines) > 5 else "")
-            warnings.warn(
-                f"{self.name}: skipped {len(self.lines)} malformed line(s) (lines {first})",
-                CorpusWarning,
-                stacklevel=3,
-            )
+            message = f"{self.name}: skipped {len(self.lines)} malformed line(s) (lines {first})"
+            if message not in _SAID:
+                _SAID.add(message)
+                warnings.warn(message, CorpusWarning, stacklevel=3)
 
 
 def _check_pair(src: str, tgt: str) -> str | None:

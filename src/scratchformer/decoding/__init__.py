@@ -1,4 +1,5 @@
-"""Decoding on the KV cache, a face only: greedy, beam search (GNMT length penalty), sampling; text in, text out.
+"""Decoding on the KV cache, a face only: greedy, beam search (GNMT length penalty), sampling. Text in, text out
+is engines.Translator's (a run, or a model in memory: Translator.from_model), over pipeline.py.
 
     common.py     Seq2SeqSteps, length_limits, length_penalty, NEG_INF   what every decoder shares
     greedy.py     greedy_decode                  argmax each step, finished sentences drop out of the batch
@@ -7,7 +8,6 @@
     pipeline.py   run_pipeline, batches, chunks  the steps of every translation: sentences, ids, token-budget
                                                  batches, a backend's search, detokenise, copy repair
     search.py     TorchSearch                    our own search as the pipeline's backend (ensembles live here)
-    translate.py  translate_texts                a bare model's strings -> strings (engines.Translator for a run)
     constraints.py  Constraints                  no-repeat n-grams, repetition penalty, forced target prefixes
     results.py    Translation, Hyp               n-best hypotheses with scores, tokens, alignments (--format jsonl)
     sentences.py  split_sentences                paragraphs translated sentence by sentence (--split-sentences)
@@ -23,7 +23,6 @@ from scratchformer.decoding.greedy import GreedyOutput, greedy_decode
 from scratchformer.decoding.results import Hyp, Translation
 from scratchformer.decoding.sampling import pick_next, sample
 from scratchformer.decoding.sentences import split_sentences
-from scratchformer.decoding.translate import translate_texts
 
 __all__ = ["Constraints", "GreedyOutput", "Hyp", "Hypothesis", "Translation", "beam_search", "beam_search_core",
-           "greedy_decode", "length_penalty", "pick_next", "sample", "split_sentences", "translate_texts"]
+           "greedy_decode", "length_penalty", "pick_next", "sample", "split_sentences"]

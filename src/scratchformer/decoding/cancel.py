@@ -3,7 +3,7 @@ one `check()` per step inside the decoders' loops (greedy.py, beam.py), so no si
 
     token = Token(deadline=time.monotonic() + 60)
     with token.scope():                 # on the thread that decodes
-        translate_texts(...)            # raises Cancelled at the next step once token.cancel() or the deadline
+        translator.translate(...)       # raises Cancelled at the next step once token.cancel() or the deadline
     token.cancel()                      # from any thread: the service when its client gave up or at shutdown
 
 Without a scope (the CLI, the tests, any library caller) check() costs one context-variable read and never

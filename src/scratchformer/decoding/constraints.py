@@ -29,8 +29,6 @@ from scratchformer.config.decoding import MIN_PENALTY, check_repetition  # noqa:
 from scratchformer.decoding.common import NEG_INF
 from scratchformer.errors import ConfigError
 
-check_repetition_options = check_repetition  # the rule lives with the options (config/decoding.py)
-
 
 def banned_ngram_tokens(hyps: Tensor, n: int, vocab: int) -> Tensor:
     """(N, V) True where a token would complete an n-gram already in hyps (N, L), BOS excluded."""
@@ -70,8 +68,7 @@ class Constraints:
     prefixes: Sequence[Sequence[int]] | None = None
 
     def __post_init__(self) -> None:
-        check_repetition_options(self.no_repeat_ngram, self.repetition_penalty,
-                                 ("no_repeat_ngram", "repetition_penalty"))
+        check_repetition(self.no_repeat_ngram, self.repetition_penalty, ("no_repeat_ngram", "repetition_penalty"))
         self._forced: Tensor | None = None  # (B, P) prefix ids, -1 past each sentence's prefix
         self._any_prefix = any(len(p) for p in self.prefixes or [])
 

@@ -132,8 +132,3 @@ def repair_copies(source: str, output: str, threshold: float = THRESHOLD) -> str
         return best
 
     return COPYABLE.sub(replace, output)
-
-
-def repair_all(sources: Sequence[str], outputs: Sequence[str], threshold: float = THRESHOLD) -> list[str]:
-    """repair_copies for each (source, output) pair."""
-    return [repair_copies(s, o, threshold) for s, o in zip(sources, outputs, strict=True)]

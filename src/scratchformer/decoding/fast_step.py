@@ -17,13 +17,15 @@ logits within 1e-5) for greedy and beam search.
 Covered: the encoder-decoder with LayerNorm (post-, pre- or seed placements), the paper's FFN or a gated one with
 any activation, learned or sinusoidal positions, h_kv = h and d_k = d_v, fused attention; anything else (rope, GQA,
 RMSNorm, attention pictures kept, training mode, a forward hook on any part of the step) returns None and the
-modules run, as before. The modules stay the readable reference; SCRATCHFORMER_LEAN_STEP=0 turns this off.
+modules run, as before. The modules stay the readable reference: `with modules_step():` runs them (the equality
+tests and benchmarks/bench_decode_paths.py compare the two).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from torch import Tensor, nn
 from torch.nn import functional as F
@@ -34,7 +36,17 @@ from scratchformer.model.feedforward import PositionwiseFeedForward
 from scratchformer.model.norm import LayerNorm
 from scratchformer.model.transformer import EncoderDecoder
 
-ENV = "SCRATCHFORMER_LEAN_STEP"
+_MODULES: ContextVar[bool] = ContextVar("modules_step", default=False)
+
+
+@contextmanager
+def modules_step() -> Iterator[None]:
+    """Inside the block (this thread, this task), decoding steps through the modules, not the lean step."""
+    token = _MODULES.set(True)
+    try:
+        yield
+    finally:
+        _MODULES.reset(token)
 
 
 def _norm(norm: LayerNorm) -> tuple[Tensor, Tensor, float]:
@@ -77,7 +89,7 @@ class LeanDecoder:
     @staticmethod
     def for_model(model: nn.Module) -> LeanDecoder | None:
         """A LeanDecoder for `model`, or None when it has a part this step does not cover (module docstring)."""
-        if os.environ.get(ENV, "1").strip() == "0" or not isinstance(model, EncoderDecoder) or model.training:
+        if _MODULES.get() or not isinstance(model, EncoderDecoder) or model.training:
             return None
         if not _SDPA_ZEROES_EMPTY_ROWS:  # older torch: the modules zero all-masked rows themselves
             return None

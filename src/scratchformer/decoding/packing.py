@@ -108,11 +108,6 @@ class Packs:
                 and all(m.weight._version == v for m, (_, v) in zip(linears, self.packed)))
 
 
-def drop_packs(model: nn.Module) -> None:
-    """Free the packed weights kept for `model` (they are also freed with the model)."""
-    _PACKS.pop(model, None)
-
-
 @contextmanager
 def packed_linears(owner: nn.Module, modules: Sequence[nn.Module], rows: int) -> Iterator[bool]:
     """Run every nn.Linear under `modules` from weights packed for `rows` input rows while the context is open;

@@ -63,6 +63,13 @@ def check_texts(texts: object) -> list[str]:
     return list(texts)
 
 
+def check_translates(model: object) -> None:
+    """A one-line InputError for a model that does not translate (a decoder or encoder, or not a model)."""
+    arch = getattr(getattr(model, "config", None), "arch", None)
+    if arch != "encoder-decoder":
+        raise InputError(f"translation needs an encoder-decoder model, got a {arch or type(model).__name__} one")
+
+
 # -- pre- and post-processors, by name (DecodingOptions.text_level) ----------------------------------------------
 
 def pieces_of(texts: Sequence[str], split: bool) -> tuple[list[int], list[str]]:
@@ -156,7 +163,10 @@ def run_pipeline(backend: Backend, src_tok: Tokenizer, tgt_tok: Tokenizer, limit
     prefixes = [forced[o] if firsts[o] == i else [] for i, o in enumerate(owner)]
     todo = sorted((i for i, t in enumerate(pieces) if not blank(t)), key=lambda i: -len(srcs[i]))  # longest first
     done: list[list[Hyp]] = [[] for _ in pieces]
-    bar = _bar(len(todo), progress)
+    left = [0] * len(texts)  # sentences still to translate, per text: the bar counts texts, as results do
+    for i in todo:
+        left[owner[i]] += 1
+    bar = _bar(len(texts) - left.count(0), progress)  # the texts with words in them
     for batch in batches(todo, [len(s) for s in srcs], options.batch_size, options.max_tokens):
         pre = [prefixes[i] for i in batch]
         found = backend.decode_batch([srcs[i] for i in batch], options, pre if any(pre) else None, structured)
@@ -164,7 +174,9 @@ def run_pipeline(backend: Backend, src_tok: Tokenizer, tgt_tok: Tokenizer, limit
             repair = options.repair_copies and not options.align
             done[i] = [Hyp(post_process(options, pieces[i], tgt_tok.decode(h.tokens)) if repair
                            else tgt_tok.decode(h.tokens), h.score, h.tokens, h.alignment) for h in hyps]
-        bar.update(len(batch))
+        for i in batch:
+            left[owner[i]] -= 1
+        bar.update(len({owner[i] for i in batch if left[owner[i]] == 0}))  # the texts this batch finished
     bar.close()
     by_text: list[list[int]] = [[] for _ in texts]
     for i, o in enumerate(owner):
@@ -185,7 +197,8 @@ class _NoBar:
 
 
 def _bar(total: int, progress: bool):
-    """A tqdm bar with an ETA on stderr, counting sentences, when asked for (evaluate); else nothing."""
+    """A tqdm bar with an ETA on stderr, counting texts (a split paragraph once), when asked for (evaluate); else
+    nothing."""
     if not progress or not total:
         return _NoBar()
     from tqdm import tqdm  # late: only a run that shows progress needs it

@@ -138,8 +138,3 @@ def quantize_int8(model: nn.Module, inplace: bool = False) -> nn.Module:
             if type(child) is nn.Linear:
                 setattr(parent, name, Int8Linear(child))
     return model
-
-
-def is_quantized(model: nn.Module) -> bool:
-    """True when some layer of `model` runs in dynamic int8."""
-    return any(isinstance(m, Int8Linear) for m in model.modules())

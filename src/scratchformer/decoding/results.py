@@ -1,4 +1,4 @@
-"""What `translate_texts` returns when asked for more than the best string (n_best > 1, align, return_hyps).
+"""What `Translator.translate` returns when asked for more than the best string (n_best > 1, align, return_hyps).
 
     Translation(src, hyps=[Hyp(text, score, tokens, alignment), ...])   one per input text, best first
     translation.to_dict()        {"src": ..., "hyps": [{"text", "score", "tokens"[, "alignment"]}]}   (--format jsonl)

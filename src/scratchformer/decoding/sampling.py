@@ -15,11 +15,10 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
+from scratchformer.config.decoding import DEFAULT_MAX_NEW
 from scratchformer.decoding.common import NEG_INF, check_id_lists, eval_mode, model_device, pad_ids
 from scratchformer.errors import ConfigError
 from scratchformer.model.transformer import DecoderOnly
-
-DEFAULT_MAX_NEW = 60  # new tokens per prompt when none are asked for (fewer if max_len leaves no room)
 
 
 def check_sampling_args(temperature: float, top_k: int | None, top_p: float | None) -> None:

@@ -9,6 +9,6 @@ Writing those files (`scratchformer export`) is export/'s job; this room only re
 """
 
 from scratchformer.engines.backends import ENGINES
-from scratchformer.engines.translator import Translator, make_translator
+from scratchformer.engines.translator import Translator
 
-__all__ = ["ENGINES", "Translator", "make_translator"]
+__all__ = ["ENGINES", "Translator"]

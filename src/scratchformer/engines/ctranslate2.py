@@ -1,6 +1,11 @@
 """The ctranslate2 engine: our search's semantics on `ctranslate2.Translator` (CPU), over the CTranslate2 export
 (export/ctranslate2.py) that it keeps in the run directory (written on first use, rebuilt when its stamp changes).
 
+Sources are `encode(s)[:max_len - 1] + [</s>]`, with a budget of source length + 50 tokens per sentence capped at
+the model's max_len, EOS allowed at step 0 (CT2's default min_decoding_length is 1). CT2 takes one
+max_decoding_length per call, so a batch runs to its longest budget: greedy outputs are cut to their own (exact, a
+longer budget only appends), and a beam search that reached a shorter one of its batch is run again with it.
+
 Beam search: CT2 ranks by logprob / len^p (len without </s>) and stops a sentence once K * patience hypotheses
 have finished; decoding/beam.py ranks by GNMT's logprob / ((5 + |Y|) / 6)^alpha (|Y| counting </s>) and stops when
 its best live beam, normalised at its current length, cannot beat its K-th finished one. So CT2 returns all its
@@ -67,7 +72,7 @@ class Backend:
         cap = self.run.model.config.max_len
         srcs = [list(s)[: cap - 1] for s in srcs]  # CT2 appends </s> (add_source_eos)
         limits = [min(cap, max_len if max_len is not None else len(s) + 1 + PAPER_EXTRA_LEN) for s in srcs]
-        order = sorted(range(len(srcs)), key=lambda i: -len(srcs[i]))  # longest first, batches as translate_texts
+        order = sorted(range(len(srcs)), key=lambda i: -len(srcs[i]))  # longest first, batches as the pipeline
         outputs: list[list[int]] = [[] for _ in srcs]
         for start in range(0, len(order), batch_size):
             batch = order[start: start + batch_size]

@@ -1,5 +1,6 @@
 """One way into translation: `Translator(run, options).translate(texts)`, for translate, evaluate, serve, report,
-the lab and the exports' checks, on every engine.
+plot attention, the exports' checks and the benchmarks, on every engine; `Translator.from_model` for a model held
+in memory (training's end-of-run samples, the lab's masked heads, tests), on our own engine.
 
     from scratchformer.engines import Translator
     from scratchformer.runs import load_run
@@ -8,6 +9,7 @@ the lab and the exports' checks, on every engine.
     Translator(run).translate(["Open the file."])                      # the run's own decoding.json
     Translator(run, run.decoding.pick(beam=1, engine="onnxruntime"))    # one option changed, another engine
     Translator(run).translate(texts, progress=True)                    # a tqdm bar with an ETA on stderr
+    Translator.from_model(model, src_tok, tgt_tok).translate(texts, beam=1)  # no run folder: DecodingOptions()
 
 The options (config/decoding.py: DecodingOptions) are checked once, here: against the model (beam vs its
 vocabulary, max_len vs its positions, the memory of the worst batch) and against the backend, which declares what
@@ -18,16 +20,20 @@ detokenise, post-processing.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
-from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 from scratchformer.config.decoding import DecodingOptions
-from scratchformer.decoding.pipeline import Backend, check_supported, check_texts, run_pipeline
+from scratchformer.data.tokenizers import Tokenizer
+from scratchformer.decoding.pipeline import Backend, check_supported, check_texts, check_translates, run_pipeline
 from scratchformer.decoding.results import Translation
-from scratchformer.decoding.translate import check_translates
 from scratchformer.engines.backends import engine_module, make_backend
+from scratchformer.errors import ConfigError
 from scratchformer.runs import Run
+
+IN_MEMORY = Path("<a model in memory>")  # the path of from_model's run: it has no folder
 
 
 def check_options(options: DecodingOptions, cli: bool = False) -> None:
@@ -52,6 +58,25 @@ class Translator:
         check_supported(self.options, self.options.engine, self.backend.SUPPORTS, cli)
         self.options.check_model(run.model_config, members=self.backend.models, cli=cli)
 
+    @classmethod
+    def from_model(cls, model: Any, src_tok: Tokenizer, tgt_tok: Tokenizer, options: DecodingOptions | None = None,
+                   *, ensemble: Sequence[Any] = (), cli: bool = False) -> Translator:
+        """The Translator of a model in memory with its tokenizers (no run folder, so no decoding.json: `options`,
+        default DecodingOptions()). Our own engine only (the others decode an export of a run folder), on the eager
+        step: a compiled step is cached by run, and would not see a hook on the model (the lab masks heads so).
+        ensemble: more models with the same vocabularies, averaged with `model` at every step."""
+        check_translates(model)
+        options = options or DecodingOptions()
+        if options.engine != "torch":
+            raise ConfigError(f"engine={options.engine}: a model in memory decodes on our own engine (torch); "
+                              "save it as a run to decode it on another")
+        if options.step == "captured":
+            warnings.warn("a model in memory runs the eager step; step='captured' is chosen by Translator(run, "
+                          "options)", stacklevel=2)
+        options = options.pick(step="eager")
+        run = Run(IN_MEMORY, model, model.config, src_tok, tgt_tok, None, options, list(ensemble))
+        return cls(run, options, cli=cli)
+
     @property
     def engine(self) -> str:
         return self.options.engine
@@ -61,8 +86,6 @@ class Translator:
         The engine and int8 stay (they are the search itself)."""
         options = self.options.pick(**changes)
         if (options.engine, options.int8) != (self.options.engine, self.options.int8):
-            from scratchformer.errors import ConfigError
-
             raise ConfigError("engine and int8 are the search itself: make another Translator to change them")
         return Translator(self.run, options, cli=self.cli, backend=self.backend)
 
@@ -82,13 +105,3 @@ class Translator:
         return run_pipeline(self.backend, self.run.src_tok, self.run.tgt_tok, self.run.model_config.max_len, texts,
                             o, prefix, structured, progress)
 
-
-def make_translator(run: Run, options: DecodingOptions | str | None = None, **given: Any) -> Translator:
-    """Translator(run, options, **settings), under the name engines/ has always offered: `options` may be an
-    engine's name (the run's options on that engine), and `given` may mix options (int8=True) and settings."""
-    if isinstance(options, str):
-        options = run.decoding.pick(engine=options)
-    names = {f.name for f in fields(DecodingOptions)}
-    changes = {k: v for k, v in given.items() if k in names}
-    settings = {k: v for k, v in given.items() if k not in names}
-    return Translator(run, (options or run.decoding).pick(**changes), **settings)

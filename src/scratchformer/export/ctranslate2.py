@@ -1,8 +1,9 @@
-"""CTranslate2: export a run through CTranslate2's public spec API, and decode with it as an engine.
+"""CTranslate2: a run written as a CTranslate2 model folder, through CTranslate2's public spec API. Decoding with
+it is the ctranslate2 engine's (engines/ctranslate2.py); this file only writes files.
 
     export(run, out, quantization="float32" | "int8")      a CTranslate2 model folder (model.bin, vocabularies)
     convert_model(model, src_tokens, tgt_tokens, out)      the same from a bare EncoderDecoder and token tables
-    Backend(run).translate_ids(srcs, beam=4, alpha=0.6)    ctranslate2.Translator with our decoding semantics
+    cached_export(run)                                      the folder the engine decodes with, in RUN_DIR/export/
 
 The mapping (ctranslate2.specs.TransformerSpec, filled by a `ctranslate2.converters.Converter` whose `_load`
 returns it): our fused projections are CTranslate2's layout as they are. Self-attention linear[0] = W_qkv
@@ -12,23 +13,14 @@ sinusoids, or a learned table) are given as explicit (max_len, D) `position_enco
 `add_source_eos`. Vocabularies are our tokenizers' id -> token tables, so the specials keep our ids
 (<pad> 0, <s> 1, </s> 2, <unk> 3) and a token string maps back to exactly one id.
 
-Decoding as `translate` does it (decoding/translate.py): sources `encode(s)[:max_len - 1] + [</s>]`, a budget of
-source length + 50 tokens per sentence capped at the model's max_len, EOS allowed at step 0 (CT2's default
-min_decoding_length is 1), PAD never emitted (the export sets PAD's output bias to PAD_LOGIT: CT2 then drops it
-before the softmax, ours after, log(1 - P(PAD)) a step apart: 0 for a trained model). CT2 takes one
-max_decoding_length per call, so a batch runs to its longest budget: greedy outputs are cut to their own (exact,
-a longer budget only appends), and a beam search that reached a shorter one of its batch is run again with it.
-Beam search: CT2 ranks by logprob / len^p (len without </s>) and stops a sentence once K * patience hypotheses
-have finished; beam.py ranks by GNMT's logprob / ((5 + |Y|) / 6)^alpha (|Y| counting </s>) and stops when its
-best live beam, normalised at its current length, cannot beat its K-th finished one. So CT2 returns all its
-finished hypotheses (</s> kept, its normalisation undone) and GNMT picks among them; patience 3 lets it see the
-ones ours finds after the K-th. What can still differ: a best hypothesis ours finds after CT2's 3K-th, or one CT2
-finds after ours stopped (its rule is a heuristic for alpha > 0); float32 near-ties (none seen on models/en-zh).
+What the export does for decoding as ours does: sources get </s> from `add_source_eos`, and PAD is never emitted
+(PAD's output bias is PAD_LOGIT: CT2 then drops it before the softmax, ours after, log(1 - P(PAD)) a step apart:
+0 for a trained model). The budgets, CT2's ranking against GNMT's and patience are the engine's (its docstring).
 
 The exported folder on its own: token strings in (tokenizer.json beside it, a plain `tokenizers` file, gives them
 without </s>: CT2 adds it), and `max_decoding_length` at most the model's max_len (the position table ends there);
 translate_options.json, decoding.json (the run's own) and README.md carry the run's decoding settings; the
-README's translate() does the search above with them, and says what translate_batch cannot do.
+README's translate() does the engine's search with them, and says what translate_batch cannot do.
 """
 
 from __future__ import annotations

@@ -75,7 +75,8 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool =
                **options: Any) -> Path:
     """Export the run in `run_dir` to `out` in format `fmt`; returns `out`. The export is written beside `out` and
     moved in when complete: a failure leaves `out` as it was; --overwrite keeps (and names) the user's files.
-    progress: told what runs now, once every check has passed (the CLI prints it: an ONNX trace takes a minute)."""
+    progress: told what runs now, once every check has passed (the CLI prints it, with the format's EXPORT_NOTE:
+    an ONNX trace takes a minute)."""
     module = load_module(FORMATS, fmt, "export format", "export")
     out = prepare_out(Path(out), overwrite)
     run = load_run(run_dir)
@@ -89,7 +90,8 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool =
     owned = WRITES[fmt] | WRITES.get(str((before or {}).get("format")), frozenset())
     with writing_folder(out, "export", overwrite, owned=owned, format=fmt) as tmp:
         if progress is not None:
-            progress(f"{run_dir} -> {fmt} in {out} (converting and writing; onnx traces the model, a minute or more)")
+            note = getattr(module, "EXPORT_NOTE", "")  # what only some formats need to say (onnx: its trace)
+            progress(f"{run_dir} -> {fmt} in {out} (converting and writing{'; ' + note if note else ''})")
         module.export(run, tmp, quantization=quantization, **options)
     return out
 

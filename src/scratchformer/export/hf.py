@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from scratchformer.config import ModelConfig
-from scratchformer.config.decoding import DecodingConfig, length_penalty_for
+from scratchformer.config.decoding import DecodingOptions, length_penalty_for
 from scratchformer.data.tokenizers import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, SPECIALS, UNK, Tokenizer
 from scratchformer.errors import ConfigError
 from scratchformer.export import hf_card
@@ -83,8 +83,8 @@ def token_ids(c: ModelConfig) -> dict[str, int | None]:
     return ids
 
 
-def generation_config(c: ModelConfig, alpha: float = DecodingConfig.alpha,
-                      beam: int = DecodingConfig.beam) -> dict[str, Any] | None:
+def generation_config(c: ModelConfig, alpha: float = DecodingOptions.alpha,
+                      beam: int = DecodingOptions.beam) -> dict[str, Any] | None:
     """generation_config.json: our search's defaults as far as Hugging Face's options reach (None: an encoder);
     alpha: the run's own (decoding.json), as a length_penalty of the same slope (length_penalty_for)."""
     if c.arch == "encoder":

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from scratchformer.config.decoding import DecodingConfig, length_penalty_for
+from scratchformer.config.decoding import DecodingOptions, length_penalty_for
 from scratchformer.data.corpus import CORPORA_DIR, bundled_corpora, corpus_languages
 from scratchformer.runs import Run
 from scratchformer.runs.metrics import read_records
@@ -168,7 +168,7 @@ def _usage(arch: str, targets: bool) -> list[str]:
 
 
 def _notes(arch: str, folded: bool, hf: dict[str, Any], gen: dict[str, Any] | None,
-           decoding: DecodingConfig, padded: bool = False) -> list[str]:
+           decoding: DecodingOptions, padded: bool = False) -> list[str]:
     if arch != "encoder-decoder":
         return ["- Special tokens as in training: `<s>`=1, `</s>`=2, `<pad>`=0, `<unk>`=3; the tokenizer adds them "
                 "as the run's batching did."]
@@ -231,7 +231,7 @@ def model_card(run: Run, hf: dict[str, Any], gen: dict[str, Any] | None, tokeniz
 TEXT_LEVEL_LOSS = {"sentences": 1000, "full": 49.5, "search_only": 47.4, "greedy": (47.1, 45.0)}
 
 
-def text_level_note(decoding: DecodingConfig, client: str) -> list[str]:
+def text_level_note(decoding: DecodingOptions, client: str) -> list[str]:
     """One paragraph: the run's text-level steps `client` cannot do, and what its output loses (measured)."""
     steps = decoding.text_level()
     if not steps:

@@ -1,21 +1,18 @@
-"""ONNX: the export (three graphs, as Optimum writes seq2seq models) and the onnxruntime engine that decodes with them.
+"""ONNX: a run written as three graphs, as Optimum writes seq2seq models. Decoding with them is the onnxruntime
+engine's (engines/onnx.py: our own search over onnxruntime sessions); this file only writes files.
 
     export(run, out)                         out/encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx,
                                              config.json, generation_config.json, tokenizer.json (+ config,
                                              target_tokenizer/), scratchformer_onnx.json, decoding.json,
                                              README.md
-    Backend(run).search(src_ids, beam=4)     greedy or beam search on onnxruntime (CPUExecutionProvider)
+    cached_export(run)                       the folder the engine decodes with: RUN_DIR/export/onnx/, stamped with
+                                             a sha256 of the weights the run holds (and of its config), exported
+                                             again when they change
 
 The folder is what Optimum's ORTModelForSeq2SeqLM.from_pretrained(out) loads: its file names, graph input and
 output names (onnx_graphs.py), a Marian-shaped config.json (only what Optimum reads: the graphs hold the weights)
 and the generation_config.json of the HF export (beam, the run's alpha as a length_penalty, max length, the
-start symbol), so `generate` decodes as the HF export does.
-
-The graphs are described in onnx_graphs.py. The engine drives our own search (decoding/beam.py's
-`beam_search_core`; beam 1 is greedy there, exactly) with a step function backed by onnxruntime sessions
-(`OnnxSteps`), so the output rule is ours: the same length budget, length penalty, EOS and PAD handling.
-It exports on first use into RUN_DIR/export/onnx/, stamped with a sha256 of the weights the run holds (and of
-its config), and exports again when they change.
+start symbol), so `generate` decodes as the HF export does. The graphs are described in onnx_graphs.py.
 """
 
 from __future__ import annotations
@@ -35,6 +32,7 @@ from scratchformer.runs import Run
 GRAPHS = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx")
 META = "scratchformer_onnx.json"  # what a C++ or TensorFlow user needs besides the graphs
 STAMP = "stamp.json"
+EXPORT_NOTE = "onnx traces the model, a minute or more"  # said when an export starts (formats.export_run)
 EXPORT_VERSION = 3  # bump when the files change: cached exports are then rebuilt (3: legacy BPE merges)
 QUANTIZATIONS = ("float32", "int8")  # --quantization (int8: onnxruntime's dynamic quantization of the MatMul weights)
 

@@ -103,13 +103,10 @@ def plot_kind(maps: AttentionMaps, path: str | Path, kind: str = "cross", layer:
                                default_name=f"attention-{kind}.png")
 
 
-def plot_sentence_attention(run, source: str, path: str | Path, kind: str = "cross", layer: int | None = None,
-                            head: int | None = None, translation: str | None = None) -> tuple[Path, str]:
-    """Translate `source` greedily (or take `translation`), then draw `kind`; returns (file, translation)."""
-    if translation is None:
-        from scratchformer.decoding import translate_texts
-
-        translation = translate_texts(run.model, run.src_tok, run.tgt_tok, [source], beam=1)[0]
+def plot_sentence_attention(run, source: str, translation: str, path: str | Path, kind: str = "cross",
+                            layer: int | None = None, head: int | None = None) -> Path:
+    """Draw `kind` of `source` teacher-forced on `translation`, which the caller made (`plot attention` through
+    engines.Translator, or --translation); returns the file written."""
     maps = attention_maps(run, source, translation)
     title = f"{_(KINDS[kind])}: {source} -> {translation}"
-    return plot_kind(maps, path, kind, layer, head, title), translation
+    return plot_kind(maps, path, kind, layer, head, title)

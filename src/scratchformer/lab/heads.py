@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from scratchformer.data.corpus import load_pairs
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID
-from scratchformer.decoding.translate import translate_texts
+from scratchformer.engines import Translator
 from scratchformer.errors import InputError
 from scratchformer.evaluation.metrics import bleu
 from scratchformer.i18n import _
@@ -94,11 +94,13 @@ def head_statistics(run, pairs: list[tuple[str, str]]) -> dict[str, dict[str, li
 
 
 def masked_bleu(run, pairs: list[tuple[str, str]], kinds: tuple[str, ...]) -> dict[str, object]:
-    """BLEU of greedy translations: unmasked, each head of `kinds` masked alone, and each kind masked whole."""
+    """BLEU of greedy translations: unmasked, each head of `kinds` masked alone, and each kind masked whole. The run's
+    decoding.json at beam 1, on the eager step (it calls W^O, so it sees the masks' hooks)."""
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+    translator = Translator(run, run.decoding.pick(beam=1, step="eager"))
 
     def score() -> float:
-        return float(bleu(translate_texts(run.model, run.src_tok, run.tgt_tok, sources, beam=1), refs)["score"])
+        return float(bleu(translator.translate(sources), refs)["score"])
 
     mods = attention_modules(run.model)
     result: dict[str, object] = {"baseline": score(), "per_head": {}, "whole_kind": {}}

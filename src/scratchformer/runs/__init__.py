@@ -5,7 +5,8 @@
     runs/names.py    the names of a run's files, spelled once
     runs/layout.py   the run folder drawn: checkpoints/step-N, `latest`, the one checkpoint writer, partial saves
     runs/folders.py  every folder and file a command writes: the marker, --overwrite, the lock, atomic writes
-    runs/run.py      a finished run as one object: load_run -> Run(model, tokenizers, configs, decoding.json)
+    runs/run.py      a finished run as one object: load_run -> Run(model, tokenizers, configs, decoding.json);
+                     its writers: save_config, save_tokenizers, copy_tokenizers, save_decoding (atomic)
 
 Nothing here imports scratchformer.training: loading a run never climbs into the trainer.
 """
@@ -33,13 +34,24 @@ from scratchformer.runs.layout import (
                                        write_marker,
                                        writing_checkpoint,
 )
-from scratchformer.runs.run import Run, load_config, load_decoding, load_run, load_tokenizers, save_decoding
+from scratchformer.runs.run import (
+                                       Run,
+                                       copy_tokenizers,
+                                       load_config,
+                                       load_decoding,
+                                       load_run,
+                                       load_tokenizers,
+                                       save_config,
+                                       save_decoding,
+                                       save_tokenizers,
+)
 from scratchformer.runs.weights import check_tensor, load_weights, save_weights, state_dict_for_saving
 
 __all__ = ["LOCK", "MARKER", "RUN_ENTRIES", "CheckpointError", "CheckpointWriteError", "Run", "UnsafeCheckpointError",
-           "atomic_path", "check_file", "check_folder", "check_tensor", "checkpoint_candidates", "checkpoint_dir",
-           "clean_partial_saves", "clear_folder", "clear_run", "has_trainer_state", "holds_run", "is_marked_run",
-           "latest_checkpoint", "list_checkpoints", "load_config", "load_decoding", "load_run", "load_tokenizers",
-           "load_weights", "new_checkpoint_folder", "publish_checkpoint", "read_marker", "run_lock", "save_decoding",
-           "save_tensors", "save_weights", "state_dict_for_saving", "weights_path", "write_json", "write_marker",
-           "writing_checkpoint", "writing_folder"]
+           "atomic_path", "check_file", "copy_tokenizers", "check_folder", "check_tensor", "checkpoint_candidates",
+           "checkpoint_dir", "clean_partial_saves", "clear_folder", "clear_run", "has_trainer_state", "holds_run",
+           "is_marked_run", "latest_checkpoint", "list_checkpoints", "load_config", "load_decoding", "load_run",
+           "load_tokenizers", "load_weights", "new_checkpoint_folder", "publish_checkpoint", "read_marker",
+           "run_lock", "save_config", "save_decoding", "save_tensors", "save_tokenizers", "save_weights",
+           "state_dict_for_saving", "weights_path", "write_json", "write_marker", "writing_checkpoint",
+           "writing_folder"]

@@ -42,9 +42,10 @@ def atomic_path(path: Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any, allow_nan: bool = True) -> None:
+    """`data` as indented JSON, atomically; allow_nan=False: a NaN or infinity is a ValueError (strict JSON)."""
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, allow_nan=allow_nan) + "\n", encoding="utf-8")
 
 
 def save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:

@@ -87,6 +87,14 @@ def holds_run(run_dir: Path) -> bool:
     return (Path(run_dir) / CONFIG).exists() or (Path(run_dir) / MARKER).exists()
 
 
+def never_trained(run_dir: Path) -> bool:
+    """A folder `scratchformer train` made whose start failed before it saved anything (no weights, no checkpoint):
+    a bad corpus line, a value refused late. It is ours and holds nothing to keep, so the same command may start
+    again there (its retry with the flag the error suggested) without --overwrite or --resume."""
+    run_dir = Path(run_dir)
+    return is_marked_run(run_dir) and not (run_dir / WEIGHTS).exists() and not (run_dir / CHECKPOINTS).exists()
+
+
 def own_entries(marker: dict[str, Any]) -> set[str]:
     """The names at the top of a marked folder that its command wrote (the marker itself included)."""
     names = TRAIN_ENTRIES if marker["command"] == "train" else marker["entries"]

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -15,13 +16,13 @@ from pathlib import Path
 
 import torch
 
-from scratchformer.config import DecodingConfig, ModelConfig, TrainConfig
+from scratchformer.config import DecodingOptions, ModelConfig, TrainConfig
 from scratchformer.config.fields import loads_json
 from scratchformer.data.tokenizers import Tokenizer, load_tokenizer
 from scratchformer.errors import CheckpointError, ConfigError
 from scratchformer.model import build_model
 from scratchformer.model.transformer import TransformerBase
-from scratchformer.runs.files import write_json
+from scratchformer.runs.files import atomic_path, write_json
 from scratchformer.runs.layout import DECODING_FILE, weights_path
 from scratchformer.runs.names import CONFIG, README_JSON, TOKENIZER_SRC, TOKENIZER_TGT, TRAIN_CONFIG, WEIGHTS
 from scratchformer.runs.weights import load_weights
@@ -35,7 +36,7 @@ class Run:
     src_tok: Tokenizer
     tgt_tok: Tokenizer
     train_config: TrainConfig | None
-    decoding: DecodingConfig = field(default_factory=DecodingConfig)  # decoding.json: its own decoding defaults
+    decoding: DecodingOptions = field(default_factory=DecodingOptions)  # decoding.json: its own decoding defaults
     members: list[TransformerBase] = field(default_factory=list)  # more ensemble members (decoding/ensemble.py)
 
 
@@ -96,10 +97,10 @@ def load_train_config(run_dir: Path) -> TrainConfig | None:
     return TrainConfig.load(path) if path.exists() else None
 
 
-def load_decoding(run_dir: Path) -> DecodingConfig:
+def load_decoding(run_dir: Path) -> DecodingOptions:
     """RUN_DIR/decoding.json if there is one (config/decoding.py), else the defaults; errors name the file."""
     path = Path(run_dir) / DECODING_FILE
-    return DecodingConfig.load(path, WEIGHTS) if path.exists() else DecodingConfig()
+    return DecodingOptions.load(path, WEIGHTS) if path.exists() else DecodingOptions()
 
 
 def read_readme(run_dir: Path) -> dict:
@@ -122,11 +123,35 @@ def setting_name(key: str) -> str:
     return "greedy" if key == "beam1" else str(key).replace("beam", "beam ")
 
 
-def save_decoding(run_dir: Path, decoding: DecodingConfig) -> Path:
+def save_decoding(run_dir: Path, decoding: DecodingOptions) -> Path:
     """Write `decoding` as RUN_DIR/decoding.json (atomically); returns its path."""
     path = Path(run_dir) / DECODING_FILE
     write_json(path, asdict(decoding))
     return path
+
+
+def save_config(run_dir: Path, config: ModelConfig) -> Path:
+    """Write `config` as RUN_DIR/config.json (atomically); returns its path."""
+    path = Path(run_dir) / CONFIG
+    write_json(path, config.to_dict())
+    return path
+
+
+def save_tokenizers(run_dir: Path, tgt_tok: Tokenizer, src_tok: Tokenizer | None = None) -> None:
+    """The run's tokenizers, atomically: tokenizer_tgt.json, and tokenizer_src.json when the source has its own
+    (a shared or single-stack tokenizer is the target's file alone: load_tokenizers returns it twice)."""
+    for tok, name in ((src_tok, TOKENIZER_SRC), (tgt_tok, TOKENIZER_TGT)):
+        if tok is not None:
+            with atomic_path(Path(run_dir) / name) as tmp:
+                tok.save(tmp)
+
+
+def copy_tokenizers(from_run: Path, run_dir: Path) -> None:
+    """The tokenizer files of run `from_run` into `run_dir`, byte for byte, atomically (fine-tuning's --init)."""
+    for name in (TOKENIZER_SRC, TOKENIZER_TGT):
+        if (Path(from_run) / name).exists():
+            with atomic_path(Path(run_dir) / name) as tmp:
+                shutil.copyfile(Path(from_run) / name, tmp)
 
 
 def load_tokenizers(run_dir: Path) -> tuple[Tokenizer, Tokenizer]:

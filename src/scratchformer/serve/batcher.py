@@ -5,7 +5,8 @@
     await batcher.start(); outputs = await batcher.submit(["Hello.", "Bye."], key); await batcher.stop()
 
 `decode(texts, key)` gets every merged request's texts in arrival order and returns one output per text; the
-decoder sorts them by length itself (translate_texts), and each request gets back its own slice, in its own order.
+decoder sorts them by length itself (the Translator's pipeline), and each request gets back its own slice, in its
+own order.
 Only requests with the same key (decoding options) are merged. A batch opens when its oldest request arrived or
 the previous batch ended, whichever is later (so the clients that batch answered can join this one), and leaves
 `wait_ms` after the latest arrival, at most 5 x wait_ms after it opened, or as soon as it is full. wait_ms=0 turns

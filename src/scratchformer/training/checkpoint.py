@@ -98,7 +98,7 @@ def write_trainer_state(folder: Path, state: dict[str, Any]) -> None:
     """trainer_state.json + trainer_state.safetensors in `folder` (a temporary checkpoint folder)."""
     skeleton, tensors = flatten_state(state)
     files.save_tensors(tensors, Path(folder) / TRAINER_TENSORS)
-    (Path(folder) / TRAINER_JSON).write_text(json.dumps(skeleton, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    files.write_json(Path(folder) / TRAINER_JSON, skeleton, allow_nan=False)
 
 
 def load_trainer_state(ckpt: Path) -> dict[str, Any]:

@@ -149,11 +149,13 @@ def launch(given: dict[str, Any], out: Path, resume: bool = False, overwrite: bo
     prepare_out(out)
     with runs.run_lock(out) if is_main else contextlib.nullcontext():
         if runs.holds_run(out) and not resume:
-            if not overwrite:
+            if not overwrite and not runs.folders.never_trained(out):
                 raise ConfigError(f"{out} already holds a run: add --resume to continue it, --overwrite to start "
                                   "over, or choose another --out")
-            if is_main:
-                runs.folders.say_kept(out, runs.clear_run(out), "train")
+            if is_main:  # a failed start's leftovers go quietly; --overwrite says what it kept
+                kept = runs.clear_run(out)
+                if overwrite:
+                    runs.folders.say_kept(out, kept, "train")
         if resume and (out / TRAIN_CONFIG).exists():
             cfg = resumed_config(out, given, is_main)
         if cfg.compile:  # torch.compile's code is built and loaded in this user's checked cache, never in /tmp

@@ -28,7 +28,7 @@ from scratchformer.i18n import N_, _
 from scratchformer.inspect.flops import forward_flops
 from scratchformer.model import build_model
 from scratchformer.runs.metrics import append_record, reset_records, trim_records
-from scratchformer.runs.names import CONFIG, TRAIN_CONFIG, WEIGHTS
+from scratchformer.runs.names import TRAIN_CONFIG, WEIGHTS
 from scratchformer.training import checkpoint as ckpt
 from scratchformer.training import distributed as dist_utils
 from scratchformer.training.loss import LossOutput
@@ -96,7 +96,7 @@ class Trainer:
         self.step, self.epoch, self.cursor, self.best_valid, self.elapsed = 0, 0, 0, math.inf, 0.0
         self.best_step = 0  # the update whose validation loss is best_valid (for --patience)
         if self.dist.is_main:
-            self.model_config.save(run / CONFIG)
+            runs.save_config(run, self.model_config)
             runs.write_json(run / TRAIN_CONFIG, cfg.to_dict())
         if self.resume:
             self._restore()

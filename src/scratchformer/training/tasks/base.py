@@ -15,7 +15,6 @@ and its loss. The training loop (training/trainer.py) knows none of them; a new 
 from __future__ import annotations
 
 import contextlib
-import shutil
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,8 +29,15 @@ from scratchformer.data.corpus import HOLDOUT_LEAST, HOLDOUT_SHARE, is_bundled, 
 from scratchformer.data.tokenizers import Tokenizer, train_tokenizer
 from scratchformer.errors import ConfigError
 from scratchformer.i18n import N_, _
-from scratchformer.runs import load_config, load_tokenizers, load_weights, weights_path
-from scratchformer.runs.names import CONFIG, TOKENIZER_SRC, TOKENIZER_TGT
+from scratchformer.runs import (
+    copy_tokenizers,
+    load_config,
+    load_tokenizers,
+    load_weights,
+    save_tokenizers,
+    weights_path,
+)
+from scratchformer.runs.names import CONFIG, TOKENIZER_TGT
 from scratchformer.training import distributed as dist_utils
 from scratchformer.training.distributed import DistInfo
 from scratchformer.training.loss import LossOutput
@@ -161,13 +167,11 @@ class Task:
             return load_tokenizers(run)
         if self.dist.is_main:
             if separate:
-                train_tokenizer(cfg.src_tokenizer, src_texts, cfg.src_vocab_size, cfg.min_freq).save(
-                    run / TOKENIZER_SRC)
-                train_tokenizer(cfg.tgt_tokenizer, tgt_texts, cfg.tgt_vocab_size, cfg.min_freq).save(
-                    run / TOKENIZER_TGT)
+                save_tokenizers(run, train_tokenizer(cfg.tgt_tokenizer, tgt_texts, cfg.tgt_vocab_size, cfg.min_freq),
+                                train_tokenizer(cfg.src_tokenizer, src_texts, cfg.src_vocab_size, cfg.min_freq))
             else:
-                tok = train_tokenizer(cfg.tgt_tokenizer, src_texts + tgt_texts, cfg.tgt_vocab_size, cfg.min_freq)
-                tok.save(run / TOKENIZER_TGT)
+                save_tokenizers(run, train_tokenizer(cfg.tgt_tokenizer, src_texts + tgt_texts, cfg.tgt_vocab_size,
+                                                     cfg.min_freq))
         dist_utils.barrier(self.dist)
         return load_tokenizers(run)
 
@@ -189,9 +193,7 @@ class Task:
     def copy_tokenizers(self, init: Path) -> None:
         """The tokenizer files of run `init` into this run, byte for byte (rank 0 writes, the others wait)."""
         if self.dist.is_main:
-            for name in (TOKENIZER_SRC, TOKENIZER_TGT):
-                if (init / name).exists():
-                    shutil.copyfile(init / name, self.run_dir / name)
+            copy_tokenizers(init, self.run_dir)
         dist_utils.barrier(self.dist)
 
     def load_init_weights(self, model: torch.nn.Module) -> None:

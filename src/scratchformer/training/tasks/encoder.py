@@ -19,7 +19,7 @@ from scratchformer.data.masking import add_mask_token
 from scratchformer.data.tokenizers import train_tokenizer
 from scratchformer.errors import CheckpointError, ConfigError
 from scratchformer.model.heads import with_head
-from scratchformer.runs import check_tensor, load_config, load_tokenizers, weights_path
+from scratchformer.runs import check_tensor, load_config, load_tokenizers, save_tokenizers, weights_path
 from scratchformer.runs.names import CONFIG, TOKENIZER_TGT
 from scratchformer.runs.weights import read_tensors
 from scratchformer.training import distributed as dist_utils
@@ -65,7 +65,7 @@ class EncoderTask(Task):
             if self.dist.is_main:
                 tok = train_tokenizer(cfg.tgt_tokenizer, texts, cfg.tgt_vocab_size, cfg.min_freq)
                 add_mask_token(tok)  # the encoder tasks' vocabulary: the tokenizer's, then <mask>
-                tok.save(run / TOKENIZER_TGT)
+                save_tokenizers(run, tok)
             dist_utils.barrier(self.dist)
             tok = load_tokenizers(run)[1]
             base = self.preset_config(False, tgt_vocab_size=tok.vocab_size).replace(mask_id=tok.token_to_id("<mask>"))

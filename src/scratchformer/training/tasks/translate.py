@@ -13,7 +13,7 @@ from scratchformer.config.train import upsample_factors
 from scratchformer.data.batching import collate_pairs, encode_pairs
 from scratchformer.data.corpus import upsample_sources
 from scratchformer.data.tokenizers import PAD_ID
-from scratchformer.decoding import translate_texts
+from scratchformer.engines import Translator
 from scratchformer.evaluation.metrics import bleu
 from scratchformer.runs.names import CONFIG
 from scratchformer.training.loss import LossOutput, label_smoothed_loss
@@ -65,6 +65,6 @@ class TranslationTask(Task):
             return {}
         pairs = self.pairs("valid", on_error="skip")[: self.cfg.bleu_samples]
         sources = [s for s, _ in pairs]
-        hyps = translate_texts(model, self.src_tok, self.tgt_tok, sources, beam=1)
+        hyps = Translator.from_model(model, self.src_tok, self.tgt_tok).translate(sources, beam=1)
         score = bleu(hyps, [t for _, t in pairs])
         return {"bleu": round(score["score"], 2), "samples": list(zip(sources[:3], hyps[:3]))}
