@@ -117,7 +117,8 @@ def test_a_cache_folder_another_account_can_write_is_refused_before_torch_runs(p
 @pytest.fixture
 def run_dir(sandbox, tiny_run) -> Path:
     run = sandbox / "run"
-    shutil.copytree(tiny_run, run)
+    # without the export caches other tests may have left in the shared tiny run: each test builds its own layout
+    shutil.copytree(tiny_run, run, ignore=shutil.ignore_patterns("export"))
     return run
 
 

@@ -138,7 +138,9 @@ def launch(given: dict[str, Any], out: Path, resume: bool = False, overwrite: bo
             check_upsample(cfg.corpus, upsample_factors(cfg.upsample))
     refuse_init_into_itself(cfg.init, out, overwrite)
     if is_main_rank():  # a run, or a new or empty folder: never a user's folder, nor --resume of nothing
-        runs.folders.check_run_out(out, resume, overwrite)
+        # except under `torchrun --max-restarts N`, whose one command must start the run and resume it after a restart
+        restartable = os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0").strip() not in ("", "0")
+        runs.folders.check_run_out(out, resume and not restartable, overwrite)
     if overwrite and not resume and is_main_rank():  # before the folder is made or locked: nothing is touched
         runs.folders.refuse_protected(out)
         if runs.holds_run(out):
