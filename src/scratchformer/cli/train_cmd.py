@@ -102,8 +102,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             from scratchformer.evaluation.translation import evaluate_run
 
             if not args.quiet:
-                print(_("test report: greedy decoding of the test split ..."), file=sys.stderr, flush=True)
-            test = evaluate_run(out, split="test", beam=1, limit=None, show=5)
+                print(_("test report: the test split, decoded as the run's decoding.json says (as `evaluate` does) ..."),
+                      file=sys.stderr, flush=True)
+            test = evaluate_run(out, split="test", limit=None, show=5)
             print(json.dumps(test, ensure_ascii=False) if args.json else readable_test(test))
     return status
 
@@ -145,8 +146,9 @@ def readable_summary(summary: dict[str, Any]) -> str:
 
 def readable_test(result: dict[str, Any]) -> str:
     """The test report for a person: the scores with their decoding, then a few samples."""
-    lines = [_("test ({corpus}, {sentences} sentences, beam 1): BLEU {bleu}, chrF {chrf}").format(
-        corpus=result.get("corpus"), sentences=result.get("sentences", "?"), bleu=result.get("bleu"),
+    lines = [_("test ({corpus}, {sentences} sentences, beam {beam}): BLEU {bleu}, chrF {chrf}").format(
+        corpus=result.get("corpus"), sentences=result.get("sentences", "?"), beam=result.get("beam", "?"),
+        bleu=result.get("bleu"),
         chrf=result.get("chrf"))]
     if result.get("bleu_signature"):
         lines.append(f"  sacreBLEU {result['bleu_signature']}")
