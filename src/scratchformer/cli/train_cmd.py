@@ -102,8 +102,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             from scratchformer.evaluation.translation import evaluate_run
 
             if not args.quiet:
-                line = _("test report: the test split, decoded as the run's decoding.json says (as `evaluate` does) ...")
-                print(line, file=sys.stderr, flush=True)
+                print(_("test report: the test split, decoded as decoding.json says (as `evaluate` does) ..."),
+                      file=sys.stderr, flush=True)
             test = evaluate_run(out, split="test", limit=None, show=5)
             print(json.dumps(test, ensure_ascii=False) if args.json else readable_test(test))
     return status
