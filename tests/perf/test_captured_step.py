@@ -123,23 +123,9 @@ def test_beam4_hypotheses_equal_the_eager_step(run, tmp_path, monkeypatch):
 
 
 @needs_compiler
-def test_step_captured_compiles_once_into_the_private_cache_and_auto_then_uses_it(run, package, encoder_package,
-                                                                                  private_home,
+def test_step_captured_compiles_once_into_the_private_cache_and_auto_then_uses_it(run, fake_compiles, private_home,
                                                                                   monkeypatch, capsys):
-    compiles = []
-
-    def fake_compile(step, path, tuned=False):  # the fixture's package (same weights, one row per sentence)
-        compiles.append((step.group, tuned))
-        shutil.copy(package, path)
-        return path
-
-    def fake_encoder(encoder, path):
-        compiles.append("encoder")
-        shutil.copy(encoder_package, path)
-        return path
-
-    monkeypatch.setattr(captured, "compile_step", fake_compile)
-    monkeypatch.setattr(captured, "compile_encoder", fake_encoder)
+    compiles = fake_compiles  # the fixture's packages (same weights, one row per sentence)
     monkeypatch.setattr(autotune, "TUNER", autotune.Tuner(private_home / "autotune.json"))  # off (the suite's env)
     options = run.decoding.pick(beam=1, step="captured")
     first = Translator(run, options).translate(TEXTS)

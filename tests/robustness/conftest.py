@@ -62,3 +62,21 @@ def toy_run(tmp_path_factory) -> Path:
     result = cli("train", *TOY_TRAIN, "--out", str(out))
     assert result.code == 0, result.err[-3000:]
     return out
+
+
+@pytest.fixture
+def sandbox(tmp_path, monkeypatch) -> Path:
+    """HOME, XDG_CACHE_HOME and TMPDIR inside tmp_path (tempfile forgets its cached folder), tmp_path/work as the
+    current directory, and TORCHINDUCTOR_CACHE_DIR unset (recorded, so that the value our code sets is undone
+    after the test)."""
+    import tempfile
+
+    for var, name in (("HOME", "home"), ("XDG_CACHE_HOME", "cache"), ("TMPDIR", "tmp")):
+        (tmp_path / name).mkdir()
+        monkeypatch.setenv(var, str(tmp_path / name))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "")
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    return tmp_path

@@ -24,17 +24,6 @@ from scratchformer.runs import load_run
 OTHER_UID = 65534  # nobody
 
 
-@pytest.fixture
-def sandbox(tmp_path, monkeypatch) -> Path:
-    for var, name in (("HOME", "home"), ("XDG_CACHE_HOME", "cache"), ("TMPDIR", "tmp")):
-        (tmp_path / name).mkdir()
-        monkeypatch.setenv(var, str(tmp_path / name))
-    monkeypatch.setattr(tempfile, "tempdir", None)
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "")  # recorded, so that the value our code sets is undone after
-    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
-    return tmp_path
-
-
 def plant_tmp_inductor(sandbox: Path) -> Path:
     """TMPDIR/torchinductor_<user>, world-writable and another account's, holding a planted library."""
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir

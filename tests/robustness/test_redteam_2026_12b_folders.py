@@ -37,18 +37,6 @@ def one_line_error(capsys) -> str:
 
 
 @pytest.fixture
-def sandbox(tmp_path, monkeypatch) -> Path:
-    """HOME, XDG_CACHE_HOME and TMPDIR inside tmp_path, and tmp_path/work as the current directory."""
-    for var, name in (("HOME", "home"), ("XDG_CACHE_HOME", "cache"), ("TMPDIR", "tmp")):
-        (tmp_path / name).mkdir()
-        monkeypatch.setenv(var, str(tmp_path / name))
-    monkeypatch.setattr(tempfile, "tempdir", None)
-    (tmp_path / "work").mkdir()
-    monkeypatch.chdir(tmp_path / "work")
-    return tmp_path
-
-
-@pytest.fixture
 def run_dir(sandbox, tiny_run) -> Path:
     run = sandbox / "run"
     shutil.copytree(tiny_run, run)
