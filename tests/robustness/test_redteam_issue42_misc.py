@@ -247,12 +247,12 @@ def test_a_tokenizers_panic_is_one_tokenizer_error():
 
 # -- smaller things ---------------------------------------------------------------------------------------------
 def test_a_5000_digit_integer_in_decoding_json_names_the_file(tiny_run, tmp_path):
-    from scratchformer.config import DecodingConfig
+    from scratchformer.config import DecodingOptions
 
     run = copy_run(tiny_run, tmp_path)
     (run / "decoding.json").write_text('{"beam": ' + "9" * 5000 + "}", encoding="utf-8")
     with pytest.raises(ScratchformerError, match="decoding.json"):
-        DecodingConfig.load(run / "decoding.json", "model.safetensors")
+        DecodingOptions.load(run / "decoding.json", "model.safetensors")
     result = cli("translate", str(run), "hello", env=home_env(tmp_path))
     assert_one_line_error(result, "decoding.json", "digits", code=2)
 
