@@ -121,7 +121,7 @@ def translate_stream(translate: Callable[[list[str]], list], lines: Iterable[str
 
 def cmd_translate(args: argparse.Namespace) -> int:
     from scratchformer.cli.common import set_threads
-    from scratchformer.config.decoding import from_args
+    from scratchformer.config.decoding import from_args, given_flags
     from scratchformer.data.language import prefetch
     from scratchformer.engines import Translator
     from scratchformer.engines.translator import check_options
@@ -135,15 +135,16 @@ def cmd_translate(args: argparse.Namespace) -> int:
                                              flag="--show-attention"))
     prefetch()  # the language check's model loads while the run does
     set_threads(args.threads)
+    given = frozenset(given_flags(args))  # messages name these as flags, the rest as decoding.json's
     if Path(args.run_dir).is_dir():  # before the (slow) model load: what the engine cannot do
         options = from_args(load_decoding(Path(args.run_dir)), args)
         _check_engine(args, options.engine)
-        check_options(options, cli=True)
+        check_options(options, cli=given)
     run = load_run(args.run_dir, args.weights, ensemble=args.ensemble)
     _check_arch(args, run.model_config.arch)
     options = from_args(run.decoding, args)
     expected = _expected_tokens(args, run) if options.engine == "torch" else None
-    translator = Translator(run, options, cli=True, **({"expected_tokens": expected} if expected else {}))
+    translator = Translator(run, options, cli=given, **({"expected_tokens": expected} if expected else {}))
     structured = translator.options.n_best > 1 or translator.options.align or args.format == "jsonl"
 
     from scratchformer.data.language import warn_wrong_language  # a mostly-CJK input to an en->zh model: one line

@@ -38,7 +38,7 @@ import argparse
 import math
 import numbers
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -149,10 +149,10 @@ class DecodingOptions:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def _namer(self, cli: bool) -> Callable[[str], str]:
+    def _namer(self, cli: bool | Collection[str]) -> Callable[[str], str]:
         return lambda n: named(n, getattr(self, n), cli)
 
-    def check(self, cli: bool = False) -> None:
+    def check(self, cli: bool | Collection[str] = False) -> None:
         """One-line ConfigErrors for options that cannot work on any model: sizes < 1, a bad alpha, n_best outside
         [1, beam], bad repetition options. `cli` names them as flags (`--beam 0`), else as fields (`beam=0`)."""
         name = self._namer(cli)
@@ -177,7 +177,7 @@ class DecodingOptions:
                          (name("no_repeat_ngram"), name("repetition_penalty")))
         check_alpha(self.alpha, name("alpha"))
 
-    def check_model(self, config: ModelConfig, members: int = 1, cli: bool = False) -> None:
+    def check_model(self, config: ModelConfig, members: int = 1, cli: bool | Collection[str] = False) -> None:
         """check(), then against the model that decodes: it must translate, max_len within its positions, a beam no
         wider than its vocabulary, and the worst batch's search within this machine's memory (`members`: models
         decoded together, an ensemble, each with its own KV cache)."""
@@ -216,10 +216,14 @@ class DecodingOptions:
             raise ConfigError(f"decoding config {path}: {e}") from None
 
 
-def named(name: str, value: object, cli: bool) -> str:
-    """How a message names an option: `--max-len 7` for the command line, `max_len=7` for the API."""
-    if not cli:
+def named(name: str, value: object, cli: bool | Collection[str]) -> str:
+    """How a message names an option: `--max-len 7` for the command line, `max_len=7` for the API. `cli` may be
+    the names of the flags the user gave: another option came from the run's decoding.json and is named so
+    (`batch_size=100000 (decoding.json)`), never as a flag the user did not type."""
+    if cli is False:
         return f"{name}={value}"
+    if cli is not True and name not in cli:
+        return f"{name}={value} (decoding.json)"
     flag = f"--{name.replace('_', '-')}"
     return flag if isinstance(value, bool) else f"{flag} {value}"
 
