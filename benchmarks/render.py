@@ -185,13 +185,18 @@ HEADLINE = [
                         "zh": "解码对比 Hugging Face `generate`，fp32 贪心，批 1 / 32，64 个词元"},
              [(f"decode fp32: greedy, batch {b}, 64 new tokens", HF) for b in (1, 32)],
              _pair, "docs/performance.md"),
-    Headline("decode_paths", {"en": "our decoder (`--step captured`) against CTranslate2 fp32 (patience 2), greedy "
-                                    "batch 1 / 32, beam 4 batch 1 / 32",
-                              "zh": "我们的解码器（`--step captured`）对比 CTranslate2 fp32（patience 2），"
-                                    "贪心批 1 / 32，束宽 4 批 1 / 32"},
-             [(f"decode paths: greedy, batch {b}, captured vs CTranslate2", CT2) for b in (1, 32)]
-             + [(f"decode paths: beam 4, batch {b}, captured vs CTranslate2", CT2) for b in (1, 32)],
-             _paths, "docs/performance.md"),
+    *[Headline("decode_paths", {"en": f"our decoder, {what}, against CTranslate2 float32 (patience 2), same "
+                                      "sentences, 1 thread: greedy batch 1 / 32, beam 4 batch 1 / 32",
+                                "zh": f"我们的解码器，{zh}，对比 CTranslate2 float32（patience 2），同样的句子，"
+                                      "1 个线程：贪心批 1 / 32，束宽 4 批 1 / 32"},
+                [(f"decode paths: {w}, batch {b}, {name} vs CTranslate2 float32", CT2) for w in ("greedy", "beam 4")
+                 for b in (1, 32)], _paths, "docs/performance.md")
+      for name, what, zh in (("default fp32", "fp32 by default (`--step auto`: the captured step where its package "
+                              "is cached and measured faster)",
+                              "默认 fp32（`--step auto`：缓存了包且测得更快时用捕获的解码步）"),
+                             ("bf16", "bf16 (`--dtype bf16`; `auto` takes it where the CPU has AVX512-BF16 or AMX and "
+                              "it measured faster)", "bf16（`--dtype bf16`；CPU 有 AVX512-BF16 或 AMX 且测得更快时 "
+                              "`auto` 会选它）"))],
     Headline("engines", {"en": "CTranslate2 / ONNX Runtime exports of `models/en-zh` as it was at the row's commit, "
                                "1,000 test sentences",
                          "zh": "`models/en-zh`（该行提交时的模型）导出到 CTranslate2 / ONNX Runtime，1000 句测试句"},
@@ -258,7 +263,8 @@ PERFORMANCE = [  # (figure, peer_name): None takes any peer (the figure has one)
     *[(f"decode fp32: {w}, batch {b}, 64 new tokens", HF) for w in ("greedy", "beam 4") for b in (1, 32)],
     *[(f"decode int8: {w}, batch {b}, 64 new tokens", "CTranslate2 int8") for w in ("greedy", "beam 4")
       for b in (1, 32)],
-    *[(f"decode paths: {w}, batch {b}, captured vs CTranslate2", CT2) for w in ("greedy", "beam 4") for b in (1, 32)],
+    *[(f"decode paths: {w}, batch {b}, {name} vs CTranslate2 float32", CT2) for w in ("greedy", "beam 4")
+      for b in (1, 32) for name in ("eager fp32", "default fp32", "bf16", "int8", "ct2 int8")],
     *[(f"engines: {w}, batch {b}", CT2) for w in ("greedy", "beam 4") for b in (1, 32)],
     ("decode floor: batch-1 step, fp32 paper-base: weight GEMVs alone vs our whole step", None),
     ("decode overhead: batch-1 step at d_model 64 (arithmetic ~0), ours vs HF", None),
