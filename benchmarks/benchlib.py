@@ -20,9 +20,7 @@ import argparse
 import functools
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -31,6 +29,7 @@ from typing import Any
 
 import results
 import torch
+from results import SIMD, cpu_model, simd_flags  # noqa: F401 (the machine is results.py's)
 
 from scratchformer.inspect.flops import matmul_rate, transformer_flops  # noqa: F401 (re-exported)
 
@@ -54,35 +53,6 @@ def setup_threads(choice: str | int) -> int:
         n = max(1, int(choice))
     torch.set_num_threads(n)
     return n
-
-
-def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        for line in out.splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return platform.processor() or "unknown"
-
-
-SIMD = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni")  # and every amx* flag
-
-
-def simd_flags(cpuinfo: str | None = None) -> list[str]:
-    """The SIMD extensions that choose CPU kernels (SIMD, amx*), from /proc/cpuinfo's first flags line; [] if
-    unknown (not Linux, not x86)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
-        except OSError:
-            return []
-    for line in cpuinfo.splitlines():
-        if line.startswith("flags") and ":" in line:
-            flags = set(line.split(":", 1)[1].split())
-            return [f for f in SIMD if f in flags] + sorted(f for f in flags if f.startswith("amx"))
-    return []
 
 
 @functools.lru_cache(maxsize=1)

@@ -27,6 +27,7 @@ import datetime
 import importlib.metadata
 import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +38,35 @@ ROOT = HERE.parent
 RESULTS = HERE / "results.jsonl"
 PEERS = ("torch", "ctranslate2", "transformers", "onnxruntime", "sacrebleu", "tensorflow", "keras")
 _LOAD_BEFORE = tuple(round(x, 2) for x in os.getloadavg())  # when the benchmark's process imported this module
+
+
+def cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        for line in out.splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return platform.processor() or "unknown"
+
+
+SIMD = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni")  # and every amx* flag
+
+
+def simd_flags(cpuinfo: str | None = None) -> list[str]:
+    """The SIMD extensions that choose CPU kernels (SIMD, amx*), from /proc/cpuinfo's first flags line; [] if
+    unknown (not Linux, not x86)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            return []
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags") and ":" in line:
+            flags = set(line.split(":", 1)[1].split())
+            return [f for f in SIMD if f in flags] + sorted(f for f in flags if f.startswith("amx"))
+    return []
 
 
 def results_path() -> Path:
@@ -103,8 +133,6 @@ _GIT_AT_START = git_commit() if recording() else None
 
 def provenance(argv: list[str] | None = None) -> dict[str, Any]:
     """Everything a row records besides its figure (see the module docstring)."""
-    from benchlib import cpu_model, simd_flags
-
     argv = sys.argv if argv is None else argv
     commit, dirty = _GIT_AT_START if _GIT_AT_START and argv is sys.argv else git_commit()
     return {"name": figure_name(argv[0]), "command": command(argv), "commit": commit, "dirty": dirty,
