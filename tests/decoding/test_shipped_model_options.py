@@ -128,7 +128,7 @@ def test_cli_jsonl_in_and_out(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--n-best", "5"], "--n-best 5: beam search keeps only --beam 4 hypotheses"),
+    (["--n-best", "5"], "--n-best 5: beam search keeps only 4 hypotheses (beam=4 from decoding.json)"),
     (["--repetition-penalty", "-1"], "--repetition-penalty -1.0: the penalty must be a positive number"),
     (["--no-repeat-ngram", "-3"], "--no-repeat-ngram -3"),
     (["--max-len", "3", "--prefix", "打开文件。"], "prefix '打开文件。': 5 target tokens, more than the 3"),

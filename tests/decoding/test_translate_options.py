@@ -77,7 +77,7 @@ def test_a_prefix_starts_every_output(model):
 
 
 @pytest.mark.parametrize("kwargs,error,message", [
-    (dict(beam=4, n_best=5), ConfigError, "n_best=5: beam search keeps only beam=4"),
+    (dict(beam=4, n_best=5), ConfigError, r"n_best=5: beam search keeps only 4 hypotheses \(beam=4\)"),
     (dict(beam=1, n_best=2), ConfigError, "n_best=2"),
     (dict(n_best=0), ConfigError, "n_best=0: must be >= 1"),
     (dict(no_repeat_ngram=-3), ConfigError, "no_repeat_ngram=-3"),

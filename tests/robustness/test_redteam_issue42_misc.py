@@ -262,10 +262,10 @@ def test_a_message_names_as_flags_only_the_flags_the_user_gave(tiny_run, tmp_pat
     run = copy_run(tiny_run, tmp_path)
     (run / "decoding.json").write_text(json.dumps({"batch_size": 10**11}), encoding="utf-8")  # beam: the default 4
     result = cli("translate", str(run), "hello", env=home_env(tmp_path))
-    assert_one_line_error(result, "batch_size=100000000000 (decoding.json)", code=2)
+    assert_one_line_error(result, "batch_size=100000000000 from decoding.json", code=2)
     assert "--batch-size" not in result.err and "--beam" not in result.err, result.err
     result = cli("translate", str(run), "--beam", "2", "hello", env=home_env(tmp_path))  # the one typed: a flag
-    assert_one_line_error(result, "--beam 2 with batch_size=100000000000 (decoding.json)", code=2)
+    assert_one_line_error(result, "--beam 2 with batch_size=100000000000 from decoding.json", code=2)
 
 
 def test_lines_of_invisible_characters_translate_to_empty_lines(tiny_run, tmp_path):

@@ -39,7 +39,7 @@ def test_the_file_round_trips_and_flags_win(own_run):
     ("[1]", "must hold a JSON object, got list"),
     ('{"beams": 5}', "unknown decoding config field(s) ['beams']; known fields: align, alpha, batch_size, beam"),
     ('{"beam": 0}', "beam=0: must be >= 1"),
-    ('{"beam": 4, "n_best": 5}', "n_best=5: beam search keeps only beam=4 hypotheses"),
+    ('{"beam": 4, "n_best": 5}', "n_best=5: beam search keeps only 4 hypotheses (beam=4)"),
     ('{"alpha": "1.5"}', "alpha='1.5' must be float (a number), got str"),
     ('{"alpha": true}', "alpha=True must be float (a number), got bool"),
     ('{"split_sentences": 1}', "split_sentences=1 must be bool (true or false), got int"),

@@ -110,4 +110,6 @@ def test_the_cli_memory_check_counts_the_members(own_run, monkeypatch, capsys):
     capsys.readouterr()
     assert main(["translate", str(own_run), "Hello.", "--ensemble", member]) == 2
     err = capsys.readouterr().err
-    assert "--beam 4 with --batch-size 32: the search would need about" in err and err.count("\n") == 1
+    # the run's decoding.json gave the beam and the batch size: named as its fields, not as flags the user never typed
+    assert ("beam=4 from decoding.json with batch_size=32 from decoding.json: the search would need about" in err
+            and err.count("\n") == 1)

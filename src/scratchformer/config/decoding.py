@@ -171,8 +171,8 @@ class DecodingOptions:
         if self.n_best < 1:
             raise ConfigError(f"{name('n_best')}: must be >= 1")
         if self.n_best > self.beam:
-            raise ConfigError(f"{name('n_best')}: beam search keeps only {name('beam')} hypotheses; give a beam of "
-                              f"at least {self.n_best}")
+            raise ConfigError(f"{name('n_best')}: beam search keeps only {self.beam} hypotheses ({name('beam')}); give "
+                              f"a beam of at least {self.n_best}")
         check_repetition(self.no_repeat_ngram, self.repetition_penalty,
                          (name("no_repeat_ngram"), name("repetition_penalty")))
         check_alpha(self.alpha, name("alpha"))
@@ -219,11 +219,11 @@ class DecodingOptions:
 def named(name: str, value: object, cli: bool | Collection[str]) -> str:
     """How a message names an option: `--max-len 7` for the command line, `max_len=7` for the API. `cli` may be
     the names of the flags the user gave: another option came from the run's decoding.json and is named so
-    (`batch_size=100000 (decoding.json)`), never as a flag the user did not type."""
+    (`batch_size=100000 from decoding.json`), never as a flag the user did not type."""
     if cli is False:
         return f"{name}={value}"
     if cli is not True and name not in cli:
-        return f"{name}={value} (decoding.json)"
+        return f"{name}={value} from decoding.json"
     flag = f"--{name.replace('_', '-')}"
     return flag if isinstance(value, bool) else f"{flag} {value}"
 
