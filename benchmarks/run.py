@@ -37,7 +37,7 @@ FIGURES: dict[str, list[str]] = {
     "serve": ["--seconds", "20"],
 }
 SLOW_EXTRAS = {"train": ["--bf16", "--compile"]}  # left out by --no-extras
-ALIASES = {"floor": "decode_floor", "fastpaths": "fast_paths", "paths": "decode_paths"}  # run_all.py's old names
+ALIASES = {"floor": "decode_floor", "fastpaths": "fast_paths", "paths": "decode_paths"}  # the scripts' short names
 
 
 def command(name: str, threads: str, extras: bool = True) -> list[str]:
