@@ -153,7 +153,8 @@ def test_auto_never_compiles(run, private_home, monkeypatch):
     translator = Translator(run, run.decoding.pick(beam=1, step="auto", dtype="fp32"))  # dtype auto would measure
     assert translator.backend.captured(1) is None
     assert translator.translate(TEXTS) == Translator(run, run.decoding.pick(beam=1, step="eager")).translate(TEXTS)
-    assert not (private_home / "cache" / "scratchformer").exists()  # nothing made in the cache either
+    # no package in the cache either (autotune may record other measured choices there, e.g. MKL packing under AVX2)
+    assert not list((private_home / "cache").rglob("captured-*"))
 
 
 def test_without_a_compiler_the_eager_step_runs_with_one_line(run, private_home, monkeypatch, capsys):
