@@ -47,7 +47,7 @@ def cpu_label(row: Row, lang: str = "en") -> str:
     if simd is None:
         kind = "未记录指令集" if lang == "zh" else "flags not recorded"
     elif any(f.startswith("amx") for f in simd):
-        kind = "AVX-512, AMX"
+        kind = "AVX-512, AMX" if lang == "en" else "AVX-512、AMX"
     elif "avx512_bf16" in simd:
         kind = "AVX512-BF16, no AMX" if lang == "en" else "AVX512-BF16，无 AMX"
     elif "avx512f" in simd:
@@ -148,7 +148,7 @@ def _serve(rows: list[Row], lang: str) -> str:
 def _tests(rows: list[Row], lang: str) -> str:
     n = fmt(rows[0]["ours"])
     return (f"{n} tests in `tests/robustness/`, each bad input one line, no traceback" if lang == "en"
-            else f"`tests/robustness/` 中 {n} 个测试，每个坏输入都是一行错误，没有 traceback")
+            else f"`tests/robustness/` 中 {n} 个测试，每个坏输入都是一行错误，没有调用栈回溯")
 
 
 def _paths(rows: list[Row], lang: str) -> str:
@@ -171,8 +171,8 @@ HEADLINE = [
                             "evaluate en-zh --split test --beam 1` (what `make demo` prints), its corpus's (software) "
                             "test split, greedy, its `decoding.json`",
                       "zh": "发布的模型 `models/en-zh`（8.03M 参数）唯一的标题数字：`scratchformer evaluate en-zh "
-                            "--split test --beam 1`（`make demo` 打印的就是它），它自己语料（software）的测试集，贪心，"
-                            "它的 `decoding.json`"},
+                            "--split test --beam 1`（`make demo` 打印的就是它），它自己语料（`software`）的"
+                            "测试集，贪心，它的 `decoding.json`"},
              [(f"bleu: {SHIPPED}", None), (f"chrf: {SHIPPED}", None)], _bleu, "docs/translation.md"),
     Headline("train", {"en": "training speed against `torch.nn.Transformer` (same weights, loss, Adam)",
                        "zh": "训练速度对比 `torch.nn.Transformer`（同样的权重、损失、Adam）"},
@@ -187,7 +187,7 @@ HEADLINE = [
              _pair, "docs/performance.md"),
     *[Headline("decode_paths", {"en": f"our decoder, {what}, against CTranslate2 float32 (patience 2), same "
                                       "sentences, 1 thread: greedy batch 1 / 32, beam 4 batch 1 / 32",
-                                "zh": f"我们的解码器，{zh}，对比 CTranslate2 float32（patience 2），同样的句子，"
+                                "zh": f"我们的解码器，{zh}，对比 CTranslate2 float32（`patience=2`），同样的句子，"
                                       "1 个线程：贪心批 1 / 32，束宽 4 批 1 / 32"},
                 [(f"decode paths: {w}, batch {b}, {name} vs CTranslate2 float32", CT2) for w in ("greedy", "beam 4")
                  for b in (1, 32)], _paths, "docs/performance.md")
@@ -253,6 +253,57 @@ def render_headline(rows: list[Row], lang: str) -> list[str]:
     return lines
 
 
+# --- the Chinese pages' words for a row: figure names, units and peers (the English is results.jsonl's own) ---------
+
+FIGURE_ZH = [  # (English fragment, Chinese), applied in order to a figure's name; ", " and ": " become "，" and "："
+    (r"^train: ", "训练："), (r"^decode fp32: ", "fp32 解码："), (r"^decode int8: ", "int8 解码："),
+    (r"^decode paths: ", "解码路径："), (r"^engines: ", "引擎："), (r"^decode floor: ", "解码下限："),
+    (r"^decode overhead: ", "解码开销："), (r"^padding: ", "填充："), (r"^quality: ", "质量："),
+    (r"^memory: ", "内存："),
+    (r"model-FLOP utilisation", "模型 FLOP 利用率"), (r"tokens/s", "词元/秒"),
+    (r"(\d+) x ~(\d+) tokens", r"\1 句 × 约 \2 个词元"), (r"(\d+) new tokens", r"\1 个新词元"),
+    (r"(\d+) tokens", r"\1 个词元"), (r"real-token fraction", "真实词元占比"),
+    (r"ours (\S+) autocast vs ours (\S+)", r"我们的 \1 autocast 对比我们的 \2"),
+    (r"ours torch\.compile vs ours eager", "我们的 torch.compile 对比我们的 eager（不编译）"),
+    (r"KV cache vs none", "KV 缓存对比无缓存"),
+    (r"batch-1 step, fp32 paper-base", "批 1 的一步，fp32 paper-base"),
+    (r"weight GEMVs alone vs our whole step", "仅权重 GEMV 对比我们的整步"),
+    (r"batch-1 step at d_model 64 \(arithmetic ~0\), ours vs HF",
+     "批 1 的一步，d_model 64（算术量约为 0），我们对比 HF"),
+    (r"training step", "训练的一步"), (r"decoding (fp32|int8)", r"\1 解码"),
+    (r"default fp32", "默认 fp32"), (r"greedy", "贪心"), (r"beam (\d+)", r"束宽 \1"), (r"batch (\d+)", r"批 \1"),
+    (r" vs ", " 对比 "),
+]
+UNIT_ZH = {"target tok/s": "目标端词元/秒", "tok/s": "词元/秒",
+           "fraction of fp32 matmul rate": "占 fp32 矩阵乘速率的比例", "sentences/s": "句/秒", "ms/token": "毫秒/词元",
+           "fraction": "占比", "MiB peak RSS growth": "MiB 峰值 RSS 增长",
+           "s": "秒", "s/sentence": "秒/句", "% of sentences": "% 的句子", "tests": "个测试", "requests": "个请求"}
+PEER_ZH = {"CTranslate2 engine (float32)": "CTranslate2 引擎（float32）", "ours fp32": "我们的 fp32",
+           "ours eager": "我们的 eager", "ours float32": "我们的 float32", "ours without cache": "我们的，无缓存",
+           "ours, whole step (greedy_decode)": "我们的整步（greedy_decode）",
+           "random batches, same mean size": "随机分批，平均大小相同", "ours, whole lines": "我们的，整行",
+           "in-process": "进程内", "HF generate": "HF `generate`", "1 client": "1 个客户端",
+           "CTranslate2 engine (float32), whole CLI process": "CTranslate2 引擎（float32），整个 CLI 进程",
+           "onnxruntime engine (float32)": "onnxruntime 引擎（float32）"}
+
+
+def figure_label(figure: str, lang: str) -> str:
+    """A figure's name as a page in `lang` shows it: results.jsonl's English, or its Chinese through FIGURE_ZH."""
+    if lang != "zh":
+        return figure
+    for en, zh in FIGURE_ZH:
+        figure = re.sub(en, zh, figure)
+    return figure.replace(", ", "，").replace(": ", "：")
+
+
+def unit_label(unit: str, lang: str) -> str:
+    return UNIT_ZH.get(unit, unit) if lang == "zh" else unit
+
+
+def peer_label(peer: str, lang: str) -> str:
+    return PEER_ZH.get(peer, peer) if lang == "zh" else peer
+
+
 # --- docs/performance.md (+ zh): ours against the peers, per CPU kind -------------------------------------------------
 
 PERFORMANCE = [  # (figure, peer_name): None takes any peer (the figure has one)
@@ -291,8 +342,10 @@ def table_rows(rows: list[Row], keys: list[tuple[str, str | None]], lang: str) -
         if not found:
             missing.append(fig)
         for r in found.values():
-            peer_cell = f"{fmt(r.get('peer'))} {r['peer_name']}" if r.get("peer_name") else fmt(r.get("peer"))
-            lines.append(f"| {fig} | {fmt(r.get('ours'))} {r.get('unit', '')} | {peer_cell} | {ratio(r)} | "
+            peer_cell = (f"{fmt(r.get('peer'))} {peer_label(r['peer_name'], lang)}" if r.get("peer_name")
+                         else fmt(r.get("peer")))
+            lines.append(f"| {figure_label(fig, lang)} | {fmt(r.get('ours'))} {unit_label(r.get('unit', ''), lang)} | "
+                         f"{peer_cell} | {ratio(r)} | "
                          f"{_met(r, lang)} | {cpu_label(r, lang)} | {measured(r, lang)} |")
     return lines, missing
 

@@ -3,6 +3,7 @@ README's headline table, docs/performance.md (+ zh) and RESULTS.md must equal th
 and each row carries its command, commit (or says it has none), CPU, load, versions and date (benchmarks/results.py)."""
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -141,3 +142,39 @@ def test_a_benchmark_script_records_and_a_test_or_a_smoke_run_does_not(tmp_path,
     assert len(written["commit"]) == 40 and isinstance(written["dirty"], bool)
     assert written["cpu"] and isinstance(written["simd"], list) and "torch" in written["versions"]
     assert len(written["load_before"]) == len(written["load_after"]) == 3 and written["date"]
+
+
+# names, versions and units a Chinese table keeps as they are: products, libraries, code, number formats
+KEPT = {"fp32", "bf16", "int8", "float32", "paper-base", "autocast", "torch.compile", "eager", "greedy_decode",
+        "ctranslate2", "ct2", "onnxruntime", "torch.nn.transformer", "gemv", "flop", "kv", "hf", "d_model",
+        "marianmtmodel.generate", "hugging", "face", "max_tokens", "en-zh", "adam", "bleu", "sacrebleu", "chrf", "mib",
+        "rss", "intel(r", "xeon(r", "processor", "amd", "epyc", "avx2", "avx-512", "amx", "avx512-bf16", "mfu",
+        "cpu", "cli", "p99", "onnx", "runtime", "ms"}
+
+
+def english_words(line: str) -> list[str]:
+    """The words of a rendered Chinese line that are neither code (`...`), a link target, a name kept as is (KEPT),
+    a commit, a number with its unit nor a bare letter: what a Chinese reader would meet as English."""
+    line = re.sub(r"`[^`]*`|\[[^\]]*\]\([^)]*\)", " ", line)
+    words = [w.strip(".,()") for w in re.findall(r"[\w][\w./()+-]*", line, re.A)]
+    return [w for w in words if re.search(r"[A-Za-z]", w) and w.lower() not in KEPT
+            and not re.fullmatch(r"[0-9a-f]{7}\+?|[A-Za-z]\d*|\d[\d.,]*[A-Za-z%]?", w)]
+
+
+def test_the_chinese_tables_speak_chinese():
+    """docs/zh/performance.md's and README.zh-CN.md's rendered tables name each figure, unit and peer in Chinese
+    (they showed results.jsonl's English row labels); the English pages keep results.jsonl's own words."""
+    rows = results.load()
+    for table in (render.render_performance, render.render_headline):
+        english = {w for line in table(rows, "zh") for w in english_words(line)}
+        assert not english, (table.__name__, sorted(english))
+    en = "\n".join(render.render_performance(rows, "en"))
+    assert "| train: tokens/s, fp32, paper-base 6+6, 32 x ~16 tokens |" in en
+    zh = "\n".join(render.render_performance(rows, "zh"))
+    assert "| 训练：词元/秒，fp32，paper-base 6+6，32 句 × 约 16 个词元 |" in zh and "train:" not in zh
+
+
+def test_a_figure_without_a_translation_would_show_as_english():
+    assert english_words("| decode fp32: greedy, batch 1 | 230 tok/s |") == ["decode", "greedy", "batch", "tok/s"]
+    label = render.figure_label("decode fp32: greedy, batch 1, 64 new tokens", "zh")
+    assert label == "fp32 解码：贪心，批 1，64 个新词元"

@@ -4,6 +4,8 @@ glossary's Chinese terms (docs/zh/glossary.md) in running text, not the English 
 
 What is not running text, and so may keep the English (the allowlist, one rule each in `running_text`):
 - code: fenced blocks, `inline code` (also across lines), link targets, file names, URLs, --flags, key=value;
+  the tables benchmarks/render.py renders from results.jsonl are running text like the rest (they are rendered in
+  Chinese: tests/docs/test_figures.py);
 - quotations: “…”, 「…」 and titles 《…》 (the seeds' words, a tool's output), blockquotes (> …), and lines with no
   Chinese at all (English quoted beside its translation);
 - a gloss: the English term in brackets right after its Chinese term, 后归一化（post-norm）, as the glossary allows
@@ -38,9 +40,6 @@ def terms() -> dict[str, str]:
 
 CODE = [
     (re.compile(r"```.*?```", re.S), "\n"),  # fenced code blocks (the newlines they held are put back below)
-    # tables rendered by benchmarks/render.py from results.jsonl: tool output (their row labels are the figures'
-    # names, which tests/docs/test_figures.py holds to the results file), not running text
-    (re.compile(r"<!-- figures:(\w+) -->.*?<!-- /figures:\1 -->", re.S), "\n"),
     (re.compile(r"<!--.*?-->", re.S), " "),
     (re.compile(r"`[^`]+`"), " "),  # inline code, which may run over a line break
     (re.compile(r"\]\([^)]*\)"), "]"),  # link targets
