@@ -1,6 +1,8 @@
-"""`make demo`: the tour a newcomer waits for on a 2-core laptop (about 10 minutes: 10.2 measured, 2026-12-02, when
-step 3 scored the 1,000 en-zh test pairs; it now scores the model's own 1,498 software test pairs, about 49 s alone
-on a quiet machine (issue 36), not re-measured as a whole).
+"""`make demo`: the tour a newcomer waits for on a 2-core machine. How long it takes is not measured by benchmarks/
+(no row in benchmarks/results.jsonl): single runs took 10.2 minutes (2026-12-02, when step 3 scored the 1,000 en-zh
+test pairs) and 38.5 minutes from a fresh clone on an Intel Xeon under load 4-9 (2026-12-06, issue 46). Step 3 now
+scores the model's own 1,498 software test pairs greedy: the row `bleu: models/en-zh, software test split, beam 1`
+timed that at 32.6 s, 1 thread, Intel Xeon, load 7 (2026-12-06, commit 2141b70).
 
 1. The seeds' sanity check: overfit the six toy pairs; every target must come back exactly.
 2. A short run on the bundled English-Chinese corpus: the loss falls visibly, with curve and samples;
