@@ -121,7 +121,7 @@ def _pair(rows: list[Row], lang: str) -> str:
 def _train(rows: list[Row], lang: str) -> str:
     fp32, mfu = rows[0], rows[1]
     return (f"{ratio(fp32)} (fp32, {mfu['ours']:.0%} MFU)" if lang == "en"
-            else f"{ratio(fp32).replace('x', ' 倍')}（fp32，MFU {mfu['ours']:.0%}）")
+            else f"{ratio(fp32)}（fp32，MFU {mfu['ours']:.0%}）")
 
 
 def _of(row: Row) -> str:
@@ -139,7 +139,7 @@ def _identical(rows: list[Row], lang: str) -> str:
 def _serve(rows: list[Row], lang: str) -> str:
     at16, p99, err64 = rows
     if lang == "zh":
-        return (f"吞吐是单客户端的 {at16['ratio']:.1f} 倍，p99 {p99['ours']:.2f} s；64 个客户端 {fmt(err64['ours'])} "
+        return (f"吞吐是单客户端的 {at16['ratio']:.1f} 倍，p99 {p99['ours']:.2f} 秒；64 个客户端 {fmt(err64['ours'])} "
                 f"错误（负载 {at16['load'][0]:g}）")
     return (f"{at16['ratio']:.1f}x one client's throughput, p99 {p99['ours']:.2f} s; {fmt(err64['ours'])} errors at "
             f"64 (load {at16['load'][0]:g})")
