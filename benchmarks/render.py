@@ -14,7 +14,9 @@ it from the rows of results.jsonl in the page's language. The rules every table 
   let alone code versions;
 - a figure without a row is not shown; the table's last line names the figures that `make bench FIGURE=NAME`
   must measure before they are shown again;
-- a row marked "withdrawn" in results.jsonl (with the reason) is never shown; RESULTS.md lists it with the reason.
+- a row marked "withdrawn" in results.jsonl (with the reason) is never shown; RESULTS.md lists it with the reason;
+- a Chinese page speaks Chinese: each figure's name, unit and peer go through FIGURE_ZH, UNIT_ZH and PEER_ZH
+  (tests/docs/test_figures.py fails on an English word left in a zh table, so a new figure needs its words there).
 """
 
 from __future__ import annotations
