@@ -6,11 +6,20 @@ Every subclass is also a `ValueError`, so library users can catch the usual type
 A message is translated where it is shown, not where it is raised: a raise site may pass an English template and
 its fields, `ConfigError(N_("unknown preset {name!r}; presets: {presets}"), name=name, presets=...)`. `str(e)` is
 the English text filled in (what library users and the tests see); the CLI prints `localized(e, _)`, the template
-looked up in the catalog and then filled in. A plain message (an f-string, no fields) is looked up whole.
+looked up in the catalog and then filled in. A plain message (no fields) is looked up whole.
+
+`N_` (defined here, the lowest room, so that every room may mark its messages; i18n re-exports it) marks a
+template for the catalog: tests/i18n finds every `N_("...")` and every error or warning raised in the rooms, and
+fails on one the catalog lacks.
 """
 
 from collections.abc import Callable
 from typing import Any
+
+
+def N_(message: str) -> str:  # noqa: N802 (gettext's own name for it)
+    """Mark `message` for the catalog without translating it now (it is translated where it is shown)."""
+    return message
 
 
 class Message(str):
@@ -74,8 +83,10 @@ class CheckpointWriteError(CheckpointError, OSError):
 class TrainingDiverged(CheckpointError):
     """The loss of an update was nan or inf: training stops before saving anything (raised by training/trainer.py)."""
 
-    def __init__(self, step: int, loss: float, message: str | None = None) -> None:
-        super().__init__(message or f"loss became {loss} at step {step}")
+    def __init__(self, step: int, loss: float, message: str | None = None, **fields: Any) -> None:
+        if message is None:
+            message, fields = N_("loss became {loss} at step {step}"), {"loss": loss, "step": step}
+        super().__init__(message, **fields)
         self.step, self.loss = step, loss
 
 

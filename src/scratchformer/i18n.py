@@ -14,7 +14,7 @@ every message marked with _() or N_() in the source has a Chinese entry, and tha
 terms (docs/zh/glossary.md). Errors and warnings are Chinese too: errors.py keeps an error's English template and
 fields, and the CLI translates it where it shows it (`localized(e, _)`); `str(e)`, what library users and the tests
 see, stays English. tests/i18n/test_untranslated.py holds --help, errors and progress lines to Chinese. Floor 1:
-imports nothing of ours.
+imports only errors.py's `N_` (floor 0).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ import struct
 import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
+
+from scratchformer.errors import N_  # noqa: F401 (re-exported: its one definition is errors.py's, the lowest room)
 
 DOMAIN = "scratchformer"
 LOCALE_DIR = Path(__file__).parent / "locale"
@@ -86,11 +88,6 @@ def _(message: str) -> str:
     if _state["catalog"] is None:
         set_language(None)
     return _state["catalog"].gettext(message)  # type: ignore[union-attr]
-
-
-def N_(message: str) -> str:  # noqa: N802 (gettext's own name for it)
-    """Mark `message` for the catalog without translating it now."""
-    return message
 
 
 def width(text: str) -> int:
