@@ -38,13 +38,29 @@ class Localizable:
         return self.template.format(**fields) if fields else self.template
 
 
+class Text(Localizable):
+    """English text kept as a template and its fields, given as a field of a message (a corpus line's reason):
+    `localized` translates it with the message. `str()` and `format()` give the English."""
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        self.text = self._keep(message, fields)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __format__(self, spec: str) -> str:
+        return format(self.text, spec)
+
+
 def localized(error: BaseException, translate: Callable[[str], str]) -> str:
-    """`error`'s one line through `translate` (i18n's `_`): the template translated, then filled in. English
-    (`str(error)`) for anything else, or when the translation cannot be filled in."""
+    """`error`'s one line through `translate` (i18n's `_`): the template translated, then filled in (a field that
+    is itself an error with a template, `ConfigError(N_("{path}: {e}"), path=p, e=e)`, translated the same way).
+    English (`str(error)`) for anything else, or when the translation cannot be filled in."""
     template, fields = getattr(error, "template", None), getattr(error, "fields", None)
     if not isinstance(template, str) or not isinstance(fields, dict):
         return translate(str(error))
-    fields = {k: translate(v) if isinstance(v, Message) else v for k, v in fields.items()}
+    fields = {k: translate(v) if isinstance(v, Message) else localized(v, translate) if isinstance(v, Localizable)
+              else v for k, v in fields.items()}
     try:
         return translate(template).format(**fields) if fields else translate(template)
     except (KeyError, IndexError, ValueError):

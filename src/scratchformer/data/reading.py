@@ -22,7 +22,7 @@ from pathlib import Path
 
 from scratchformer.config import regular_file
 from scratchformer.config.model import available_memory, human_bytes
-from scratchformer.errors import ScratchformerError
+from scratchformer.errors import N_, ScratchformerError
 
 CHUNK = 1 << 20  # bytes decompressed (or read) at a time
 MAX_CORPUS_BYTES = 2 << 30  # 2 GiB of text, decompressed: the most any one corpus file may hold
@@ -91,14 +91,14 @@ def read_bytes(path: str | Path) -> bytearray:
                 lines += chunk.count(b"\n")
                 why = _too_big(len(data), lines, budget)
                 if why:
-                    raise CorpusError(f"{path} is too big to train on: {why}; train on a part of it (e.g. "
-                                      "zcat FILE | head -n N > part.tsv)")
+                    raise CorpusError(N_("{path} is too big to train on: {why}; train on a part of it (e.g. zcat "
+                                         "FILE | head -n N > part.tsv)"), path=path, why=why)
     except FileNotFoundError:
-        raise CorpusError(f"{path}: no such file") from None
+        raise CorpusError(N_("{path}: no such file"), path=path) from None
     except (EOFError, gzip.BadGzipFile, zlib.error) as e:
-        raise CorpusError(f"{path} is truncated or not gzip: rebuild it ({e})") from None
+        raise CorpusError(N_("{path} is truncated or not gzip: rebuild it ({e})"), path=path, e=e) from None
     except OSError as e:
-        raise CorpusError(f"{path}: cannot read: {e.strerror or e}") from None
+        raise CorpusError(N_("{path}: cannot read: {value}"), path=path, value=e.strerror or e) from None
     return data
 
 
@@ -111,8 +111,9 @@ def decode_lines(data: bytes | bytearray, name: str, error: type[Exception] = Sc
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise error(f"{name} line {line} is not valid UTF-8: {e.reason} at byte 0x{data[e.start]:02x}; convert it "
-                    "with iconv (e.g. iconv -f latin1 -t utf-8)") from None
+        raise error(N_("{name} line {line} is not valid UTF-8: {reason} at byte 0x{byte:02x}; convert it with iconv "
+                       "(e.g. iconv -f latin1 -t utf-8)"), name=name, line=line, reason=e.reason,
+                    byte=data[e.start]) from None
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()  # the end of the last line, not an empty line after it
