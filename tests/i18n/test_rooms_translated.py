@@ -155,7 +155,8 @@ def test_a_message_is_english_for_str_and_chinese_where_shown():
     try:
         i18n.set_language("zh")
         assert localized(outer, i18n._) == "cfg.json：d_k 和 d_v 必须为正数"
-        assert localized(reason, i18n._) == "a.tsv:3：应有 2 个用制表符分隔的字段，实际有 1 个（用 --on-error skip 跳过坏行）"
+        assert localized(reason, i18n._) == ("a.tsv:3：应有 2 个用制表符分隔的字段，实际有 1 个"
+                                             "（用 --on-error skip 跳过坏行）")
         assert localized(kind, i18n._) == "p 不是普通文件（它是文件夹）"
     finally:
         i18n.set_language("en")

@@ -24,7 +24,7 @@ import os
 import shutil
 import stat
 import sys
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -175,10 +175,12 @@ def clear_run(run_dir: Path, flag: str = "--overwrite") -> list[str]:
     return clear_folder(run_dir, "train", flag)
 
 
-def say_kept(folder: Path, kept: list[str], command: str) -> None:
+def say_kept(folder: Path, kept: list[str], command: str, say: Callable[..., str] | None = None) -> None:
+    """The line naming what --overwrite kept; `say` (i18n.say, from a caller that may import it) translates it."""
     if kept:
-        print(f"--overwrite {folder}: kept {', '.join(kept)} (not written by scratchformer {command})",
-              file=sys.stderr)
+        say = say or (lambda template, **fields: template.format(**fields))
+        print(say(N_("--overwrite {folder}: kept {kept} (not written by scratchformer {command})"), folder=folder,
+                  kept=", ".join(kept), command=command), file=sys.stderr)
 
 
 _HELD: dict[str, list] = {}  # resolved run dir -> [open lock file, depth]: the lock is re-entrant in a process

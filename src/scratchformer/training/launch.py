@@ -21,6 +21,7 @@ from scratchformer.config.train import upsample_factors
 from scratchformer.data.corpus import absolute_corpus, check_corpus, check_upsample
 from scratchformer.decoding.compile_home import private_inductor
 from scratchformer.errors import N_, ConfigError
+from scratchformer.i18n import say
 from scratchformer.runs.names import TRAIN_CONFIG
 
 DEFAULT_PRESETS = {"lm": "gpt-tiny", "mlm": "bert-tiny", "classify": "bert-tiny"}  # when no preset is given
@@ -101,7 +102,7 @@ def resumed_config(out: Path, given: dict, is_main: bool) -> TrainConfig:
         changed.append(f"{key} {old!r} -> {value!r}")
         saved[key] = value
     if changed and is_main:
-        print(f"resume: {'; '.join(changed)}", file=sys.stderr)
+        print(say(N_("resume: {changes}"), changes="; ".join(changed)), file=sys.stderr)
     return TrainConfig.from_dict(saved)
 
 
@@ -159,7 +160,7 @@ def launch(given: dict[str, Any], out: Path, resume: bool = False, overwrite: bo
             if is_main:  # a failed start's leftovers go quietly; --overwrite says what it kept
                 kept = runs.clear_run(out)
                 if overwrite:
-                    runs.folders.say_kept(out, kept, "train")
+                    runs.folders.say_kept(out, kept, "train", say)
         if resume and (out / TRAIN_CONFIG).exists():
             cfg = resumed_config(out, given, is_main)
         if cfg.compile:  # torch.compile's code is built and loaded in this user's checked cache, never in /tmp
