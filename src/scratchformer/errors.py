@@ -100,9 +100,8 @@ class TrainingDiverged(CheckpointError):
     """The loss of an update was nan or inf: training stops before saving anything (raised by training/trainer.py)."""
 
     def __init__(self, step: int, loss: float, message: str | None = None, **fields: Any) -> None:
-        if message is None:
-            message, fields = N_("loss became {loss} at step {step}"), {"loss": loss, "step": step}
-        super().__init__(message, **fields)
+        """`message`: a template that may use {loss}, {step} and `fields` (training/checkpoint.py's `diverged`)."""
+        super().__init__(message or N_("loss became {loss} at step {step}"), loss=loss, step=step, **fields)
         self.step, self.loss = step, loss
 
 

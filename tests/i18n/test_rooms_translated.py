@@ -160,3 +160,19 @@ def test_a_message_is_english_for_str_and_chinese_where_shown():
         assert localized(kind, i18n._) == "p 不是普通文件（它是文件夹）"
     finally:
         i18n.set_language("en")
+
+
+def test_the_diverged_message_keeps_its_fields_and_is_chinese_where_shown():
+    from scratchformer.errors import TrainingDiverged
+    from scratchformer.training.checkpoint import diverged
+
+    error = diverged(TrainingDiverged(4, float("nan")), Path("run") / "checkpoints" / "step-2")
+    assert (error.step, str(error)) == (4, "loss became nan at step 4: the last finite checkpoint is step 2 (nothing "
+                                           "was saved after it); lower --lr-factor or enable --clip-norm, then "
+                                           "--resume (or --overwrite)")
+    assert str(diverged(TrainingDiverged(1, float("inf")), None)).startswith("loss became inf at step 1: no checkpoint")
+    try:
+        i18n.set_language("zh")
+        assert localized(error, i18n._).startswith("第 4 步的损失变成了 nan：最后一个有限的检查点是第 2 步")
+    finally:
+        i18n.set_language("en")

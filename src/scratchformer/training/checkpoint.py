@@ -141,15 +141,13 @@ def counters(state: dict[str, Any], rank: int = 0) -> dict[str, Any]:
 
 def diverged(error: TrainingDiverged, last: Path | None) -> TrainingDiverged:
     """The one-line error (and log line) of a loss that became nan or inf, naming the last checkpoint kept."""
-    fields: dict[str, Any] = {"loss": error.loss, "step": error.step}
     if last is None:
         return TrainingDiverged(error.step, error.loss, N_(
             "loss became {loss} at step {step}: no checkpoint was saved (nothing was saved after it); lower "
-            "--lr-factor or enable --clip-norm, then --resume (or --overwrite)"), **fields)
+            "--lr-factor or enable --clip-norm, then --resume (or --overwrite)"))
     return TrainingDiverged(error.step, error.loss, N_(
         "loss became {loss} at step {step}: the last finite checkpoint is step {last} (nothing was saved after it); "
-        "lower --lr-factor or enable --clip-norm, then --resume (or --overwrite)"), last=int(last.name.split("-")[1]),
-        **fields)
+        "lower --lr-factor or enable --clip-norm, then --resume (or --overwrite)"), last=int(last.name.split("-")[1]))
 
 
 def unfit(found: Path, e: Exception) -> CheckpointError:
