@@ -176,3 +176,28 @@ def test_the_diverged_message_keeps_its_fields_and_is_chinese_where_shown():
         assert localized(error, i18n._).startswith("第 4 步的损失变成了 nan：最后一个有限的检查点是第 2 步")
     finally:
         i18n.set_language("en")
+
+
+def test_a_bad_corpus_line_is_one_chinese_line(tmp_path, monkeypatch, capsys):
+    """data/corpus.py's error as `train` prints it under LANG=zh_CN.UTF-8: the reason (a Text) translated too."""
+    import importlib.util
+
+    from scratchformer.cli import main
+
+    spec = importlib.util.spec_from_file_location("untranslated", Path(__file__).with_name("test_untranslated.py"))
+    untranslated_checks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(untranslated_checks)
+
+    for name in ("LANGUAGE", "LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    (tmp_path / "bad.tsv").write_text("hello\t你好\nthis line\thas\tthree fields\n", encoding="utf-8")
+    try:
+        code = main(["train", "--corpus", str(tmp_path / "bad.tsv"), "--max-steps", "1", "--warmup", "1",
+                     "--out", str(tmp_path / "run")])
+    finally:
+        i18n.set_language("en")
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2, err
+    assert err.endswith("bad.tsv:2：应有 2 个用制表符分隔的字段，实际有 3 个（用 --on-error skip 跳过坏行）"), err
+    assert not untranslated_checks.english_sentences(err)
