@@ -48,11 +48,10 @@ def check_position_sizes(d_model: int, max_len: int, flags: dict[str, str] | Non
     """One-line InputError unless d_model is even and >= 2 and max_len >= 1; `flags` names them for a CLI."""
     flags = {"d_model": "d_model", "max_len": "max_len", **(flags or {})}
     if d_model < 2 or d_model % 2:
-        raise InputError(N_("{d_model} {d_model2}: sinusoidal positions need an even d_model >= 2 (a sin and a cos "
-                            "per frequency)"), d_model=flags['d_model'], d_model2=d_model)
+        raise InputError(N_("{flag} {value}: sinusoidal positions need an even d_model >= 2 (a sin and a cos per "
+                            "frequency)"), flag=flags["d_model"], value=d_model)
     if max_len < 1:
-        raise InputError(N_("{max_len} {max_len2}: give at least one position"), max_len=flags['max_len'],
-                         max_len2=max_len)
+        raise InputError(N_("{flag} {value}: give at least one position"), flag=flags["max_len"], value=max_len)
 
 
 def default_dims(d_model: int) -> list[int]:
