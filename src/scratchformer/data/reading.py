@@ -22,7 +22,7 @@ from pathlib import Path
 
 from scratchformer.config import regular_file
 from scratchformer.config.model import available_memory, human_bytes
-from scratchformer.errors import N_, ScratchformerError
+from scratchformer.errors import N_, ScratchformerError, Text
 
 CHUNK = 1 << 20  # bytes decompressed (or read) at a time
 MAX_CORPUS_BYTES = 2 << 30  # 2 GiB of text, decompressed: the most any one corpus file may hold
@@ -62,18 +62,21 @@ def _proc_kb(file: str, key: str) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith(key))
 
 
-def _too_big(size: int, lines: int, budget: int | None) -> str | None:
+def _too_big(size: int, lines: int, budget: int | None) -> Text | None:
     """Why a file of which `size` bytes and `lines` lines have been read so far cannot be trained on, or None."""
     if size > MAX_CORPUS_BYTES:
-        return f"it expands past {human_bytes(MAX_CORPUS_BYTES)} of text, the most a corpus file may hold"
+        return Text(N_("it expands past {most} of text, the most a corpus file may hold"),
+                    most=human_bytes(MAX_CORPUS_BYTES))
     if lines > MAX_CORPUS_LINES:
-        return f"it holds more than {MAX_CORPUS_LINES:,} lines, the most a corpus file may hold"
+        return Text(N_("it holds more than {most:,} lines, the most a corpus file may hold"), most=MAX_CORPUS_LINES)
     need = lines * LINE_COST + size * BYTE_COST
     if budget is not None and need > budget:
         most = budget // (LINE_COST + BYTE_COST * max(1, size // max(1, lines)))
-        return (f"its first {lines:,} lines ({human_bytes(size)} of text) already need about {human_bytes(need)} "
-                f"of memory to train on (about {LINE_COST} bytes a line + {BYTE_COST} per byte of text), more than "
-                f"the {human_bytes(budget)} available here: this machine can take about {most:,} such lines")
+        return Text(N_("its first {lines:,} lines ({size} of text) already need about {need} of memory to train on "
+                       "(about {line_cost} bytes a line + {byte_cost} per byte of text), more than the {budget} "
+                       "available here: this machine can take about {most:,} such lines"), lines=lines,
+                    size=human_bytes(size), need=human_bytes(need), line_cost=LINE_COST, byte_cost=BYTE_COST,
+                    budget=human_bytes(budget), most=most)
     return None
 
 
