@@ -2,7 +2,8 @@
 
     _(message)          the message in the chosen language (English when the catalog lacks it)
     N_(message)         marks a message for translation where it is defined (a module constant), unchanged;
-                        `_()` translates it where it is shown
+                        `_()` translates it where it is shown (defined in errors.py, the lowest room; re-exported)
+    say(template, **f)  the template translated, then filled in (a log or warning line of training)
     set_language(lang)  "zh", "en", or None: from the environment (LANGUAGE, LC_ALL, LC_MESSAGES, LANG, as
                         gettext reads them: `LANG=zh_CN.UTF-8` -> "zh")
     pad(text, width)    left-justify by display width: a Chinese character takes two columns in a terminal
@@ -14,7 +15,7 @@ every message marked with _() or N_() in the source has a Chinese entry, and tha
 terms (docs/zh/glossary.md). Errors and warnings are Chinese too: errors.py keeps an error's English template and
 fields, and the CLI translates it where it shows it (`localized(e, _)`); `str(e)`, what library users and the tests
 see, stays English. tests/i18n/test_untranslated.py holds --help, errors and progress lines to Chinese. Floor 1:
-imports nothing of ours.
+imports only errors.py (floor 0): `N_`, and `localized` for `say`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import struct
 import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
+
+from scratchformer.errors import N_, Localizable, localized  # noqa: F401 (N_ re-exported: defined once, in errors.py)
 
 DOMAIN = "scratchformer"
 LOCALE_DIR = Path(__file__).parent / "locale"
@@ -88,9 +91,12 @@ def _(message: str) -> str:
     return _state["catalog"].gettext(message)  # type: ignore[union-attr]
 
 
-def N_(message: str) -> str:  # noqa: N802 (gettext's own name for it)
-    """Mark `message` for the catalog without translating it now."""
-    return message
+def say(message: str, **fields: object) -> str:
+    """`message` (a template marked with N_) in the chosen language, filled in with `fields`; a field that is an
+    error with a template (a CheckpointError that caused a fallback) is translated too."""
+    if not fields:
+        return _(message)
+    return _(message).format(**{k: localized(v, _) if isinstance(v, Localizable) else v for k, v in fields.items()})
 
 
 def width(text: str) -> int:

@@ -24,9 +24,18 @@ def glossary() -> dict[str, str]:
     return terms
 
 
+# an English word that is spelled like a term and means something else there (msgid start, term): the reason
+NOT_THE_TERM = {
+    ("refusing to unpickle {path}: it references", "reference"): "the verb (it refers to), not a reference translation",
+}
+
+
 def uses(message: str, term: str) -> bool:
-    """`term` (or its plural / -ed form) as a word of `message`, outside {placeholders}; hyphens join words."""
-    text = re.sub(r"\{[^}]*\}", " ", message)
+    """`term` (or its plural / -ed form) as a word of `message`, outside {placeholders} and code (`backticks`,
+    key=value, dotted.names such as torch.distributed.checkpoint); hyphens join words."""
+    if any(message.startswith(start) and term == word for start, word in NOT_THE_TERM):
+        return False
+    text = re.sub(r"\{[^}]*\}|`[^`]*`|\S+=\S+|\w+(?:\.\w+)+", " ", message)
     return re.search(rf"(?<![\w-]){re.escape(term)}(?:e?s|ed)?(?![\w-])", text, re.IGNORECASE) is not None
 
 
@@ -43,6 +52,8 @@ def test_uses_matches_words_not_parts_of_words():
     assert uses("{heads} heads", "head")  # the word after the placeholder still counts
     assert not uses("uniform: ln {keys}", "key")  # a placeholder is not a word
     assert not uses("BatchNorm", "batch") and not uses("cross-attention", "attention")
+    assert not uses("`lab heads` needs", "head") and not uses("head='classification' needs", "head")
+    assert not uses("not a torch.distributed.checkpoint file", "checkpoint") and uses("a checkpoint file", "checkpoint")
 
 
 def test_the_catalog_uses_the_glossary_terms():

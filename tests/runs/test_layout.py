@@ -44,7 +44,7 @@ def test_trim_records_forgets_steps_after_the_checkpoint_and_a_torn_last_line(tm
     with open(tmp_path / "metrics.jsonl", "a") as f:
         f.write('{"kind": "tra')  # the process died while writing
     warnings = []
-    trim_records(tmp_path, 2, warnings.append)
+    trim_records(tmp_path, 2, lambda template, **fields: warnings.append(template.format(**fields)))
     assert [r["step"] for r in read_records(tmp_path)] == [1, 2]
     assert len(warnings) == 1 and "torn last line" in warnings[0]
     (tmp_path / "metrics.jsonl").write_text('{"step": 1}\nnot json\n' + json.dumps({"step": 2}) + "\n")

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError, Message, ScratchformerError
 
 
 def reject_unknown_fields(cls: type, data: Mapping[str, Any], what: str,
@@ -28,11 +28,13 @@ def reject_unknown_fields(cls: type, data: Mapping[str, Any], what: str,
     """A one-line ConfigError if `data` is not a mapping, names keys that are not fields of the dataclass `cls`,
     or holds a value whose type does not fit its field's type hint (what a JSON file can get wrong)."""
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{what} must be a JSON object of field: value pairs, got {type(data).__name__}")
+        raise ConfigError(N_("{what} must be a JSON object of field: value pairs, got {name}"), what=Message(what),
+                          name=type(data).__name__)
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = {str(k) for k in data} - known
     if unknown:
-        raise ConfigError(f"unknown {what} {sorted(unknown)}; known fields: {', '.join(sorted(known))}")
+        raise ConfigError(N_("unknown {what} {unknown}; known fields: {known}"), what=Message(what),
+                          unknown=sorted(unknown), known=', '.join(sorted(known)))
     check_field_types(cls, data, label)
 
 
@@ -114,8 +116,9 @@ def check_field_types(cls: type, data: Mapping[str, Any], label: Callable[[str],
     for name, value in data.items():
         if name in hints and not _fits(value, hints[name]):
             shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-            raise ConfigError(f"{label(name)}={shown} must be {_type_name(hints[name])} ({_json_words(hints[name])}), "
-                              f"got {type(value).__name__}")
+            raise ConfigError(N_("{label}={shown} must be {type_name} ({json_words}), got {name}"), label=label(name),
+                              shown=shown, type_name=_type_name(hints[name]), json_words=_json_words(hints[name]),
+                              name=type(value).__name__)
 
 
 def check_choices(obj: Any) -> None:
@@ -129,7 +132,7 @@ def check_choices(obj: Any) -> None:
 
 
 # -- files --------------------------------------------------------------------------------------------------------
-def regular_file(path: str | Path, error: type[Exception] = ConfigError) -> Path:
+def regular_file(path: str | Path, error: type[ScratchformerError] = ConfigError) -> Path:
     """`path`, checked before it is opened: a FIFO would block the read for ever, a folder or a device fails later
     with a worse message. A missing path passes (each caller words that case itself)."""
     path = Path(path)
@@ -138,10 +141,11 @@ def regular_file(path: str | Path, error: type[Exception] = ConfigError) -> Path
     except FileNotFoundError:
         return path
     except OSError as e:
-        raise error(f"{path}: cannot read it: {e.strerror}") from None
+        raise error(N_("{path}: cannot read it: {reason}"), path=path, reason=e.strerror) from None
     if not stat.S_ISREG(mode):
-        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
-        raise error(f"{path} is not a regular file (it is {kind})")
+        kind = N_("a folder") if stat.S_ISDIR(mode) else N_("a FIFO") if stat.S_ISFIFO(mode) else \
+            N_("a device or socket")
+        raise error(N_("{path} is not a regular file (it is {kind})"), path=path, kind=Message(kind))
     return path
 
 
@@ -202,11 +206,13 @@ def read_json(path: str | Path, what: str) -> dict[str, Any]:
     try:
         data = loads_json(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
-        raise ConfigError(f"{what} {path} does not exist") from None
+        raise ConfigError(N_("{what} {path} does not exist"), what=Message(what), path=path) from None
     except UnicodeDecodeError as e:
-        raise ConfigError(f"{what} {path} is not UTF-8 text: {e.reason} at byte {e.start}") from None
+        raise ConfigError(N_("{what} {path} is not UTF-8 text: {reason} at byte {start}"), what=Message(what),
+                          path=path, reason=e.reason, start=e.start) from None
     except json.JSONDecodeError as e:
-        raise ConfigError(f"{what} {path} is not valid JSON: {e}") from None
+        raise ConfigError(N_("{what} {path} is not valid JSON: {e}"), what=Message(what), path=path, e=e) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{what} {path} must hold a JSON object, got {type(data).__name__}")
+        raise ConfigError(N_("{what} {path} must hold a JSON object, got {name}"), what=Message(what), path=path,
+                          name=type(data).__name__)
     return data

@@ -105,7 +105,8 @@ class ModelConfig:
         if not isinstance(s, dict) or "type" not in s:
             return
         if "rope_type" in s and s["rope_type"] != s["type"]:
-            raise ConfigError(f"rope_scaling has type={s['type']!r} and rope_type={s['rope_type']!r}: keep one")
+            raise ConfigError(N_("rope_scaling has type={type!r} and rope_type={rope_type!r}: keep one"),
+                              type=s['type'], rope_type=s['rope_type'])
         self.rope_scaling = {"rope_type": s["type"], **{k: v for k, v in s.items() if k != "type"}}
 
     def _adopt_head_from_extra(self) -> None:
@@ -116,8 +117,8 @@ class ModelConfig:
             if name in self.extra and getattr(self, name) is None:
                 setattr(self, name, self.extra[name])
             elif name in self.extra and getattr(self, name) != self.extra[name]:
-                raise ConfigError(f"{name}={getattr(self, name)!r} disagrees with extra[{name!r}]="
-                                  f"{self.extra[name]!r}: keep one of them")
+                raise ConfigError(N_("{name}={value!r} disagrees with extra[{name!r}]={extra!r}: keep one of them"),
+                                  name=name, value=getattr(self, name), extra=self.extra[name])
         self.extra = {k: v for k, v in self.extra.items() if k not in HEAD_FIELDS}
 
     # -- derived sizes ----------------------------------------------------------------------------
@@ -153,31 +154,38 @@ class ModelConfig:
             need(getattr(self, name) > 0, N_("{name} must be positive, got {value}"), name=name,
                  value=getattr(self, name))
         if self.arch == "encoder-decoder":
-            need(self.src_vocab_size > 0, f"src_vocab_size must be positive, got {self.src_vocab_size}")
+            need(self.src_vocab_size > 0, N_("src_vocab_size must be positive, got {src_vocab_size}"),
+                 src_vocab_size=self.src_vocab_size)
         need(
             self.d_k is not None or self.d_model % self.n_heads == 0,
             N_("d_model={d_model} is not divisible by n_heads={n_heads}: choose sizes that divide, or set d_k (and "
                "d_v) explicitly"), d_model=self.d_model, n_heads=self.n_heads,
         )
-        need(self.head_dim_k > 0 and self.head_dim_v > 0, "d_k and d_v must be positive")
+        need(self.head_dim_k > 0 and self.head_dim_v > 0, N_("d_k and d_v must be positive"))
         need(self.kv_heads > 0 and self.n_heads % self.kv_heads == 0,
-             f"n_kv_heads={self.n_kv_heads} must be a positive divisor of n_heads={self.n_heads}")
+             N_("n_kv_heads={n_kv_heads} must be a positive divisor of n_heads={n_heads}"), n_kv_heads=self.n_kv_heads,
+             n_heads=self.n_heads)
         for name in ("dropout", "attention_dropout", "activation_dropout"):
-            need(0.0 <= getattr(self, name) < 1.0, f"{name} must be in [0, 1), got {getattr(self, name)}")
+            need(0.0 <= getattr(self, name) < 1.0, N_("{name} must be in [0, 1), got {value}"), name=name,
+                 value=getattr(self, name))
         need(0.0 < self.layer_norm_eps < math.inf,
-             f"layer_norm_eps must be a positive finite number, got {self.layer_norm_eps}")
-        need(self.type_vocab_size >= 0, f"type_vocab_size must be >= 0 (0 = none), got {self.type_vocab_size}")
-        need(0 <= self.pad_id < self.tgt_vocab_size, f"pad_id={self.pad_id} is outside the vocabulary")
+             N_("layer_norm_eps must be a positive finite number, got {layer_norm_eps}"),
+             layer_norm_eps=self.layer_norm_eps)
+        need(self.type_vocab_size >= 0, N_("type_vocab_size must be >= 0 (0 = none), got {type_vocab_size}"),
+             type_vocab_size=self.type_vocab_size)
+        need(0 <= self.pad_id < self.tgt_vocab_size, N_("pad_id={pad_id} is outside the vocabulary"),
+             pad_id=self.pad_id)
         need(self.decoder_start_id is None or 0 <= self.decoder_start_id < self.tgt_vocab_size,
-             f"decoder_start_id={self.decoder_start_id} is outside the target vocabulary")
-        need(self.positions != "sinusoidal" or self.d_model % 2 == 0, "sinusoidal positions need an even d_model")
+             N_("decoder_start_id={decoder_start_id} is outside the target vocabulary"),
+             decoder_start_id=self.decoder_start_id)
+        need(self.positions != "sinusoidal" or self.d_model % 2 == 0, N_("sinusoidal positions need an even d_model"))
         if self.positions == "rope":
-            need(self.head_dim_k % 2 == 0 and self.head_dim_k == self.head_dim_v, "rope needs d_k = d_v, even")
-            need(self.rope_theta > 1, f"rope_theta must be > 1, got {self.rope_theta}")
+            need(self.head_dim_k % 2 == 0 and self.head_dim_k == self.head_dim_v, N_("rope needs d_k = d_v, even"))
+            need(self.rope_theta > 1, N_("rope_theta must be > 1, got {rope_theta}"), rope_theta=self.rope_theta)
             self._validate_rope_scaling()
         n_layers = {"encoder-decoder": (self.n_encoder_layers, self.n_decoder_layers),
                     "encoder": (self.n_encoder_layers,), "decoder": (self.n_decoder_layers,)}[self.arch]
-        need(all(n > 0 for n in n_layers), f"a {self.arch} model needs at least one layer per stack")
+        need(all(n > 0 for n in n_layers), N_("a {arch} model needs at least one layer per stack"), arch=self.arch)
         self._validate_head()
 
     def _validate_rope_scaling(self) -> None:
@@ -188,29 +196,33 @@ class ModelConfig:
         keys = {"linear": ("factor",), "llama3": ("factor", "low_freq_factor", "high_freq_factor",
                                                    "original_max_position_embeddings")}.get(s.get("rope_type"))
         if keys is None:
-            raise ConfigError(f"rope_scaling rope_type={s.get('rope_type')!r} is not supported "
-                              "(supported: default, linear, llama3)")
+            raise ConfigError(N_("rope_scaling rope_type={get!r} is not supported (supported: default, linear, "
+                                 "llama3)"), get=s.get('rope_type'))
         missing = [k for k in keys if not isinstance(s.get(k), (int, float)) or isinstance(s.get(k), bool)]
         if missing:
-            raise ConfigError(f"rope_scaling of type {s['rope_type']!r} needs numbers for {', '.join(missing)}")
+            raise ConfigError(N_("rope_scaling of type {rope_type!r} needs numbers for {missing}"),
+                              rope_type=s['rope_type'], missing=', '.join(missing))
         for k in keys:  # every one divides a frequency or a length: 0 or less would train to NaN at step 1
             if not 0 < s[k] < math.inf:
-                raise ConfigError(f"rope_scaling {k} must be > 0 (and finite), got {s[k]}")
+                raise ConfigError(N_("rope_scaling {k} must be > 0 (and finite), got {s}"), k=k, s=s[k])
 
     def _validate_head(self) -> None:
         """The task head's fields: a head sits on an encoder; a classifier has K >= 2 classes (and K labels)."""
         if self.head is not None and self.arch != "encoder":
-            raise ConfigError(f"head={self.head!r}: task heads sit on an encoder model, not {self.arch!r} "
-                              "(arch='encoder', e.g. --preset bert-tiny)")
+            raise ConfigError(N_("head={head!r}: task heads sit on an encoder model, not {arch!r} (arch='encoder', "
+                                 "e.g. --preset bert-tiny)"), head=self.head, arch=self.arch)
         if self.head == "classification" and (self.n_classes is None or self.n_classes < 2):
-            raise ConfigError(f"head='classification' needs n_classes >= 2, got {self.n_classes}")
+            raise ConfigError(N_("head='classification' needs n_classes >= 2, got {n_classes}"),
+                              n_classes=self.n_classes)
         if self.labels is not None:
             if not all(isinstance(label, str) for label in self.labels):
-                raise ConfigError(f"labels must be a list of strings, got {self.labels!r}"[:200])
+                raise ConfigError(N_("labels must be a list of strings, got {labels}"), labels=repr(self.labels)[:162])
             if len(self.labels) != self.n_classes:
-                raise ConfigError(f"labels names {len(self.labels)} classes, n_classes={self.n_classes}")
+                raise ConfigError(N_("labels names {n_labels} classes, n_classes={n_classes}"),
+                                  n_labels=len(self.labels), n_classes=self.n_classes)
         if self.mask_id is not None and not 0 <= self.mask_id < self.tgt_vocab_size:
-            raise ConfigError(f"mask_id={self.mask_id} is outside the vocabulary [0, {self.tgt_vocab_size})")
+            raise ConfigError(N_("mask_id={mask_id} is outside the vocabulary [0, {tgt_vocab_size})"),
+                              mask_id=self.mask_id, tgt_vocab_size=self.tgt_vocab_size)
 
     # -- presets and files ------------------------------------------------------------------------
     @classmethod
@@ -231,7 +243,7 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
         data = upgrade_fields(data)
-        reject_unknown_fields(cls, data, "config field(s)")
+        reject_unknown_fields(cls, data, N_("config field(s)"))
         return cls(**data)
 
     def save(self, path: str | Path) -> None:
@@ -239,11 +251,11 @@ class ModelConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> ModelConfig:
-        data = read_json(path, "config file")
+        data = read_json(path, N_("config file"))
         try:
             return cls.from_dict(data)
         except ConfigError as e:  # say which file holds the bad value
-            raise ConfigError(f"{path}: {e}") from None
+            raise ConfigError(N_("{path}: {e}"), path=path, e=e) from None
 
 
 def upgrade_fields(data: Any) -> Any:
@@ -256,7 +268,8 @@ def upgrade_fields(data: Any) -> Any:
         if old in out:
             value = out.pop(old)
             if new in out and out[new] != value:
-                raise ConfigError(f"{old}={value!r} (the old name of {new}) disagrees with {new}={out[new]!r}")
+                raise ConfigError(N_("{old}={value!r} (the old name of {new}) disagrees with {new}={out!r}"), old=old,
+                                  value=value, new=new, out=out[new])
             out[new] = value
     return out
 
@@ -311,9 +324,9 @@ def check_fits_in_memory(c: ModelConfig) -> None:
     """A one-line ConfigError, before anything is allocated, when the weights alone exceed the machine's memory."""
     need, have = parameter_bytes(c), available_memory()
     if have is not None and need > have:
-        raise ConfigError(f"the model would need {human_bytes(need)} for its weights; this machine has "
-                          f"{human_bytes(have)} available: lower d_model, d_ff, the layer counts, the vocabulary "
-                          "or max_len")
+        raise ConfigError(N_("the model would need {human_bytes} for its weights; this machine has {human_bytes2} "
+                             "available: lower d_model, d_ff, the layer counts, the vocabulary or max_len"),
+                          human_bytes=human_bytes(need), human_bytes2=human_bytes(have))
 
 
 # Table 3 of the paper. Shared source/target vocabulary of 37000 (WMT14 En-De BPE), tied embeddings.

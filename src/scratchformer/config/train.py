@@ -77,22 +77,25 @@ class TrainConfig:
         if self.task not in TASKS:
             raise ConfigError("task={task!r} is not one of {tasks} (--task)", task=self.task, tasks=", ".join(TASKS))
         if self.dtype not in ("fp32", "bf16", "fp16", "auto"):
-            raise ConfigError(f"dtype={self.dtype!r} is not one of fp32, bf16, fp16, auto (--dtype)")
+            raise ConfigError(N_("dtype={dtype!r} is not one of fp32, bf16, fp16, auto (--dtype)"), dtype=self.dtype)
         for name in ("max_tokens", "accum_steps", "max_steps", "warmup", "max_len"):
             if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)} ({_flag(name)})")
+                raise ConfigError(N_("{name} must be positive, got {value} ({flag})"), name=name,
+                                  value=getattr(self, name), flag=_flag(name))
         if self.holdout not in ("hash", "none"):
-            raise ConfigError(f"holdout={self.holdout!r} is not one of hash, none (--holdout)")
+            raise ConfigError(N_("holdout={holdout!r} is not one of hash, none (--holdout)"), holdout=self.holdout)
         if self.text_side not in ("src", "tgt", "both"):
-            raise ConfigError(f"text_side={self.text_side!r} is not one of src, tgt, both (--text-side)")
+            raise ConfigError(N_("text_side={text_side!r} is not one of src, tgt, both (--text-side)"),
+                              text_side=self.text_side)
         if not 0 <= self.label_smoothing < 1:  # also refuses nan
-            raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing} (--label-smoothing)")
+            raise ConfigError(N_("label_smoothing must be in [0, 1), got {label_smoothing} (--label-smoothing)"),
+                              label_smoothing=self.label_smoothing)
         self._check_ranges()
         self._check_model_overrides()
         if self.upsample is not None:
             upsample_factors(self.upsample)  # the syntax; the sources are checked against the corpus when it is read
             if self.task != "translate":
-                raise ConfigError(f"--upsample is for --task translate, not {self.task}")
+                raise ConfigError(N_("--upsample is for --task translate, not {task}"), task=self.task)
 
     def _check_ranges(self) -> None:
         """The numeric flags' ranges, one line each naming the flag."""
@@ -126,12 +129,12 @@ class TrainConfig:
             return
         try:
             if self.init is not None:
-                reject_unknown_fields(ModelConfig, upgrade_fields(self.model), "model override(s)")
+                reject_unknown_fields(ModelConfig, upgrade_fields(self.model), N_("model override(s)"))
             else:
                 unbounded = {"src_vocab_size": _ANY_VOCAB, "tgt_vocab_size": _ANY_VOCAB}  # the real ones come later
                 ModelConfig.preset(self.preset, **{**self.model, **unbounded})
         except ConfigError as e:
-            raise ConfigError(f"model override: {e}") from None
+            raise ConfigError(N_("model override: {e}"), e=e) from None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -139,21 +142,21 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         if not isinstance(data, dict):
-            raise ConfigError(f"training options must be a JSON object of TrainConfig fields, not "
-                              f"{type(data).__name__}")
-        reject_unknown_fields(cls, data, "training option(s)", _label)
+            raise ConfigError(N_("training options must be a JSON object of TrainConfig fields, not {name}"),
+                              name=type(data).__name__)
+        reject_unknown_fields(cls, data, N_("training option(s)"), _label)
         return cls(**data)
 
     @classmethod
     def load(cls, path: str | Path) -> TrainConfig:
         """train_config.json (or a --config file); a ConfigError naming the file for any bad value."""
-        data = read_json(path, "training config")  # a JSON object, or a one-line error naming the file
+        data = read_json(path, N_("training config"))  # a JSON object, or a one-line error naming the file
         if isinstance(data, dict) and "holdout" not in data:
             data["holdout"] = "none"  # a run trained before the rule: its file served every split
         try:
             return cls.from_dict(data)
         except ConfigError as e:
-            raise ConfigError(f"training config {path}: {e}") from None
+            raise ConfigError(N_("training config {path}: {e}"), path=path, e=e) from None
 
 
 def upsample_factors(spec: str) -> dict[str, int]:
@@ -162,11 +165,12 @@ def upsample_factors(spec: str) -> dict[str, int]:
     for item in spec.split(","):
         name, _, times = item.strip().partition("=")
         if not name.strip() or not re.fullmatch(r"[0-9]+", times.strip()) or int(times) < 1 or name.strip() in factors:
-            raise ConfigError(f"--upsample {spec!r}: write SOURCE=N[,SOURCE=N...], each source once, N a whole "
-                              "number >= 1 (e.g. gimp=4,django=2)")
+            raise ConfigError(N_("--upsample {spec!r}: write SOURCE=N[,SOURCE=N...], each source once, N a whole "
+                                 "number >= 1 (e.g. gimp=4,django=2)"), spec=spec)
         if int(times) > MAX_UPSAMPLE:
-            raise ConfigError(f"--upsample {name.strip()}={times.strip()}: N must be at most {MAX_UPSAMPLE} (the "
-                              "source's pairs are held N times in memory)")
+            raise ConfigError(N_("--upsample {strip}={strip2}: N must be at most {MAX_UPSAMPLE} (the source's pairs "
+                                 "are held N times in memory)"), strip=name.strip(), strip2=times.strip(),
+                              MAX_UPSAMPLE=MAX_UPSAMPLE)
         factors[name.strip()] = int(times)
     return factors
 

@@ -24,6 +24,8 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
+from scratchformer.errors import N_, ScratchformerWarning
+
 from .tokenizers import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 Lengths = Sequence[int] | Sequence[tuple[int, int]]
@@ -46,9 +48,9 @@ def encode_pairs(
             out.append((src, tgt))
     dropped = len(pairs) - len(out)
     if dropped:
-        warnings.warn(
-            f"dropped {dropped} of {len(pairs)} pairs longer than max_len={max_len} tokens", stacklevel=2
-        )
+        warnings.warn(ScratchformerWarning(N_("dropped {dropped} of {n_pairs} pairs longer than max_len={max_len} "
+                                              "tokens"), dropped=dropped, n_pairs=len(pairs), max_len=max_len),
+                      stacklevel=2)
     return out
 
 
@@ -136,7 +138,8 @@ def token_batches(
         batches.append(batch)
     if too_long:
         warnings.warn(
-            f"{too_long} example(s) longer than max_tokens={max_tokens}; each forms its own batch",
+            ScratchformerWarning(N_("{too_long} example(s) longer than max_tokens={max_tokens}; each forms its own "
+                                    "batch"), too_long=too_long, max_tokens=max_tokens),
             stacklevel=2,
         )
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from scratchformer.config import regular_file
 from scratchformer.data.reading import CorpusError, decode_lines, read_lines  # noqa: F401 (decode_lines: for cli/)
+from scratchformer.errors import N_, ScratchformerWarning, Text
 
 CORPORA_DIR = Path(__file__).parent / "corpora"
 ON_ERROR = ("stop", "skip")
@@ -36,12 +37,11 @@ HOLDOUTS = ("hash", "none")
 # `held_out`: each of valid and test gets this share of a file's distinct source sentences, within these bounds;
 # a file with fewer distinct sources than HOLDOUT_LEAST is not split (its scores are then training scores)
 HOLDOUT_SHARE, HOLDOUT_MAX, HOLDOUT_LEAST = 0.05, 2000, 20
-_HINT = "(use --on-error skip to skip bad lines)"
 # the language pair of the bundled corpora whose name does not spell it (en-zh does)
 BUNDLED_LANGUAGES = {"software": ("en", "zh"), "gimp": ("en", "zh"), "toy": ("en", "zh")}
 
 
-class CorpusWarning(UserWarning):
+class CorpusWarning(ScratchformerWarning):
     """Bad lines were skipped."""
 
 
@@ -72,7 +72,7 @@ def bundled_path(name: str, split: str = "train") -> Path:
     """File of `split` in bundled corpus `name`."""
     folder = CORPORA_DIR / name
     if name not in bundled_corpora():
-        raise CorpusError(_not_found_message(name))
+        raise _not_found(name)
     for suffix in _SUFFIXES:
         if (folder / f"{split}{suffix}").is_file():
             return folder / f"{split}{suffix}"
@@ -86,12 +86,13 @@ def bundled_path(name: str, split: str = "train") -> Path:
                       splits=", ".join(splits))
 
 
-def _not_found_message(source: str) -> str:
-    names = ", ".join(bundled_corpora()) or "none installed"
-    return (
-        f"corpus {source!r} not found: not a file, not 'SRC_FILE,TGT_FILE', not a bundled corpus "
-        f"(bundled: {names})"
-    )
+def _not_found(source: str) -> CorpusError:
+    names = ", ".join(bundled_corpora())
+    if not names:
+        return CorpusError(N_("corpus {source!r} not found: not a file, not 'SRC_FILE,TGT_FILE', not a bundled corpus "
+                              "(bundled: none installed)"), source=source)
+    return CorpusError(N_("corpus {source!r} not found: not a file, not 'SRC_FILE,TGT_FILE', not a bundled corpus "
+                          "(bundled: {names})"), source=source, names=names)
 
 
 def _read_lines(path: Path) -> list[str]:
@@ -110,25 +111,27 @@ class _BadLines:
             raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
         self.name, self.on_error, self.lines = name, on_error, []
 
-    def report(self, lineno: int, reason: str) -> None:
+    def report(self, lineno: int, reason: Text) -> None:
         if self.on_error == "stop":
-            raise CorpusError(f"{self.name}:{lineno}: {reason} {_HINT}")
+            raise CorpusError(N_("{name}:{lineno}: {reason} (use --on-error skip to skip bad lines)"), name=self.name,
+                              lineno=lineno, reason=reason)
         self.lines.append(lineno)
 
     def summarize(self) -> None:
         if self.lines:
             first = ", ".join(map(str, self.lines[:5])) + (", ..." if len(self.lines) > 5 else "")
-            message = f"{self.name}: skipped {len(self.lines)} malformed line(s) (lines {first})"
-            if message not in _SAID:
-                _SAID.add(message)
-                warnings.warn(message, CorpusWarning, stacklevel=3)
+            warning = CorpusWarning(N_("{name}: skipped {n} malformed line(s) (lines {first})"), name=self.name,
+                                    n=len(self.lines), first=first)
+            if str(warning) not in _SAID:
+                _SAID.add(str(warning))
+                warnings.warn(warning, stacklevel=3)
 
 
-def _check_pair(src: str, tgt: str) -> str | None:
+def _check_pair(src: str, tgt: str) -> Text | None:
     if not src:
-        return "empty source side"
+        return Text(N_("empty source side"))
     if not tgt:
-        return "empty target side"
+        return Text(N_("empty target side"))
     return None
 
 
@@ -143,7 +146,7 @@ def read_tsv(path: str | Path, on_error: str = "stop", name: str | None = None) 
                 continue
             fields = line.split("\t")
             if len(fields) != 2:
-                bad.report(lineno, f"expected 2 tab-separated fields, found {len(fields)}")
+                bad.report(lineno, Text(N_("expected 2 tab-separated fields, found {n}"), n=len(fields)))
                 continue
             yield lineno, fields[0].strip(), fields[1].strip()
 
@@ -158,8 +161,9 @@ def read_parallel(
     src_lines, tgt_lines = _read_lines(src_path), _read_lines(tgt_path)
     if len(src_lines) != len(tgt_lines):
         raise CorpusError(
-            f"{src_path} has {len(src_lines)} lines but {tgt_path} has {len(tgt_lines)}; "
-            "the two files must be aligned line by line"
+            N_("{src_path} has {n_src_lines} lines but {tgt_path} has {n_tgt_lines}; the two files must be aligned "
+               "line by line"), src_path=src_path, n_src_lines=len(src_lines), tgt_path=tgt_path,
+            n_tgt_lines=len(tgt_lines)
         )
     lines = enumerate(zip(src_lines, tgt_lines, strict=True), start=1)
     rows = ((i, s.strip(), t.strip()) for i, (s, t) in lines if s.strip() or t.strip())  # blank on both: skipped
@@ -189,7 +193,7 @@ def _check_split(source: str | Path, split: str) -> None:
     if name in bundled_corpora():
         bundled_path(name, split)  # raises, listing the splits the corpus has, unless it has this one
         return
-    raise CorpusError(f"unknown split {split!r}: choose one of {', '.join(SPLITS)}")
+    raise CorpusError(N_("unknown split {split!r}: choose one of {SPLITS}"), split=split, SPLITS=', '.join(SPLITS))
 
 
 def _is_tsv(path: Path) -> bool:
@@ -217,7 +221,7 @@ def check_corpus(source: str | Path) -> None:
         return
     if "," in text and all(Path(p.strip()).exists() for p in text.split(",", 1)):
         return
-    raise CorpusError(_not_found_message(text))
+    raise _not_found(text)
 
 
 def _digest(text: str) -> bytes:
@@ -278,7 +282,7 @@ def _load_pairs(source: str | Path, split: str, on_error: str) -> list[tuple[str
     if "," in text:
         src_file, tgt_file = (p.strip() for p in text.split(",", 1))
         return read_parallel(src_file, tgt_file, on_error)
-    raise CorpusError(_not_found_message(text))
+    raise _not_found(text)
 
 
 def load_text(
@@ -318,12 +322,13 @@ def check_upsample(corpus: str, factors: dict[str, int]) -> list[tuple[str, int]
     """corpus_sources(corpus), or a one-line CorpusError if it has none or lacks a source of `factors`."""
     parts = corpus_sources(corpus)
     if parts is None:
-        raise CorpusError(f"--upsample needs a bundled corpus made of several sources (software); {corpus!r} has "
-                          "none: repeat lines in your TSV file instead")
+        raise CorpusError(N_("--upsample needs a bundled corpus made of several sources (software); {corpus!r} has "
+                             "none: repeat lines in your TSV file instead"), corpus=corpus)
     names = [source for source, _ in parts]
     unknown = sorted(set(factors) - set(names))
     if unknown:
-        raise CorpusError(f"--upsample {','.join(unknown)}: not a source of {corpus} ({', '.join(names)})")
+        raise CorpusError(N_("--upsample {unknown}: not a source of {corpus} ({names})"), unknown=','.join(unknown),
+                          corpus=corpus, names=', '.join(names))
     return parts
 
 
@@ -333,8 +338,9 @@ def upsample_sources(pairs: list[tuple[str, str]], corpus: str, factors: dict[st
     source whose factor exceeds r, in corpus order. Unknown sources and corpora without sources are errors."""
     parts = check_upsample(corpus, factors)
     if sum(n for _, n in parts) != len(pairs):
-        raise CorpusError(f"{corpus}/STATS.json counts {sum(n for _, n in parts)} train pairs but its train file "
-                          f"holds {len(pairs)}: rebuild the corpus (docs/corpus.md)")
+        raise CorpusError(N_("{corpus}/STATS.json counts {sum} train pairs but its train file holds {n_pairs}: "
+                             "rebuild the corpus (docs/corpus.md)"), corpus=corpus, sum=sum(n for _, n in parts),
+                          n_pairs=len(pairs))
     spans, start = [], 0  # (source, its slice of `pairs`), in corpus order
     for source, n in parts:
         spans.append((source, slice(start, start + n)))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from scratchformer.config import regular_file
 from scratchformer.config.model import available_memory, human_bytes
-from scratchformer.errors import ScratchformerError
+from scratchformer.errors import N_, ScratchformerError, Text
 
 CHUNK = 1 << 20  # bytes decompressed (or read) at a time
 MAX_CORPUS_BYTES = 2 << 30  # 2 GiB of text, decompressed: the most any one corpus file may hold
@@ -62,18 +62,21 @@ def _proc_kb(file: str, key: str) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith(key))
 
 
-def _too_big(size: int, lines: int, budget: int | None) -> str | None:
+def _too_big(size: int, lines: int, budget: int | None) -> Text | None:
     """Why a file of which `size` bytes and `lines` lines have been read so far cannot be trained on, or None."""
     if size > MAX_CORPUS_BYTES:
-        return f"it expands past {human_bytes(MAX_CORPUS_BYTES)} of text, the most a corpus file may hold"
+        return Text(N_("it expands past {most} of text, the most a corpus file may hold"),
+                    most=human_bytes(MAX_CORPUS_BYTES))
     if lines > MAX_CORPUS_LINES:
-        return f"it holds more than {MAX_CORPUS_LINES:,} lines, the most a corpus file may hold"
+        return Text(N_("it holds more than {most:,} lines, the most a corpus file may hold"), most=MAX_CORPUS_LINES)
     need = lines * LINE_COST + size * BYTE_COST
     if budget is not None and need > budget:
         most = budget // (LINE_COST + BYTE_COST * max(1, size // max(1, lines)))
-        return (f"its first {lines:,} lines ({human_bytes(size)} of text) already need about {human_bytes(need)} "
-                f"of memory to train on (about {LINE_COST} bytes a line + {BYTE_COST} per byte of text), more than "
-                f"the {human_bytes(budget)} available here: this machine can take about {most:,} such lines")
+        return Text(N_("its first {lines:,} lines ({size} of text) already need about {need} of memory to train on "
+                       "(about {line_cost} bytes a line + {byte_cost} per byte of text), more than the {budget} "
+                       "available here: this machine can take about {most:,} such lines"), lines=lines,
+                    size=human_bytes(size), need=human_bytes(need), line_cost=LINE_COST, byte_cost=BYTE_COST,
+                    budget=human_bytes(budget), most=most)
     return None
 
 
@@ -91,14 +94,14 @@ def read_bytes(path: str | Path) -> bytearray:
                 lines += chunk.count(b"\n")
                 why = _too_big(len(data), lines, budget)
                 if why:
-                    raise CorpusError(f"{path} is too big to train on: {why}; train on a part of it (e.g. "
-                                      "zcat FILE | head -n N > part.tsv)")
+                    raise CorpusError(N_("{path} is too big to train on: {why}; train on a part of it (e.g. zcat "
+                                         "FILE | head -n N > part.tsv)"), path=path, why=why)
     except FileNotFoundError:
-        raise CorpusError(f"{path}: no such file") from None
+        raise CorpusError(N_("{path}: no such file"), path=path) from None
     except (EOFError, gzip.BadGzipFile, zlib.error) as e:
-        raise CorpusError(f"{path} is truncated or not gzip: rebuild it ({e})") from None
+        raise CorpusError(N_("{path} is truncated or not gzip: rebuild it ({e})"), path=path, e=e) from None
     except OSError as e:
-        raise CorpusError(f"{path}: cannot read: {e.strerror or e}") from None
+        raise CorpusError(N_("{path}: cannot read: {value}"), path=path, value=e.strerror or e) from None
     return data
 
 
@@ -111,8 +114,9 @@ def decode_lines(data: bytes | bytearray, name: str, error: type[Exception] = Sc
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise error(f"{name} line {line} is not valid UTF-8: {e.reason} at byte 0x{data[e.start]:02x}; convert it "
-                    "with iconv (e.g. iconv -f latin1 -t utf-8)") from None
+        raise error(N_("{name} line {line} is not valid UTF-8: {reason} at byte 0x{byte:02x}; convert it with iconv "
+                       "(e.g. iconv -f latin1 -t utf-8)"), name=name, line=line, reason=e.reason,
+                    byte=data[e.start]) from None
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()  # the end of the last line, not an empty line after it

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from scratchformer.config import regular_file
 from scratchformer.config.fields import loads_json
-from scratchformer.errors import ScratchformerError
+from scratchformer.errors import N_, Message, ScratchformerError, ScratchformerWarning
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS: tuple[str, ...] = (PAD, BOS, EOS, UNK)
@@ -248,8 +248,8 @@ def _unpanicked(call, *args, **kwargs):
         if type(e).__name__ != "PanicException":
             raise
         detail = str(e).splitlines()[0][:200] if str(e) else "a panic"
-        raise TokenizerError(f"the tokenizers library failed on this input ({detail}); is the run's tokenizer file "
-                             "one that scratchformer wrote?") from None
+        raise TokenizerError(N_("the tokenizers library failed on this input ({detail}); is the run's tokenizer "
+                                "file one that scratchformer wrote?"), detail=detail) from None
 
 
 # The pipeline our subword tokenizers write (_train_subword), the only one load_tokenizer accepts: any other part (a
@@ -327,10 +327,17 @@ def _warn_if_nothing_learned(tok: Tokenizer, vocab_size: int | None, min_freq: i
     asked = vocab_size if vocab_size is not None else (DEFAULT_SUBWORD_VOCAB if floor > len(SPECIALS) else None)
     if tok.vocab_size > floor or (asked is not None and asked <= floor):
         return
-    what = f"its {len(SPECIALS)} special tokens" + (f" and the {BYTE_ALPHABET} bytes" if floor > len(SPECIALS) else "")
-    cause = "too small" if tok.kind == "unigram" else f"min_freq={min_freq} too high"  # unigram has no min_freq
-    cause = f"the corpus is empty or {cause}"
-    warnings.warn(f"the {tok.kind} tokenizer has only {what}: {cause}", UserWarning, stacklevel=3)
+    if tok.kind == "unigram":  # unigram has no min_freq
+        message = N_("the {kind} tokenizer has only its {n} special tokens and the {bytes} bytes: the corpus is empty "
+                     "or too small")
+    elif floor > len(SPECIALS):
+        message = N_("the {kind} tokenizer has only its {n} special tokens and the {bytes} bytes: the corpus is empty "
+                     "or min_freq={min_freq} too high")
+    else:
+        message = N_("the {kind} tokenizer has only its {n} special tokens: the corpus is empty or min_freq={min_freq} "
+                     "too high")
+    warnings.warn(ScratchformerWarning(message, kind=tok.kind, n=len(SPECIALS), bytes=BYTE_ALPHABET, min_freq=min_freq),
+                  stacklevel=3)
 
 
 def tokenizer_from_dict(data: dict) -> Tokenizer:
@@ -349,30 +356,36 @@ def tokenizer_from_dict(data: dict) -> Tokenizer:
 def load_tokenizer(path: str | Path) -> Tokenizer:
     """Read a file written by `Tokenizer.save`, whatever its kind; a bad file is one TokenizerError naming it."""
     path = regular_file(path, TokenizerError)
-    hint = "the file is truncated or corrupt: copy it again from the run it came from"
+    hint = Message(N_("the file is truncated or corrupt: copy it again from the run it came from"))
     try:
         data = loads_json(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
-        raise TokenizerError(f"{path} does not exist") from None
+        raise TokenizerError(N_("{path} does not exist"), path=path) from None
     except UnicodeDecodeError as e:
-        raise TokenizerError(f"{path} is not a tokenizer file: not UTF-8 text ({e.reason}); {hint}") from None
+        raise TokenizerError(N_("{path} is not a tokenizer file: not UTF-8 text ({reason}); {hint}"), path=path,
+                             reason=e.reason, hint=hint) from None
     except json.JSONDecodeError as e:
-        raise TokenizerError(f"{path} is not a tokenizer file: not valid JSON ({e}); {hint}") from None
+        raise TokenizerError(N_("{path} is not a tokenizer file: not valid JSON ({e}); {hint}"), path=path, e=e,
+                             hint=hint) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise TokenizerError(f"{path}: not a scratchformer tokenizer file")
+        raise TokenizerError(N_("{path}: not a scratchformer tokenizer file"), path=path)
     version = data.get("version", 0)
     if not isinstance(version, int) or isinstance(version, bool):
-        raise TokenizerError(f"{path}: tokenizer format version {version!r} is not a number; {hint}")
+        raise TokenizerError(N_("{path}: tokenizer format version {version!r} is not a number; {hint}"), path=path,
+                             version=version, hint=hint)
     if version > FORMAT_VERSION:
-        raise TokenizerError(f"{path}: tokenizer format version {version} is newer than this code")
+        raise TokenizerError(N_("{path}: tokenizer format version {version} is newer than this code"), path=path,
+                             version=version)
     kind = data.get("kind")
     foreign = foreign_part(kind, data.get("tokenizers_json")) if isinstance(kind, str) and kind in _MODELS else None
     if foreign:
-        raise TokenizerError(f"{path}: {foreign}: a pipeline part scratchformer's tokenizers never write (it would run "
-                             "on every input); use the tokenizer file of the run it came from")
+        raise TokenizerError(N_("{path}: {foreign}: a pipeline part scratchformer's tokenizers never write (it "
+                                "would run on every input); use the tokenizer file of the run it came from"), path=path,
+                             foreign=foreign)
     try:
         return tokenizer_from_dict(data)
     except Exception as e:  # wrong shapes: missing keys, a number for a token list, JSON the tokenizers library refuses
         detail = str(e).splitlines()[0] if str(e) else ""
-        raise TokenizerError(f"{path} is not a valid {data.get('kind')!s:.20} tokenizer file: {type(e).__name__}: "
-                             f"{detail[:200]}; {hint}") from None
+        raise TokenizerError(N_("{path} is not a valid {get!s:.20} tokenizer file: {name}: {detail}; {hint}"),
+                             path=path, get=data.get('kind'), name=type(e).__name__, detail=detail[:200],
+                             hint=hint) from None

@@ -36,7 +36,7 @@ from scratchformer.config.decoding import length_penalty_for
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID, UNK_ID, Tokenizer
 from scratchformer.decoding.common import special_ids
 from scratchformer.decoding.quantize import Int8Linear
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.export import formats
 from scratchformer.export.formats import weights_digest
 from scratchformer.model.feedforward import ACTIVATIONS
@@ -56,23 +56,27 @@ def check_model(model: EncoderDecoder) -> None:
     """A one-line ConfigError naming the config field a CTranslate2 TransformerSpec cannot express."""
     c = model.config
     if c.arch != "encoder-decoder":
-        raise ConfigError(f"arch={c.arch!r}: the CTranslate2 export writes encoder-decoder (translation) models only")
+        raise ConfigError(N_("arch={arch!r}: the CTranslate2 export writes encoder-decoder (translation) models only"),
+                          arch=c.arch)
     if c.norm_placement not in ("post", "pre") or c.norm_kind != "layer":
-        raise ConfigError(f"norm_placement={c.norm_placement!r}, norm_kind={c.norm_kind!r}: CTranslate2's Transformer "
-                          "has post or pre LayerNorm only")
+        raise ConfigError(N_("norm_placement={norm_placement!r}, norm_kind={norm_kind!r}: CTranslate2's Transformer "
+                             "has post or pre LayerNorm only"), norm_placement=c.norm_placement, norm_kind=c.norm_kind)
     if c.norm_placement == "post" and c.use_final_norm:
-        raise ConfigError("final_norm=True with norm_placement='post': CTranslate2 has a final LayerNorm only for "
-                          "pre-norm stacks")
+        raise ConfigError(N_("final_norm=True with norm_placement='post': CTranslate2 has a final LayerNorm only "
+                             "for pre-norm stacks"))
     if c.ffn_kind != "mlp" or c.positions == "rope" or c.kv_heads != c.n_heads:
-        raise ConfigError(f"ffn_kind={c.ffn_kind!r}, positions={c.positions!r}, n_kv_heads={c.n_kv_heads}: the "
-                          "CTranslate2 export writes the paper's FFN, positions added at the input and full heads only")
+        raise ConfigError(N_("ffn_kind={ffn_kind!r}, positions={positions!r}, n_kv_heads={n_kv_heads}: the "
+                             "CTranslate2 export writes the paper's FFN, positions added at the input and full "
+                             "heads only"), ffn_kind=c.ffn_kind, positions=c.positions, n_kv_heads=c.n_kv_heads)
     if c.head_dim_k != c.head_dim_v:
-        raise ConfigError(f"d_v={c.head_dim_v} differs from d_k={c.head_dim_k}: CTranslate2 has one head width")
+        raise ConfigError(N_("d_v={head_dim_v} differs from d_k={head_dim_k}: CTranslate2 has one head width"),
+                          head_dim_v=c.head_dim_v, head_dim_k=c.head_dim_k)
     if c.type_vocab_size:
-        raise ConfigError(f"type_vocab_size={c.type_vocab_size}: CTranslate2's Transformer has no token types")
+        raise ConfigError(N_("type_vocab_size={type_vocab_size}: CTranslate2's Transformer has no token types"),
+                          type_vocab_size=c.type_vocab_size)
     if any(isinstance(m, Int8Linear) for m in model.modules()):
-        raise ConfigError("the model is already quantised (quantize_int8, translate --int8): CTranslate2 quantises its "
-                          "own copy of the float weights: give the engine int8=True instead")
+        raise ConfigError(N_("the model is already quantised (quantize_int8, translate --int8): CTranslate2 "
+                             "quantises its own copy of the float weights: give the engine int8=True instead"))
 
 
 def _token_table(tok: Tokenizer, side: str) -> list[str]:
@@ -80,8 +84,8 @@ def _token_table(tok: Tokenizer, side: str) -> list[str]:
     tokens = [tok.id_to_token(i) for i in range(tok.vocab_size)]
     if len(set(tokens)) != len(tokens):
         dup = next(t for i, t in enumerate(tokens) if t in tokens[:i])
-        raise ConfigError(f"the {side} tokenizer holds the token {dup!r} twice: CTranslate2 looks tokens up by "
-                          "string, so every id needs its own")
+        raise ConfigError(N_("the {side} tokenizer holds the token {dup!r} twice: CTranslate2 looks tokens up by "
+                             "string, so every id needs its own"), side=side, dup=dup)
     return tokens
 
 
@@ -97,8 +101,9 @@ def _specials(model: EncoderDecoder, src_tokens: list[str], tgt_tokens: list[str
     """The spec config's special tokens: start and end as the model decodes (decoding/common.special_ids)."""
     bos, eos, _ = special_ids(model, None, None, None)
     if src_tokens[EOS_ID] != tgt_tokens[eos]:  # add_source_eos appends the target side's end token string
-        raise ConfigError(f"the source tokenizer's end token {src_tokens[EOS_ID]!r} (id {EOS_ID}) differs from the "
-                          f"target's {tgt_tokens[eos]!r} (extra.eos_token_id={eos}): CTranslate2 adds one to sources")
+        raise ConfigError(N_("the source tokenizer's end token {src_tokens!r} (id {EOS_ID}) differs from the "
+                             "target's {tgt_tokens!r} (extra.eos_token_id={eos}): CTranslate2 adds one to sources"),
+                          src_tokens=src_tokens[EOS_ID], EOS_ID=EOS_ID, tgt_tokens=tgt_tokens[eos], eos=eos)
     return {"decoder_start_token": tgt_tokens[bos], "eos_token": tgt_tokens[eos], "bos_token": tgt_tokens[BOS_ID],
             "unk_token": tgt_tokens[UNK_ID]}
 
@@ -198,7 +203,8 @@ def convert_model(model: EncoderDecoder, src_tokens: list[str], tgt_tokens: list
     from ctranslate2.converters import Converter
 
     if (quantization or "float32") not in QUANTIZATIONS:
-        raise ConfigError(f"--quantization {quantization}: choose one of {', '.join(QUANTIZATIONS)}")
+        raise ConfigError(N_("--quantization {quantization}: choose one of {QUANTIZATIONS}"), quantization=quantization,
+                          QUANTIZATIONS=', '.join(QUANTIZATIONS))
 
     class SpecConverter(Converter):
         def _load(self):

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError, ScratchformerWarning
 from scratchformer.runs import Run, load_run
 from scratchformer.runs import cache as runs_cache
 from scratchformer.runs.folders import check_folder, read_marker, writing_folder
@@ -51,13 +51,15 @@ def require(package: str | None, what: str) -> None:
         try:
             importlib.import_module(module)
         except ImportError:
-            raise ConfigError(f"{what} needs the optional package {name!r}: pip install {package}") from None
+            raise ConfigError(N_("{what} needs the optional package {name!r}: pip install {package}"), what=what,
+                              name=name, package=package) from None
 
 
 def load_module(table: dict[str, tuple[str, str | None]], name: str, what: str, room: str) -> Any:
     """scratchformer.<room>.<module> for `name` in `table`: one line for an unknown name or a missing package."""
     if name not in table:
-        raise ConfigError(f"unknown {what} {name!r}; choose one of {', '.join(table)}")
+        raise ConfigError(N_("unknown {what} {name!r}; choose one of {table}"), what=what, name=name,
+                          table=', '.join(table))
     module, package = table[name]
     require(package, f"{what} {name}")
     return importlib.import_module(f"scratchformer.{room}.{module}")
@@ -84,8 +86,8 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool =
     module.check_expressible(run)  # before anything is written: a one-line error naming the field
     allowed = getattr(module, "QUANTIZATIONS", (None, "float32"))
     if quantization is not None and quantization not in allowed:  # None: the format's default (float32)
-        raise ConfigError(f"--quantization {quantization}: format {fmt} writes "
-                          f"{' or '.join(q for q in allowed if q)} weights")
+        raise ConfigError(N_("--quantization {quantization}: format {fmt} writes {value} weights"),
+                          quantization=quantization, fmt=fmt, value=' or '.join(q for q in allowed if q))
     before = read_marker(out) if overwrite else None  # its "format" only picks one of the lists above
     owned = WRITES[fmt] | WRITES.get(str((before or {}).get("format")), frozenset())
     with writing_folder(out, "export", overwrite, owned=owned, format=fmt) as tmp:
@@ -99,8 +101,9 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool =
 def warn_members(run: Run, who: str) -> None:
     """One warning when a run's decoding.json names ensemble members that only our own decoder averages in."""
     if run.members:
-        warnings.warn(f"{run.path}: decoding.json's ensemble of {len(run.members) + 1} models: {who} "
-                      "model.safetensors alone (only --engine torch decodes the ensemble)", stacklevel=3)
+        warnings.warn(ScratchformerWarning(N_("{path}: decoding.json's ensemble of {n} models: {who} model.safetensors "
+                                              "alone (only --engine torch decodes the ensemble)"), path=run.path,
+                                           n=len(run.members) + 1, who=who), stacklevel=3)
 
 
 

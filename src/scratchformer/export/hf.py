@@ -28,7 +28,7 @@ import torch
 from scratchformer.config import ModelConfig
 from scratchformer.config.decoding import DecodingOptions, length_penalty_for
 from scratchformer.data.tokenizers import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, SPECIALS, UNK, Tokenizer
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.export import hf_card
 from scratchformer.export.hf_card import model_card
 from scratchformer.interop.hf_marian import interleaved_to_concat
@@ -101,8 +101,8 @@ def generation_config(c: ModelConfig, alpha: float = DecodingOptions.alpha,
 
 def _tokenizer_problem(tok: Tokenizer) -> str | None:
     if tok.kind == "word":
-        return ("tokenizer kind 'word' has no tokenizer.json equivalent (its detokenizer's spacing rules are no "
-                "`tokenizers` decoder): train the run with --tokenizer bpe, unigram or char")
+        return N_("tokenizer kind 'word' has no tokenizer.json equivalent (its detokenizer's spacing rules are no "
+                  "`tokenizers` decoder): train the run with --tokenizer bpe, unigram or char")
     return None
 
 
@@ -212,8 +212,9 @@ def _write_json(file: Path, data: dict[str, Any]) -> None:
 def export(run: Run, out: Path, quantization: str | None = None, **options: Any) -> None:
     """Write the Hugging Face folder of `run` into the empty folder `out`."""
     if quantization not in (None, "float32"):
-        raise ConfigError(f"--quantization {quantization}: the Hugging Face export is float32 only (quantize it "
-                          "in transformers, e.g. with torch.ao.quantization or bitsandbytes)")
+        raise ConfigError(N_("--quantization {quantization}: the Hugging Face export is float32 only (quantize it "
+                             "in transformers, e.g. with torch.ao.quantization or bitsandbytes)"),
+                          quantization=quantization)
     model = exportable_model(run.model)
     c = model.config
     save_pretrained(model, out, save=save_state)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from scratchformer.decoding.quantize import Int8Linear
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.export.hf import TEMPLATES, hf_tokenizer, save_tokenizer_json
 from scratchformer.runs import Run
 
@@ -39,7 +39,7 @@ def keras_model(run: Run) -> Any:
     from scratchformer.keras.build import build_keras_model, load_state
 
     if any(isinstance(m, Int8Linear) for m in run.model.modules()):
-        raise ConfigError("--int8 quantizes the PyTorch model, which the keras engine does not read: drop --int8")
+        raise ConfigError(N_("--int8 quantizes the PyTorch model, which the keras engine does not read: drop --int8"))
     state = {name: t.detach().float().cpu().numpy() for name, t in run.model.state_dict().items()}
     return load_state(build_keras_model(run.model_config), state, f"{run.path}'s weights")
 
@@ -47,7 +47,8 @@ def keras_model(run: Run) -> Any:
 def export(run: Run, out: Path, quantization: str | None = None, **options: object) -> None:
     """model.keras, the two tokenizers as `tokenizers` files and README.md, into the empty folder `out`."""
     if quantization not in (None, "float32"):
-        raise ConfigError(f"--quantization {quantization}: the Keras export writes float32 weights")
+        raise ConfigError(N_("--quantization {quantization}: the Keras export writes float32 weights"),
+                          quantization=quantization)
     template = TEMPLATES["encoder-decoder"]  # "$A </s>": encode(text).ids is the source as our batching makes it
     tokenizers = [hf_tokenizer(getattr(run, f"{side}_tok"), template) for side in ("src", "tgt")]  # word: refused
     model = keras_model(run)

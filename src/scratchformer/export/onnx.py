@@ -24,7 +24,7 @@ from pathlib import Path
 from scratchformer import __version__
 from scratchformer.data.tokenizers import EOS_ID
 from scratchformer.decoding.common import PAPER_EXTRA_LEN, special_ids
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.export import formats, hf, hf_card, onnx_graphs
 from scratchformer.export.formats import weights_digest
 from scratchformer.runs import Run
@@ -41,7 +41,8 @@ def check_expressible(run: Run) -> None:
     """The graphs run our own modules, so every encoder-decoder exports; other architectures do not (yet)."""
     arch = run.model_config.arch
     if arch != "encoder-decoder":
-        raise ConfigError(f"arch={arch!r}: the ONNX export covers translation models (arch='encoder-decoder')")
+        raise ConfigError(N_("arch={arch!r}: the ONNX export covers translation models (arch='encoder-decoder')"),
+                          arch=arch)
 
 
 def export(run: Run, out: Path, quantization: str | None = None, **options: object) -> None:
@@ -49,7 +50,8 @@ def export(run: Run, out: Path, quantization: str | None = None, **options: obje
     config.json and generation_config.json, the tokenizers, scratchformer_onnx.json and a README.md, into the
     empty folder `out`."""
     if quantization not in (None, "float32", "int8"):
-        raise ConfigError(f"--quantization {quantization}: the ONNX export writes float32 or int8")
+        raise ConfigError(N_("--quantization {quantization}: the ONNX export writes float32 or int8"),
+                          quantization=quantization)
     out = Path(out)
     onnx_graphs.export_graphs(run.model, out)
     if quantization == "int8":

@@ -38,11 +38,11 @@ class AttentionMaps:
 def attention_maps(run, source: str, translation: str) -> AttentionMaps:
     """Teacher-force `translation` after `source` through the run's model and keep every attention's weights."""
     if not source.strip():
-        raise InputError("cannot draw the attention of an empty sentence: give a sentence with words in it")
+        raise InputError(N_("cannot draw the attention of an empty sentence: give a sentence with words in it"))
     model = run.model
     if not hasattr(model, "encoder") or not hasattr(model, "decoder"):
-        raise InputError(f"{run.path} holds a {model.config.arch} model: attention pictures need a translation "
-                         "(encoder-decoder) run")
+        raise InputError(N_("{path} holds a {arch} model: attention pictures need a translation (encoder-decoder) "
+                            "run"), path=run.path, arch=model.config.arch)
     src_ids = run.src_tok.encode(source)[: model.config.max_len - 1] + [EOS_ID]
     tgt_ids = run.tgt_tok.encode(translation)[: model.config.max_len - 1]
     model.keep_attention_weights(True)
@@ -80,12 +80,13 @@ def select(maps: AttentionMaps, kind: str, layer: int | None = None, head: int |
     """The panels of a grid (rows: layers, columns: heads) and their names. layer / head: 1-based, None = all;
     a number out of range is a one-line InputError."""
     if kind not in KINDS:
-        raise InputError(f"--kind {kind}: choose one of {', '.join(KINDS)}")
+        raise InputError(N_("--kind {kind}: choose one of {KINDS}"), kind=kind, KINDS=', '.join(KINDS))
     layers = maps.weights[kind]
     n_heads = layers[0].size(0)
     for flag, value, most in (("--layer", layer, len(layers)), ("--head", head, n_heads)):
         if value is not None and not 1 <= value <= most:
-            raise InputError(f"{flag} {value}: the model has {most} ({flag.lstrip('-')}s 1 to {most})")
+            raise InputError(N_("{flag} {value}: the model has {most} ({lstrip}s 1 to {most})"), flag=flag, value=value,
+                             most=most, lstrip=flag.lstrip('-'))
     rows, names = [], []
     for i in range(len(layers)) if layer is None else [layer - 1]:
         heads = range(n_heads) if head is None else [head - 1]

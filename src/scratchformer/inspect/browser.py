@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from scratchformer.errors import InputError
+from scratchformer.errors import N_, InputError
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -33,7 +33,7 @@ def chromium(width: int = 1280, height: int = 1600) -> Iterator[object]:
     """A headless chromium WebDriver with the browser's console log kept; quit and its profile removed after."""
     reason = missing()
     if reason:
-        raise InputError(f"cannot open a browser: {reason}")
+        raise InputError(N_("cannot open a browser: {reason}"), reason=reason)
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from scratchformer.errors import N_, ScratchformerWarning
+
 PACKAGE = "pylopdf-fonts-zh-cn"  # what to `pip install` when no Chinese font is found
 
 # Families with Simplified-Chinese glyphs that a system may already have (fonts-noto-cjk, fonts-wqy-*, ...)
@@ -31,7 +33,7 @@ _SYSTEM_FAMILIES = ("Noto Sans SC", "Noto Sans CJK SC", "Source Han Sans SC", "S
                     "WenQuanYi Micro Hei", "WenQuanYi Zen Hei", "Noto Sans CJK JP", "Droid Sans Fallback")
 
 
-class MissingFontWarning(UserWarning):
+class MissingFontWarning(ScratchformerWarning):
     """No font with Chinese glyphs was found: Chinese labels will be drawn as empty boxes."""
 
 
@@ -62,8 +64,8 @@ def chinese_font() -> str | None:
     for family in _SYSTEM_FAMILIES:
         if family in known:
             return family
-    warnings.warn(f"no font with Chinese glyphs found, Chinese labels will show as boxes: pip install {PACKAGE}",
-                  MissingFontWarning, stacklevel=3)
+    warnings.warn(MissingFontWarning(N_("no font with Chinese glyphs found, Chinese labels will show as boxes: pip "
+                                        "install {package}"), package=PACKAGE), stacklevel=3)
     return None
 
 
@@ -127,8 +129,8 @@ def font_face_css(text: str, family: str = EMBEDDED_FAMILY) -> str:
     """An @font-face rule whose src is a data: URI of `subset_font(text)`; "" (after the MissingFontWarning)
     where no font is packaged, so that the page still renders (Chinese then needs a system font)."""
     if font_file() is None:
-        warnings.warn(f"no Chinese font to embed in the page, Chinese may show as boxes: pip install {PACKAGE}",
-                      MissingFontWarning, stacklevel=2)
+        warnings.warn(MissingFontWarning(N_("no Chinese font to embed in the page, Chinese may show as boxes: pip "
+                                            "install {package}"), package=PACKAGE), stacklevel=2)
         return ""
     data = base64.b64encode(subset_font(text)).decode("ascii")
     return (f'@font-face {{ font-family: "{family}"; font-display: block; '

@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from torch import Tensor  # noqa: E402
 
-from scratchformer.errors import InputError  # noqa: E402
+from scratchformer.errors import N_, InputError  # noqa: E402
 from scratchformer.i18n import _  # noqa: E402
 from scratchformer.inspect.fonts import chinese_text  # noqa: E402
 from scratchformer.model.embedding import sinusoid_table  # noqa: E402
@@ -48,10 +48,10 @@ def check_position_sizes(d_model: int, max_len: int, flags: dict[str, str] | Non
     """One-line InputError unless d_model is even and >= 2 and max_len >= 1; `flags` names them for a CLI."""
     flags = {"d_model": "d_model", "max_len": "max_len", **(flags or {})}
     if d_model < 2 or d_model % 2:
-        raise InputError(f"{flags['d_model']} {d_model}: sinusoidal positions need an even d_model >= 2 "
-                         "(a sin and a cos per frequency)")
+        raise InputError(N_("{flag} {value}: sinusoidal positions need an even d_model >= 2 (a sin and a cos per "
+                            "frequency)"), flag=flags["d_model"], value=d_model)
     if max_len < 1:
-        raise InputError(f"{flags['max_len']} {max_len}: give at least one position")
+        raise InputError(N_("{flag} {value}: give at least one position"), flag=flags["max_len"], value=max_len)
 
 
 def default_dims(d_model: int) -> list[int]:
@@ -65,9 +65,10 @@ def check_dims(dims: Sequence[int], d_model: int) -> list[int]:
     """`dims` as a list, or a one-line InputError naming the first dimension outside [0, d_model)."""
     bad = [d for d in dims if not 0 <= d < d_model]
     if bad:
-        raise InputError(f"--dims {bad[0]}: outside the {d_model} dimensions (0 to {d_model - 1})")
+        raise InputError(N_("--dims {bad}: outside the {d_model} dimensions (0 to {value})"), bad=bad[0],
+                         d_model=d_model, value=d_model - 1)
     if not dims:
-        raise InputError("--dims: give at least one dimension, e.g. --dims 0,1,20,21")
+        raise InputError(N_("--dims: give at least one dimension, e.g. --dims 0,1,20,21"))
     return list(dims)
 
 

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from scratchformer.config import ModelConfig
-from scratchformer.errors import InputError
+from scratchformer.errors import N_, InputError
 from scratchformer.i18n import _
 from scratchformer.model.attention import ScaledDotProductAttention
 from scratchformer.model.build import build_model
@@ -104,10 +104,11 @@ def check_sizes(config: ModelConfig, batch: int, src_len: int, tgt_len: int,
         sizes["tgt_len"] = tgt_len
     for key, value in sizes.items():
         if value < 1:
-            raise InputError(f"{flags[key]} {value}: give a size >= 1")
+            raise InputError(N_("{flags} {value}: give a size >= 1"), flags=flags[key], value=value)
         if key != "batch" and value > config.max_len:
-            raise InputError(f"{flags[key]} {value} is longer than the model's max_len={config.max_len}: give at "
-                             f"most {config.max_len} (or a larger max_len=N override)")
+            raise InputError(N_("{flags} {value} is longer than the model's max_len={max_len}: give at most "
+                                "{max_len} (or a larger max_len=N override)"), flags=flags[key], value=value,
+                             max_len=config.max_len)
 
 
 def _probe_config(config: ModelConfig, p: dict[str, int]) -> ModelConfig:

@@ -19,7 +19,7 @@ from collections.abc import Sized
 from datetime import datetime
 from typing import Any
 
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError, Localizable
 
 MAX_RANGE = 10_000  # range(n) in a template (transformers' templates loop over messages and tools: tens)
 MAX_CHARS = 1_000_000  # the rendered prompt, and any one string or list a template builds
@@ -27,8 +27,12 @@ MAX_BITS = 100_000  # a whole number `*` or `**` makes
 RENDER_SECONDS = 10.0  # a real template renders in milliseconds
 
 
-class _TemplateLimit(Exception):
-    """A bound of the rendering crossed (raised inside jinja2, turned into a ConfigError by render_chat)."""
+class _TemplateLimit(Localizable, Exception):
+    """A bound of the rendering crossed (raised inside jinja2, turned into a ConfigError by render_chat, whose
+    message holds it as a field: translated with it)."""
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(self._keep(message, fields))
 
 
 def pick_template(value: Any, source: str) -> str | None:
@@ -39,13 +43,15 @@ def pick_template(value: Any, source: str) -> str | None:
     named = value
     if isinstance(value, list):
         if not all(isinstance(v, dict) and isinstance(v.get("name"), str) for v in value):
-            raise ConfigError(f"{source}: chat_template is a list, but not of {{\"name\", \"template\"}} objects")
+            raise ConfigError(N_("{source}: chat_template is a list, but not of {{\"name\", \"template\"}} objects"),
+                              source=source)
         named = {v["name"]: v.get("template") for v in value}
     if not isinstance(named, dict):
-        raise ConfigError(f"{source}: chat_template must be a string or named templates, got {type(value).__name__}")
+        raise ConfigError(N_("{source}: chat_template must be a string or named templates, got {name}"), source=source,
+                          name=type(value).__name__)
     if not isinstance(named.get("default"), str):
-        raise ConfigError(f"{source}: chat_template names the templates {sorted(map(str, named))[:8]} but no "
-                          "'default' one (the chat template)")
+        raise ConfigError(N_("{source}: chat_template names the templates {map} but no 'default' one (the chat "
+                             "template)"), source=source, map=sorted(map(str, named))[:8])
     return named["default"]
 
 
@@ -57,10 +63,10 @@ def _environment(deadline: float):
 
     def check(value: Any) -> Any:
         if time.monotonic() > deadline:
-            raise _TemplateLimit(f"it ran longer than {RENDER_SECONDS:g} s")
+            raise _TemplateLimit(N_("it ran longer than {RENDER_SECONDS:g} s"), RENDER_SECONDS=RENDER_SECONDS)
         if isinstance(value, (str, bytes, list, tuple, dict)) and len(value) > MAX_CHARS:
-            raise _TemplateLimit(f"it built a value of {len(value):,} items or characters (the limit is "
-                                 f"{MAX_CHARS:,})")
+            raise _TemplateLimit(N_("it built a value of {n_value:,} items or characters (the limit is "
+                                    "{MAX_CHARS:,})"), n_value=len(value), MAX_CHARS=MAX_CHARS)
         return value
 
     class Bounded(ImmutableSandboxedEnvironment):
@@ -81,17 +87,20 @@ def _environment(deadline: float):
             if all(isinstance(v, int) for v in (left, right)):  # whole numbers grow without bound: squared in a loop
                 bits = abs(left).bit_length() * right if operator == "**" else left.bit_length() + right.bit_length()
                 if bits > MAX_BITS:
-                    raise _TemplateLimit(f"it made a number of about {bits:,} bits (the limit is {MAX_BITS:,})")
+                    raise _TemplateLimit(N_("it made a number of about {bits:,} bits (the limit is {MAX_BITS:,})"),
+                                         bits=bits, MAX_BITS=MAX_BITS)
             elif operator == "*" and isinstance(left, Sized) != isinstance(right, Sized):
                 sized, times = (left, right) if isinstance(left, Sized) else (right, left)
                 if isinstance(times, int) and len(sized) * times > MAX_CHARS:
-                    raise _TemplateLimit(f"it repeated a value {times:,} times (the limit is {MAX_CHARS:,} items)")
+                    raise _TemplateLimit(N_("it repeated a value {times:,} times (the limit is {MAX_CHARS:,} items)"),
+                                         times=times, MAX_CHARS=MAX_CHARS)
             return super().call_binop(context, operator, left, right)
 
     def bounded_range(*args: int) -> range:
         r = range(*args)
         if len(r) > MAX_RANGE:
-            raise _TemplateLimit(f"range of {len(r):,} numbers (the limit is {MAX_RANGE:,})")
+            raise _TemplateLimit(N_("range of {n_r:,} numbers (the limit is {MAX_RANGE:,})"), n_r=len(r),
+                                 MAX_RANGE=MAX_RANGE)
         return r
 
     def raise_exception(message: Any) -> None:
@@ -126,7 +135,7 @@ class _Alarm:
         return self
 
     def _ring(self, signum: int, frame: Any) -> None:
-        raise _TemplateLimit(f"it ran longer than {RENDER_SECONDS:g} s")
+        raise _TemplateLimit(N_("it ran longer than {RENDER_SECONDS:g} s"), RENDER_SECONDS=RENDER_SECONDS)
 
     def __exit__(self, *exc: Any) -> None:
         if self.armed:
@@ -148,17 +157,21 @@ def render_chat(template: str, messages: list[dict[str, Any]], source: str = "th
             for part in compiled.generate(messages=messages, **variables):
                 size += len(part)
                 if size > MAX_CHARS or time.monotonic() > deadline:
-                    raise _TemplateLimit(f"its output passed {MAX_CHARS:,} characters" if size > MAX_CHARS
-                                         else f"it ran longer than {RENDER_SECONDS:g} s")
+                    if size > MAX_CHARS:
+                        raise _TemplateLimit(N_("its output passed {limit:,} characters"), limit=MAX_CHARS)
+                    raise _TemplateLimit(N_("it ran longer than {seconds:g} s"), seconds=RENDER_SECONDS)
                 parts.append(part)
     except TemplateSyntaxError as e:
-        raise ConfigError(f"the chat template of {source} is not valid Jinja: {e.message} (line {e.lineno})") from None
+        raise ConfigError(N_("the chat template of {source} is not valid Jinja: {message_} (line {lineno})"),
+                          source=source, message_=e.message, lineno=e.lineno) from None
     except _TemplateLimit as e:
-        raise ConfigError(f"the chat template of {source} was stopped: {e}") from None
+        raise ConfigError(N_("the chat template of {source} was stopped: {e}"), source=source, e=e) from None
     except TemplateError as e:  # raise_exception(...), an undefined name, a refusal of the sandbox
         message = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise ConfigError(f"the chat template of {source} refused: {message[:300]}") from None
+        raise ConfigError(N_("the chat template of {source} refused: {message_}"), source=source,
+                          message_=message[:300]) from None
     except (TypeError, ValueError, ArithmeticError, LookupError, AttributeError, RecursionError) as e:
         message = str(e).splitlines()[0] if str(e) else ""
-        raise ConfigError(f"the chat template of {source} failed: {type(e).__name__}: {message[:300]}") from None
+        raise ConfigError(N_("the chat template of {source} failed: {name}: {message_}"), source=source,
+                          name=type(e).__name__, message_=message[:300]) from None
     return "".join(parts)

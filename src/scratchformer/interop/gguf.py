@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from scratchformer.config import regular_file
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 
 _BLOCK_NAMES = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
                 "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
@@ -48,15 +48,16 @@ def _reader(path: Path):
     """A gguf.GGUFReader on `path`, or a one-line ConfigError."""
     regular_file(path)
     if not path.is_file():
-        raise ConfigError(f"{path} does not exist")
+        raise ConfigError(N_("{path} does not exist"), path=path)
     try:
         from gguf import GGUFReader
     except ImportError:  # an optional third-party package
-        raise ConfigError("reading .gguf files needs the `gguf` package: pip install gguf") from None
+        raise ConfigError(N_("reading .gguf files needs the `gguf` package: pip install gguf")) from None
     try:
         return GGUFReader(str(path))
     except Exception as e:  # not GGUF, truncated: say which file, in one line
-        raise ConfigError(f"{path} cannot be read as a GGUF file: {type(e).__name__}: {e}"[:300]) from None
+        raise ConfigError(N_("{path} cannot be read as a GGUF file: {kind}: {e}"), path=path, kind=type(e).__name__,
+                          e=str(e)[:200]) from None
 
 
 def read_fields(reader: Any) -> dict[str, Any]:
@@ -88,12 +89,14 @@ def _metadata(fields: dict[str, Any], path: Path) -> Any:
     def get(key: str, default: Any = None, kind: type = int) -> Any:
         value = fields.get(key, default)
         if value is None:
-            raise ConfigError(f"{path}: the metadata has no {key}")
+            raise ConfigError(N_("{path}: the metadata has no {key}"), path=path, key=key)
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if kind is int and not (number and isinstance(value, int) and value > 0):
-            raise ConfigError(f"{path}: metadata {key}={_shown(value)} must be a positive whole number")
+            raise ConfigError(N_("{path}: metadata {key}={shown} must be a positive whole number"), path=path, key=key,
+                              shown=_shown(value))
         if kind is float and not (number and math.isfinite(value)):
-            raise ConfigError(f"{path}: metadata {key}={_shown(value)} must be a finite number")
+            raise ConfigError(N_("{path}: metadata {key}={shown} must be a finite number"), path=path, key=key,
+                              shown=_shown(value))
         return kind(value)
 
     return get
@@ -107,8 +110,8 @@ def _config(fields: dict[str, Any], tensor_names: set[str], path: Path) -> dict[
     """The Llama config.json (as a dict) a GGUF file's metadata describes, its sizes checked against each other."""
     arch = fields.get("general.architecture")
     if arch != "llama":
-        raise ConfigError(f"{path}: general.architecture={arch!r}; only 'llama' GGUF files are supported "
-                          "(Llama 2/3, SmolLM2, TinyLlama, Mistral)")
+        raise ConfigError(N_("{path}: general.architecture={arch!r}; only 'llama' GGUF files are supported (Llama "
+                             "2/3, SmolLM2, TinyLlama, Mistral)"), path=path, arch=arch)
     meta = _metadata(fields, path)
 
     def get(key: str, default: Any = None, kind: type = int) -> Any:
@@ -117,20 +120,23 @@ def _config(fields: dict[str, Any], tensor_names: set[str], path: Path) -> dict[
     heads, d = get("attention.head_count"), get("embedding_length")
     kv_heads = get("attention.head_count_kv", heads)
     if "llama.attention.key_length" not in fields and d % heads:
-        raise ConfigError(f"{path}: embedding_length={d} is not divisible by attention.head_count={heads}")
+        raise ConfigError(N_("{path}: embedding_length={d} is not divisible by attention.head_count={heads}"),
+                          path=path, d=d, heads=heads)
     head_dim = get("attention.key_length", d // heads)
     if heads % kv_heads or head_dim % 2:
-        raise ConfigError(f"{path}: attention.head_count={heads}, head_count_kv={kv_heads}, key_length={head_dim}: "
-                          "the key/value heads must divide the heads, and rope needs an even head size")
+        raise ConfigError(N_("{path}: attention.head_count={heads}, head_count_kv={kv_heads}, "
+                             "key_length={head_dim}: the key/value heads must divide the heads, and rope needs an "
+                             "even head size"), path=path, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
     if get("rope.dimension_count", head_dim) != head_dim:
-        raise ConfigError(f"{path}: rope over part of each head (rope.dimension_count < {head_dim}) is not supported")
+        raise ConfigError(N_("{path}: rope over part of each head (rope.dimension_count < {head_dim}) is not "
+                             "supported"), path=path, head_dim=head_dim)
     rope: dict[str, Any] = {"rope_type": "default", "rope_theta": get("rope.freq_base", 10000.0, float)}
     scaling = fields.get("llama.rope.scaling.type", "none")
     if scaling == "linear":
         rope.update(rope_type="linear", factor=get("rope.scaling.factor", None, float))
     elif scaling != "none" or "rope_freqs.weight" in tensor_names:
-        raise ConfigError(f"{path}: rope scaling {_shown(scaling)} / rope_freqs is not supported (default and linear "
-                          "are)")
+        raise ConfigError(N_("{path}: rope scaling {shown} / rope_freqs is not supported (default and linear are)"),
+                          path=path, shown=_shown(scaling))
     tokens = fields.get("tokenizer.ggml.tokens")
     return {"model_type": "llama", "architectures": ["LlamaForCausalLM"],
             "vocab_size": get("vocab_size", len(tokens) if isinstance(tokens, list) and tokens else None),
@@ -147,7 +153,8 @@ def _config(fields: dict[str, Any], tensor_names: set[str], path: Path) -> dict[
 def _token_id(fields: dict[str, Any], key: str, path: Path) -> int | None:
     value = fields.get(key)
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-        raise ConfigError(f"{path}: metadata {key}={_shown(value)} must be a token id (a whole number >= 0)")
+        raise ConfigError(N_("{path}: metadata {key}={shown} must be a token id (a whole number >= 0)"), path=path,
+                          key=key, shown=_shown(value))
     return value
 
 
@@ -162,8 +169,9 @@ def _expected_tensors(hf: dict[str, Any]) -> set[str]:
 def _check_rows(name: str, rows: int, heads: int, head_dim: int, path: Path) -> None:
     """attn_q / attn_k must hold heads x head_dim rows before their rows are un-permuted head by head."""
     if rows != heads * head_dim:
-        raise ConfigError(f"{path}: {name} has {rows} rows, but the metadata's {heads} heads of size {head_dim} "
-                          f"need {heads * head_dim}")
+        raise ConfigError(N_("{path}: {name} has {rows} rows, but the metadata's {heads} heads of size {head_dim} "
+                             "need {value}"), path=path, name=name, rows=rows, heads=heads, head_dim=head_dim,
+                          value=heads * head_dim)
 
 
 def read_gguf(path: str | Path) -> GGUFContents:
@@ -177,18 +185,19 @@ def read_gguf(path: str | Path) -> GGUFContents:
     unused = sorted(t.name for t in reader.tensors if t.name not in _expected_tensors(hf))
     if unused:
         shown = ", ".join(unused[:4]) + (f" and {len(unused) - 4} more" if len(unused) > 4 else "")
-        raise ConfigError(f"{path}: {len(unused)} tensor(s) have no place in a Llama model of "
-                          f"{hf['num_hidden_layers']} layers without biases, and would be ignored: {shown}")
+        raise ConfigError(N_("{path}: {n_unused} tensor(s) have no place in a Llama model of {num_hidden_layers} "
+                             "layers without biases, and would be ignored: {shown}"), path=path, n_unused=len(unused),
+                          num_hidden_layers=hf['num_hidden_layers'], shown=shown)
     state: dict[str, Tensor] = {}
     for t in reader.tensors:
         name = _hf_name(t.name)
         if name is None:  # _expected_tensors holds only names _hf_name maps; kept as a guard
-            raise ConfigError(f"{path}: tensor {t.name!r} has no place in a Llama model")
+            raise ConfigError(N_("{path}: tensor {name!r} has no place in a Llama model"), path=path, name=t.name)
         try:
             array = dequantize(t.data, t.tensor_type)
         except NotImplementedError:
-            raise ConfigError(f"{path}: {t.name} is stored as {t.tensor_type.name}, which gguf cannot "
-                              "dequantise") from None
+            raise ConfigError(N_("{path}: {name} is stored as {name2}, which gguf cannot dequantise"), path=path,
+                              name=t.name, name2=t.tensor_type.name) from None
         w = torch.from_numpy(array.reshape(tuple(reversed(t.shape.tolist()))).copy()).float()  # (out, in)
         if ".attn_q." in t.name or ".attn_k." in t.name:
             heads = hf["num_attention_heads"] if ".attn_q." in t.name else hf["num_key_value_heads"]
@@ -222,7 +231,8 @@ def gguf_tokenizer(fields: dict[str, Any]):
 
     kind = fields.get("tokenizer.ggml.model")
     if kind != "gpt2":
-        raise ConfigError(f"tokenizer.ggml.model={kind!r}: only byte-level BPE ('gpt2') tokenizers are rebuilt")
+        raise ConfigError(N_("tokenizer.ggml.model={kind!r}: only byte-level BPE ('gpt2') tokenizers are rebuilt"),
+                          kind=kind)
     tokens, merges = fields.get("tokenizer.ggml.tokens"), fields.get("tokenizer.ggml.merges") or []
     types = fields.get("tokenizer.ggml.token_type") or [1] * len(tokens or [])
     for key, value, kind in (("tokens", tokens, str), ("merges", merges, str), ("token_type", types, int)):
@@ -230,7 +240,7 @@ def gguf_tokenizer(fields: dict[str, Any]):
             raise ConfigError(f"metadata tokenizer.ggml.{key} must be a list of {kind.__name__} values"
                               + (" (the vocabulary)" if key == "tokens" else ""))
     if any(len(m.split(" ")) != 2 for m in merges):
-        raise ConfigError("metadata tokenizer.ggml.merges: each merge is two tokens separated by one space")
+        raise ConfigError(N_("metadata tokenizer.ggml.merges: each merge is two tokens separated by one space"))
     spelling = _byte_alphabet()
     alphabet = set(spelling.values())
     vocab = {t if set(t) <= alphabet else "".join(spelling[b] for b in t.encode("utf-8")): i
@@ -238,7 +248,8 @@ def gguf_tokenizer(fields: dict[str, Any]):
     try:
         tok = Tokenizer(models.BPE(vocab=vocab, merges=[tuple(m.split(" ")) for m in merges]))
     except Exception as e:  # the tokenizers library's own error (a merge of tokens not in the vocabulary): one line
-        raise ConfigError(f"the GGUF tokenizer metadata cannot be built: {str(e).splitlines()[0][:200]}") from None
+        raise ConfigError(N_("the GGUF tokenizer metadata cannot be built: {splitlines}"),
+                          splitlines=str(e).splitlines()[0][:200]) from None
     split = SPLITS.get(fields.get("tokenizer.ggml.pre"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False) if split is None else pre_tokenizers.Sequence(
         [pre_tokenizers.Split(Regex(split), behavior="isolated"), pre_tokenizers.ByteLevel(add_prefix_space=False,

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from scratchformer.config import ModelConfig, regular_file
 from scratchformer.config.fields import loads_json
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.model.feedforward import ACTIVATIONS
 
 # Hugging Face activation names -> ours; and back (the first HF name listed for each of ours): both read from the
@@ -108,7 +108,8 @@ class Family:
 def activation(name: str) -> str:
     """Our name of a Hugging Face activation, or a one-line ConfigError naming the supported ones."""
     if not isinstance(name, str) or name not in ACT_IN:
-        raise ConfigError(f"activation {name!r} is not supported (supported: {', '.join(ACT_IN)})")
+        raise ConfigError(N_("activation {name!r} is not supported (supported: {ACT_IN})"), name=name,
+                          ACT_IN=', '.join(ACT_IN))
     return ACT_IN[name]
 
 
@@ -117,13 +118,14 @@ def read_json(file: Path) -> dict[str, Any]:
     """The JSON object in `file`, or a one-line ConfigError (missing, a FIFO, not JSON, not an object)."""
     regular_file(file)  # a FIFO would block the read for ever
     if not file.is_file():
-        raise ConfigError(f"{file} does not exist (a Hugging Face model folder holds config.json and weights)")
+        raise ConfigError(N_("{file} does not exist (a Hugging Face model folder holds config.json and weights)"),
+                          file=file)
     try:
         data = loads_json(file.read_text(encoding="utf-8-sig"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{file} is not valid JSON: {e}") from None
+        raise ConfigError(N_("{file} is not valid JSON: {e}"), file=file, e=e) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{file} must hold a JSON object, got {type(data).__name__}")
+        raise ConfigError(N_("{file} must hold a JSON object, got {name}"), file=file, name=type(data).__name__)
     return data
 
 
@@ -144,6 +146,6 @@ def load_tensors(file: Path) -> dict[str, Tensor]:
     except ConfigError:
         raise
     except Exception as e:  # corrupt or truncated file: say which, in one line
-        raise ConfigError(f"{file} cannot be read as a weights file: {type(e).__name__}: "
-                          f"{str(e).splitlines()[0] if str(e) else ''}") from None
+        raise ConfigError(N_("{file} cannot be read as a weights file: {name}: {value}"), file=file,
+                          name=type(e).__name__, value=str(e).splitlines()[0] if str(e) else '') from None
 

@@ -4,7 +4,7 @@ LayerNorm (eps 1e-12); W^Q, W^K, W^V are three Linear layers, stacked row-wise i
 
 from __future__ import annotations
 
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.interop.hf_base import ACT_OUT, Family, Link, activation, classic_problems, pair
 
 
@@ -16,9 +16,10 @@ class Bert(Family):
 
     def config(self, hf, need):
         if hf.get("position_embedding_type", "absolute") != "absolute":
-            raise ConfigError(f"position_embedding_type={hf['position_embedding_type']!r} (only 'absolute')")
+            raise ConfigError(N_("position_embedding_type={position_embedding_type!r} (only 'absolute')"),
+                              position_embedding_type=hf['position_embedding_type'])
         if hf.get("is_decoder") or hf.get("add_cross_attention"):
-            raise ConfigError("is_decoder / add_cross_attention BERT variants are not supported")
+            raise ConfigError(N_("is_decoder / add_cross_attention BERT variants are not supported"))
         vocab = need("vocab_size")
         return dict(arch="encoder", src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=need("hidden_size"),
                     n_heads=need("num_attention_heads"), d_ff=need("intermediate_size"),

@@ -5,7 +5,7 @@ without bias. Its Conv1D stores weights (in, out), the transpose of nn.Linear, a
 
 from __future__ import annotations
 
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.interop.hf_base import ACT_OUT, Family, Link, activation, classic_problems, pair
 
 
@@ -17,10 +17,10 @@ class Gpt2(Family):
 
     def config(self, hf, need):
         if not hf.get("scale_attn_weights", True) or hf.get("scale_attn_by_inverse_layer_idx", False):
-            raise ConfigError("scale_attn_weights=false or scale_attn_by_inverse_layer_idx=true is not supported "
-                              "(our attention always scales by 1/sqrt(d_k))")
+            raise ConfigError(N_("scale_attn_weights=false or scale_attn_by_inverse_layer_idx=true is not supported "
+                                 "(our attention always scales by 1/sqrt(d_k))"))
         if hf.get("add_cross_attention"):
-            raise ConfigError("add_cross_attention=true GPT-2 variants are not supported")
+            raise ConfigError(N_("add_cross_attention=true GPT-2 variants are not supported"))
         vocab, d = need("vocab_size"), need("n_embd")
         pad = next((hf[k] for k in ("pad_token_id", "eos_token_id")  # GPT-2 has no pad: pad with EOS, as HF does
                     if isinstance(hf.get(k), int) and 0 <= hf[k] < vocab), 0)

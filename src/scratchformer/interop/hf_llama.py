@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.interop.hf_base import ACT_OUT, Family, Link, activation, pair
 
 
@@ -44,7 +44,7 @@ class Llama(Family):
     def config(self, hf, need):
         vocab, d, h = need("vocab_size"), need("hidden_size"), need("num_attention_heads")
         if bool(hf.get("attention_bias", False)) != bool(hf.get("mlp_bias", False)):
-            raise ConfigError("attention_bias and mlp_bias differ: our `bias` covers attention and FFN together")
+            raise ConfigError(N_("attention_bias and mlp_bias differ: our `bias` covers attention and FFN together"))
         head_dim = hf.get("head_dim") or d // h
         pad = next((hf[k] for k in ("pad_token_id", "eos_token_id")
                     if isinstance(hf.get(k), int) and 0 <= hf[k] < vocab), 0)

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from scratchformer.config import ModelConfig
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.interop.hf_base import ACT_OUT, Family, Link, activation, classic_problems, pair
 
 # Our parameter names by how they touch the residual stream (D): matched on the name's last two parts.
@@ -36,7 +36,8 @@ class Marian(Family):
     def config(self, hf, need):
         for a, b in (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")):
             if need(a) != need(b):
-                raise ConfigError(f"{a}={hf[a]} differs from {b}={hf[b]} (our config has one value for both)")
+                raise ConfigError(N_("{a}={hf} differs from {b}={hf2} (our config has one value for both)"), a=a,
+                                  hf=hf[a], b=b, hf2=hf[b])
         src_vocab = need("vocab_size")
         tgt_vocab = hf.get("decoder_vocab_size") or src_vocab
         share = hf.get("share_encoder_decoder_embeddings", True)
@@ -144,8 +145,8 @@ def interleaved_to_concat(state: dict[str, Tensor], d_model: int) -> dict[str, T
         elif kind in _INSIDE:
             out[name] = t
         else:
-            raise ConfigError(f"cannot fold the sinusoid permutation into parameter {name!r}: unknown to "
-                              "hf_marian.interleaved_to_concat")
+            raise ConfigError(N_("cannot fold the sinusoid permutation into parameter {name!r}: unknown to "
+                                 "hf_marian.interleaved_to_concat"), name=name)
     return out
 
 

@@ -37,7 +37,7 @@ import torch
 from torch import Tensor
 
 from scratchformer.config import ModelConfig
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.interop.gguf import read_gguf
 from scratchformer.interop.hf_base import Family, load_tensors, read_json, split_rows, to_ours, to_theirs
 from scratchformer.interop.hf_bert import Bert
@@ -64,8 +64,8 @@ def _family_of(hf: dict[str, Any], file: Path) -> Family:
         arch = archs[0].lower() if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
         model_type = next((t for t in SUPPORTED if arch.startswith(t)), None)
     if not isinstance(model_type, str) or model_type not in FAMILIES:
-        raise ConfigError(f"{file}: model_type {model_type!r} is not supported; supported model types: "
-                          f"{', '.join(SUPPORTED)}")
+        raise ConfigError(N_("{file}: model_type {model_type!r} is not supported; supported model types: {SUPPORTED}"),
+                          file=file, model_type=model_type, SUPPORTED=', '.join(SUPPORTED))
     return FAMILIES[model_type]
 
 
@@ -76,9 +76,11 @@ def config_from_hf(hf: dict[str, Any], file: str | Path = "config.json", fused: 
 
     def need(key: str) -> Any:  # every required key is a size or a token id: an int
         if hf.get(key) is None:
-            raise ConfigError(f"{file}: {family.model_type} config has no {key!r}")
+            raise ConfigError(N_("{file}: {model_type} config has no {key!r}"), file=file, model_type=family.model_type,
+                              key=key)
         if not isinstance(hf[key], int) or isinstance(hf[key], bool):
-            raise ConfigError(f"{file}: {key}={hf[key]!r} must be int, got {type(hf[key]).__name__}")
+            raise ConfigError(N_("{file}: {key}={hf!r} must be int, got {name}"), file=file, key=key, hf=hf[key],
+                              name=type(hf[key]).__name__)
         return hf[key]
 
     try:
@@ -89,10 +91,12 @@ def config_from_hf(hf: dict[str, Any], file: str | Path = "config.json", fused: 
             extra["decoder_start_token_id"] = fields["decoder_start_id"]
         return ModelConfig(**fields, fused=fused, extra=extra)
     except ConfigError as e:
-        msg = str(e)
-        raise ConfigError(msg if msg.startswith(str(file)) else f"{file}: {msg}") from None
+        if str(e).startswith(str(file)):
+            raise e from None
+        raise ConfigError(N_("{file}: {error}"), file=file, error=e) from None
     except (TypeError, AttributeError, KeyError, IndexError) as e:  # a value of a type no family reads
-        raise ConfigError(f"{file}: a value of the wrong type ({type(e).__name__}: {e})") from None
+        raise ConfigError(N_("{file}: a value of the wrong type ({name}: {e})"), file=file, name=type(e).__name__,
+                          e=e) from None
 
 
 def from_pretrained(path: str | Path, fused: bool = True) -> TransformerBase:
@@ -108,15 +112,16 @@ def from_pretrained(path: str | Path, fused: bool = True) -> TransformerBase:
         return model_from_state(FAMILIES["llama"], config_from_hf(gguf.hf_config, folder, fused), gguf.state,
                                 gguf.hf_config, str(folder))
     if not folder.is_dir():
-        raise ConfigError(f"{folder} is not a folder: from_pretrained reads a local Hugging Face model folder "
-                          "(config.json + model.safetensors) or a .gguf file, and never downloads")
+        raise ConfigError(N_("{folder} is not a folder: from_pretrained reads a local Hugging Face model folder "
+                             "(config.json + model.safetensors) or a .gguf file, and never downloads"), folder=folder)
     config_file = folder / "config.json"
     hf = read_json(config_file)
     family = _family_of(hf, config_file)
     config = config_from_hf(hf, config_file, fused)
     weights = next((folder / n for n in WEIGHT_FILES if (folder / n).is_file()), None)
     if weights is None:
-        raise ConfigError(f"{folder} has no weights file (looked for {', '.join(WEIGHT_FILES)})")
+        raise ConfigError(N_("{folder} has no weights file (looked for {WEIGHT_FILES})"), folder=folder,
+                          WEIGHT_FILES=', '.join(WEIGHT_FILES))
     return model_from_state(family, config, load_tensors(weights), hf, str(weights))
 
 
@@ -135,8 +140,9 @@ def model_from_state(family: Family, config: ModelConfig, state: dict[str, Tenso
     missing = [k for link in links if not link.optional for k in link.theirs if k not in state]
     if missing:
         shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
-        raise ConfigError(f"{weights}: missing {len(missing)} tensor(s) a {family.model_type} model with this "
-                          f"config.json needs: {shown}")
+        raise ConfigError(N_("{weights}: missing {n_missing} tensor(s) a {model_type} model with this config.json "
+                             "needs: {shown}"), weights=weights, n_missing=len(missing), model_type=family.model_type,
+                          shown=shown)
     with torch.no_grad():
         for link in links:
             ours = params[link.ours]
@@ -145,8 +151,9 @@ def model_from_state(family: Family, config: ModelConfig, state: dict[str, Tenso
                 continue
             value = torch.cat([to_ours(state[k], link.layout) for k in link.theirs], dim=0)
             if value.shape != ours.shape:
-                raise ConfigError(f"{weights}: {' + '.join(link.theirs)} has shape {tuple(value.shape)}, but "
-                                  f"config.json implies {tuple(ours.shape)} for {link.ours}")
+                raise ConfigError(N_("{weights}: {theirs} has shape {shape}, but config.json implies {shape2} for "
+                                     "{ours}"), weights=weights, theirs=' + '.join(link.theirs),
+                                  shape=tuple(value.shape), shape2=tuple(ours.shape), ours=link.ours)
             ours.copy_(value)
     return model.eval()
 
@@ -162,10 +169,12 @@ def check_expressible(c: ModelConfig, hf_arch: str | None = None) -> tuple[Famil
     family = next((f for f in families if hf_arch in f.export_archs), None)
     if family is None:
         known = ", ".join(a for f in families for a in f.export_archs)
-        raise ConfigError(f"hf_arch={hf_arch!r} cannot hold a {c.arch} model; choose one of: {known}")
+        raise ConfigError(N_("hf_arch={hf_arch!r} cannot hold a {arch} model; choose one of: {known}"), hf_arch=hf_arch,
+                          arch=c.arch, known=known)
     problems = family.problems(c)
     if problems:
-        raise ConfigError(f"config cannot be expressed as {hf_arch}: " + "; ".join(problems))
+        raise ConfigError(N_("config cannot be expressed as {target}: {problems}"), target=hf_arch,
+                          problems="; ".join(problems))
     return family, hf_arch
 
 

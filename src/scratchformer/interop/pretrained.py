@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from scratchformer.config.fields import loads_json
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.interop.chat_template import pick_template, render_chat
 from scratchformer.interop.gguf import chat_template, gguf_tokenizer, read_gguf
 from scratchformer.interop.hf_base import read_json
@@ -65,7 +65,7 @@ class PretrainedLM:
     def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
         """The prompt text of a conversation, by the model's chat template."""
         if not self.chat_template:
-            raise ConfigError("this model has no chat template: use `generate` with a plain prompt")
+            raise ConfigError(N_("this model has no chat template: use `generate` with a plain prompt"))
         template = pick_template(self.chat_template, self.source)  # a library user may give HF's named templates
         return render_chat(template, messages, self.source, add_generation_prompt=add_generation_prompt,
                            bos_token=self.token(self.bos_id), eos_token=self.token(self.eos_id))
@@ -75,7 +75,8 @@ def _folder_tokenizer(folder: Path) -> tuple[Any, dict[str, Any]]:
     from tokenizers import Tokenizer
 
     if not (folder / "tokenizer.json").is_file():
-        raise ConfigError(f"{folder} has no tokenizer.json: generate and chat need the model's tokenizer")
+        raise ConfigError(N_("{folder} has no tokenizer.json: generate and chat need the model's tokenizer"),
+                          folder=folder)
     settings = read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").exists() else {}
     settings["chat_template"] = pick_template(settings.get("chat_template"), str(folder / "tokenizer_config.json"))
     jinja = folder / "chat_template.jinja"
@@ -83,13 +84,14 @@ def _folder_tokenizer(folder: Path) -> tuple[Any, dict[str, Any]]:
         try:
             settings["chat_template"] = jinja.read_text(encoding="utf-8")
         except UnicodeDecodeError as e:
-            raise ConfigError(f"{jinja} is not UTF-8 text: {e.reason} at byte {e.start}") from None
+            raise ConfigError(N_("{jinja} is not UTF-8 text: {reason} at byte {start}"), jinja=jinja, reason=e.reason,
+                              start=e.start) from None
     try:
         return Tokenizer.from_file(str(folder / "tokenizer.json")), settings
     except Exception as e:  # the tokenizers library's own error (damaged, truncated, too deep): one line
         detail = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise ConfigError(f"{folder / 'tokenizer.json'} cannot be read by the tokenizers library: "
-                          f"{detail[:200]}") from None
+        raise ConfigError(N_("{value} cannot be read by the tokenizers library: {detail}"),
+                          value=folder / 'tokenizer.json', detail=detail[:200]) from None
 
 
 def load_lm(path: str | Path, dtype: torch.dtype = torch.float32, fused: bool = True) -> PretrainedLM:
@@ -112,6 +114,7 @@ def load_lm(path: str | Path, dtype: torch.dtype = torch.float32, fused: bool = 
         lm = PretrainedLM(model, tokenizer, settings.get("chat_template"), extra.get("bos_token_id"), eos,
                           bool(settings.get("add_bos_token", False)), str(path))
     if not isinstance(lm.model, DecoderOnly):
-        raise ConfigError(f"{path} holds a {lm.model.config.arch} model: generate and chat need a decoder")
+        raise ConfigError(N_("{path} holds a {arch} model: generate and chat need a decoder"), path=path,
+                          arch=lm.model.config.arch)
     lm.model.to(dtype)
     return lm

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from scratchformer.config import ModelConfig
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.model.build import build_model
 from scratchformer.model.transformer import EncoderDecoder
 
@@ -70,7 +70,8 @@ def _check_compatible(config: ModelConfig) -> None:
     if config.activation not in ("relu", "gelu") or not config.bias or config.ffn_kind != "mlp":
         problems.append(f"activation={config.activation!r}, bias={config.bias}, ffn_kind={config.ffn_kind!r}")
     if problems:
-        raise ConfigError("config cannot be expressed as torch.nn.Transformer: " + "; ".join(problems))
+        raise ConfigError(N_("config cannot be expressed as {target}: {problems}"), target="torch.nn.Transformer",
+                          problems="; ".join(problems))
 
 
 def to_torch_transformer(model: EncoderDecoder) -> nn.Transformer:
@@ -94,7 +95,7 @@ def from_torch_transformer(ref: nn.Transformer, config: ModelConfig) -> EncoderD
     with torch.no_grad():
         for ours, theirs in _pairs(model, ref):
             if ours.shape != theirs.shape:
-                raise ConfigError(f"shape mismatch {tuple(ours.shape)} vs {tuple(theirs.shape)}: the config "
-                                  "does not match the nn.Transformer's sizes")
+                raise ConfigError(N_("shape mismatch {shape} vs {shape2}: the config does not match the "
+                                     "nn.Transformer's sizes"), shape=tuple(ours.shape), shape2=tuple(theirs.shape))
             ours.copy_(theirs)
     return model

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from scratchformer.config import ModelConfig
-from scratchformer.errors import CheckpointError, ConfigError
+from scratchformer.errors import N_, CheckpointError, ConfigError
 from scratchformer.keras.transformer import EncoderDecoder
 
 # runs/layout.py's names for these two files (runs/ imports torch, which this package must not): a test checks them
@@ -29,16 +29,16 @@ CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
 def check_supported(c: ModelConfig) -> None:
     """One-line ConfigError for the first field of `c` the Keras port cannot build."""
     problems = [
-        (c.arch != "encoder-decoder", f"arch={c.arch!r}: the Keras port builds the encoder-decoder only"),
-        (c.positions == "rope", "positions='rope': the Keras port has sinusoidal, sinusoidal-concat and learned "
-                                "positions"),
-        (c.type_vocab_size > 0, f"type_vocab_size={c.type_vocab_size}: the Keras port has no token-type embeddings"),
-        (c.embedding_norm, "embedding_norm=true: the Keras port has no embedding norm"),
-        (c.head is not None, f"head={c.head!r}: the Keras port has no task heads"),
+        (c.arch != "encoder-decoder", N_("arch={arch!r}: the Keras port builds the encoder-decoder only")),
+        (c.positions == "rope", N_("positions='rope': the Keras port has sinusoidal, sinusoidal-concat and learned "
+                                   "positions")),
+        (c.type_vocab_size > 0, N_("type_vocab_size={type_vocab_size}: the Keras port has no token-type embeddings")),
+        (c.embedding_norm, N_("embedding_norm=true: the Keras port has no embedding norm")),
+        (c.head is not None, N_("head={head!r}: the Keras port has no task heads")),
     ]
     for bad, message in problems:
         if bad:
-            raise ConfigError(message)
+            raise ConfigError(message, arch=c.arch, type_vocab_size=c.type_vocab_size, head=c.head)
 
 
 def build_keras_model(config: ModelConfig | dict[str, Any]) -> EncoderDecoder:
@@ -63,20 +63,23 @@ def load_state(model: EncoderDecoder, state: dict[str, np.ndarray], source: str 
     wanted = {name for name, _, _ in pairs}
     missing = sorted(wanted - set(state))
     if missing:
-        raise CheckpointError(f"{source}: missing tensors {missing[:3]}: the weights come from another config")
+        raise CheckpointError(N_("{source}: missing tensors {missing}: the weights come from another config"),
+                              source=source, missing=missing[:3])
     unexpected = sorted(set(state) - wanted - tied_aliases(model.model_config))
     if unexpected:
-        raise CheckpointError(f"{source}: unexpected tensors {unexpected[:3]}: the weights come from another config "
-                              "or architecture")
+        raise CheckpointError(N_("{source}: unexpected tensors {unexpected}: the weights come from another config "
+                                 "or architecture"), source=source, unexpected=unexpected[:3])
     values = []
     for name, variable, transposed in pairs:
         value = np.asarray(state[name], dtype=np.float32)
         value = value.T if transposed else value
         if tuple(value.shape) != tuple(variable.shape):
-            raise CheckpointError(f"{source}: tensor {name} has shape {tuple(state[name].shape)} but the config "
-                                  f"builds {tuple(variable.shape)}{' (transposed)' if transposed else ''}")
+            raise CheckpointError(N_("{source}: tensor {name} has shape {shape} but the config builds "
+                                     "{shape2}{value}"), source=source, name=name, shape=tuple(state[name].shape),
+                                  shape2=tuple(variable.shape), value=' (transposed)' if transposed else '')
         if not np.isfinite(value).all():
-            raise CheckpointError(f"{source}: tensor {name} holds non-finite values (nan or inf)")
+            raise CheckpointError(N_("{source}: tensor {name} holds non-finite values (nan or inf)"), source=source,
+                                  name=name)
         values.append(value)
     for (_, variable, _), value in zip(pairs, values):
         variable.assign(value)
@@ -89,18 +92,19 @@ def read_state(path: str | Path) -> dict[str, np.ndarray]:
 
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"{path} is missing: the run directory holds no weights (was training finished?)")
+        raise CheckpointError(N_("{path} is missing: the run directory holds no weights (was training finished?)"),
+                              path=path)
     try:
         return load_file(str(path))
     except Exception as e:  # a truncated or foreign file
-        raise CheckpointError(f"{path} is not a readable safetensors file: {e}") from None
+        raise CheckpointError(N_("{path} is not a readable safetensors file: {e}"), path=path, e=e) from None
 
 
 def from_run(run_dir: str | Path, weights: str | Path | None = None) -> EncoderDecoder:
     """The Keras model of a run directory: its config.json, and model.safetensors (or `weights`), without torch."""
     run_dir = Path(run_dir)
     if not (run_dir / CONFIG_FILE).is_file():
-        raise CheckpointError(f"{run_dir / CONFIG_FILE} is missing: not a scratchformer run directory")
+        raise CheckpointError(N_("{value} is missing: not a scratchformer run directory"), value=run_dir / CONFIG_FILE)
     model = build_keras_model(ModelConfig.load(run_dir / CONFIG_FILE))
     path = Path(weights) if weights is not None else run_dir / WEIGHTS_FILE
     return load_state(model, read_state(path), str(path))

@@ -20,7 +20,7 @@ import numpy as np
 from keras import ops
 
 from scratchformer.config import ModelConfig
-from scratchformer.errors import InputError
+from scratchformer.errors import N_, InputError
 
 PAPER_EXTRA_LEN = 50  # section 6.1: "maximum output length to input length + 50"
 BOS_ID, EOS_ID, PAD_ID = 1, 2, 0  # data/tokenizers.py's specials
@@ -38,7 +38,7 @@ def special_ids(c: ModelConfig) -> tuple[int, int, int]:
 def pad_ids(seqs: Sequence[Sequence[int]], pad: int) -> np.ndarray:
     """(B, L) int32 array, right-padded with `pad`; one-line InputError for an empty sentence."""
     if any(len(s) == 0 for s in seqs):
-        raise InputError("every source needs at least one token (end sources with EOS)")
+        raise InputError(N_("every source needs at least one token (end sources with EOS)"))
     out = np.full((len(seqs), max((len(s) for s in seqs), default=0)), pad, dtype=np.int32)
     for b, s in enumerate(seqs):
         out[b, : len(s)] = s

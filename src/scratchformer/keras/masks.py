@@ -15,7 +15,7 @@ from typing import Any
 
 from keras import backend, ops
 
-from scratchformer.errors import InputError
+from scratchformer.errors import N_, InputError
 
 
 def padding_mask(ids: Any, pad_id: int) -> Any:
@@ -44,5 +44,5 @@ def require_bool(mask: Any, name: str = "mask") -> None:
     """A one-line InputError unless `mask` is boolean (seed 001's 1 = masked floats would be read backwards)."""
     dtype = backend.standardize_dtype(mask.dtype)
     if dtype != "bool":
-        raise InputError(f"{name} must be a bool tensor, True = may attend; got {dtype} "
-                         f"(TensorFlow-style 1 = masked? use {name} == 0)")
+        raise InputError(N_("{name} must be a bool tensor, True = may attend; got {dtype} (TensorFlow-style 1 = "
+                            "masked? use {name} == 0)"), name=name, dtype=dtype)

@@ -17,7 +17,7 @@ import keras
 from keras import ops
 
 from scratchformer.config import ModelConfig
-from scratchformer.errors import InputError
+from scratchformer.errors import N_, InputError
 from scratchformer.keras.attention import dense, dense_variables
 from scratchformer.keras.decoder import Decoder
 from scratchformer.keras.embedding import InputLayer
@@ -60,8 +60,8 @@ def check_length(ids: Any, max_len: int, name: str, offset: int = 0) -> None:
     """One-line InputError for ids longer than the model's positions (when the length is known)."""
     length = ids.shape[1]
     if isinstance(length, int) and offset + length > max_len:
-        raise InputError(f"{name} reaches position {offset + length}, longer than max_len={max_len}: "
-                         "truncate the input or build the model with a larger max_len")
+        raise InputError(N_("{name} reaches position {value}, longer than max_len={max_len}: truncate the input or "
+                            "build the model with a larger max_len"), name=name, value=offset + length, max_len=max_len)
 
 
 def decoder_self_mask(tgt: Any, pad_id: int | None, start_is_pad: bool = False) -> Any:

@@ -69,14 +69,15 @@ def run_experiment(name: str, out: str | Path = "lab", quick: bool = False,
     on stderr once the options are checked, saying what runs and for how long (its trainings show a bar on a
     terminal: common.train_tagger)."""
     if name not in EXPERIMENTS:
-        raise InputError(f"unknown experiment {name!r}; experiments: {', '.join(EXPERIMENTS)} (see `lab --list`)")
+        raise InputError(N_("unknown experiment {name!r}; experiments: {EXPERIMENTS} (see `lab --list`)"), name=name,
+                         EXPERIMENTS=', '.join(EXPERIMENTS))
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} is a file: give a folder for {name}.png and {name}.json")
+        raise InputError(N_("--out {out} is a file: give a folder for {name}.png and {name}.json"), out=out, name=name)
     function, question = EXPERIMENTS[name]
     options = {"run_dir": run_dir} if run_dir is not None else {}
     if options and "run_dir" not in inspect.signature(function).parameters:
-        raise InputError(f"--run is for the experiments that inspect a trained model (heads), not {name}")
+        raise InputError(N_("--run is for the experiments that inspect a trained model (heads), not {name}"), name=name)
     owned = {f"{n}{ext}" for n in EXPERIMENTS for ext in (".png", ".json")}  # all that lab writes, or deletes
     with writing_folder(out, "lab", overwrite, append=True, owned=owned) as tmp:  # written beside, then moved in
         if progress:  # once --out is known to be writable

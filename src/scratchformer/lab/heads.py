@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from scratchformer.data.corpus import load_pairs
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID
 from scratchformer.engines import Translator
-from scratchformer.errors import InputError
+from scratchformer.errors import N_, InputError
 from scratchformer.evaluation.metrics import bleu
 from scratchformer.i18n import _
 from scratchformer.inspect.fonts import chinese_text
@@ -177,11 +177,12 @@ def run(out: Path, quick: bool = False, run_dir: str | Path | None = None) -> Re
     """Statistics, masked BLEU and the picture for the shipped model (or `run_dir`, an encoder-decoder run)."""
     run_dir = Path(run_dir) if run_dir else SHIPPED
     if not (run_dir / names.CONFIG).exists():
-        raise InputError(f"{run_dir} holds no run: `lab heads` needs an encoder-decoder run (models/en-zh of the "
-                         "repository, or --run RUN_DIR)")
+        raise InputError(N_("{run_dir} holds no run: `lab heads` needs an encoder-decoder run (models/en-zh of the "
+                            "repository, or --run RUN_DIR)"), run_dir=run_dir)
     loaded = load_run(run_dir)
     if loaded.model_config.arch != "encoder-decoder":
-        raise InputError(f"{run_dir} holds a {loaded.model_config.arch} model: `lab heads` needs an encoder-decoder")
+        raise InputError(N_("{run_dir} holds a {arch} model: `lab heads` needs an encoder-decoder"), run_dir=run_dir,
+                         arch=loaded.model_config.arch)
     corpus = loaded.train_config.corpus if loaded.train_config else "en-zh"
     pairs = load_pairs(corpus, "test", on_error="skip",
                        holdout=loaded.train_config.holdout if loaded.train_config else "none")

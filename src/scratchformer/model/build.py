@@ -13,7 +13,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from scratchformer.config import ModelConfig, check_fits_in_memory
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.model.heads import ClassificationHead, MLMHead
 from scratchformer.model.norm import make_norm
 from scratchformer.model.transformer import DecoderOnly, EncoderDecoder, EncoderOnly, TransformerBase
@@ -47,8 +47,8 @@ class EncoderForClassification(TransformerBase):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         if config.n_classes is None:
-            raise ConfigError("the config has no n_classes: build it with "
-                              "with_head(config, 'classification', n_classes=K)")
+            raise ConfigError(N_("the config has no n_classes: build it with with_head(config, 'classification', "
+                                 "n_classes=K)"))
         self.config = config
         self.base = EncoderOnly(config)
         self.head = ClassificationHead(config.d_model, config.n_classes, config.dropout)

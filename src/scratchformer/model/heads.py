@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from scratchformer.config.model import HEAD_FIELDS, ModelConfig
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.model.feedforward import make_activation
 
 
@@ -49,7 +49,7 @@ class ClassificationHead(nn.Module):
     def __init__(self, d_model: int, n_classes: int, dropout: float = 0.1) -> None:
         super().__init__()
         if n_classes < 2:
-            raise ConfigError(f"a classifier needs at least 2 classes, got {n_classes}")
+            raise ConfigError(N_("a classifier needs at least 2 classes, got {n_classes}"), n_classes=n_classes)
         self.pooler = nn.Linear(d_model, d_model)
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(d_model, n_classes)

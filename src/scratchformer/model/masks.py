@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from scratchformer.errors import InputError
+from scratchformer.errors import N_, InputError
 
 
 def padding_mask(ids: Tensor, pad_id: int) -> Tensor:
@@ -45,8 +45,8 @@ def require_bool(mask: Tensor, name: str = "mask") -> None:
     """A one-line InputError unless `mask` is boolean: a 0/1 float or int mask is ambiguous (TensorFlow writes
     1 = masked, the opposite of ours) and would be read silently one way or the other, so it is refused."""
     if mask.dtype != torch.bool:
-        raise InputError(f"{name} must be a bool tensor, True = may attend; got {mask.dtype} "
-                         f"(TensorFlow-style 1 = masked? use {name} == 0)")
+        raise InputError(N_("{name} must be a bool tensor, True = may attend; got {dtype} (TensorFlow-style 1 = "
+                            "masked? use {name} == 0)"), name=name, dtype=mask.dtype)
 
 
 # Arguments named like Hugging Face's `attention_mask` follow its convention: (B, L) with 1 = real token, 0 =
@@ -56,8 +56,9 @@ _HF_STYLE = ("attention_mask",)
 
 def _hf_style_to_bool(mask: Tensor, name: str) -> Tensor:
     if mask.dim() != 2 or not bool(((mask == 0) | (mask == 1)).all()):
-        raise InputError(f"{name} of dtype {mask.dtype} must be a (B, L) mask of 0/1 (Hugging Face style, 1 = real "
-                         f"token), got shape {tuple(mask.shape)}; or give a bool mask, True = may attend")
+        raise InputError(N_("{name} of dtype {dtype} must be a (B, L) mask of 0/1 (Hugging Face style, 1 = real "
+                            "token), got shape {shape}; or give a bool mask, True = may attend"), name=name,
+                         dtype=mask.dtype, shape=tuple(mask.shape))
     return mask != 0
 
 
@@ -76,7 +77,8 @@ def check_mask(mask: Tensor, batch: int, l_q: int, l_k: int, name: str = "mask")
     ok = ok and mask.shape[1] == 1
     if not ok:
         raise InputError(
-            f"{name} has shape {tuple(mask.shape)}, which does not broadcast to (B={batch}, h, L_q={l_q}, "
-            f"L_k={l_k}); give (B, L_k), (B, 1, L_k), (B, L_q, L_k) or (B, 1, L_q, L_k) with True = may attend"
+            N_("{name} has shape {shape}, which does not broadcast to (B={batch}, h, L_q={l_q}, L_k={l_k}); give "
+               "(B, L_k), (B, 1, L_k), (B, L_q, L_k) or (B, 1, L_q, L_k) with True = may attend"), name=name,
+            shape=tuple(mask.shape), batch=batch, l_q=l_q, l_k=l_k
         )
     return mask

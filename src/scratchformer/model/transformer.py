@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from scratchformer import autotune
 from scratchformer.config import ModelConfig
-from scratchformer.errors import InputError
+from scratchformer.errors import N_, InputError
 from scratchformer.model.attention import MultiHeadAttention, ScaledDotProductAttention
 from scratchformer.model.decoder import Decoder, DecoderCache, DecoderLayer
 from scratchformer.model.embedding import InputLayer
@@ -45,13 +45,14 @@ class Generator(nn.Module):
 def check_shape(ids: Tensor, name: str) -> None:
     """One-line errors for ids that are not a non-empty (batch, length) integer tensor; no device sync."""
     if not isinstance(ids, Tensor):
-        raise InputError(f"{name} must be a (batch, length) integer tensor of token ids, got {type(ids).__name__}")
+        raise InputError(N_("{name} must be a (batch, length) integer tensor of token ids, got {name2}"), name=name,
+                         name2=type(ids).__name__)
     if ids.dim() != 2 or ids.dtype not in (torch.long, torch.int, torch.int16, torch.uint8):
-        raise InputError(f"{name} must be a (batch, length) integer tensor of token ids, "
-                         f"got dtype {ids.dtype} and shape {tuple(ids.shape)}")
+        raise InputError(N_("{name} must be a (batch, length) integer tensor of token ids, got dtype {dtype} and "
+                            "shape {shape}"), name=name, dtype=ids.dtype, shape=tuple(ids.shape))
     if ids.size(0) == 0 or ids.size(1) == 0:  # kernels fail on empty rows in ways that name no input
-        raise InputError(f"{name} must hold at least one sequence of at least one token, got shape "
-                         f"{tuple(ids.shape)}")
+        raise InputError(N_("{name} must hold at least one sequence of at least one token, got shape {shape}"),
+                         name=name, shape=tuple(ids.shape))
 
 
 def check_ids(ids: Tensor, vocab_size: int, max_len: int, name: str, offset: int = 0) -> None:
@@ -60,12 +61,13 @@ def check_ids(ids: Tensor, vocab_size: int, max_len: int, name: str, offset: int
         return
     check_shape(ids, name)
     if offset + ids.size(1) > max_len:
-        raise InputError(f"{name} reaches position {offset + ids.size(1)}, longer than max_len={max_len}: "
-                         "truncate the input or build the model with a larger max_len")
+        raise InputError(N_("{name} reaches position {value}, longer than max_len={max_len}: truncate the input or "
+                            "build the model with a larger max_len"), name=name, value=offset + ids.size(1),
+                         max_len=max_len)
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
         bad = int(ids.max()) if int(ids.max()) >= vocab_size else int(ids.min())
-        raise InputError(f"{name} contains token id {bad}, outside the vocabulary [0, {vocab_size}): "
-                         "the tokenizer and the model's vocab size disagree")
+        raise InputError(N_("{name} contains token id {bad}, outside the vocabulary [0, {vocab_size}): the "
+                            "tokenizer and the model's vocab size disagree"), name=name, bad=bad, vocab_size=vocab_size)
 
 
 class TransformerBase(nn.Module):
@@ -293,8 +295,8 @@ class DecoderOnly(TransformerBase):
         mask = causal_mask(length, past + length, input_ids.device)  # (1, 1, L, past + L)
         if attention_mask is not None:
             if attention_mask.shape != (input_ids.size(0), past + length):
-                raise InputError(f"attention_mask has shape {tuple(attention_mask.shape)}, expected "
-                                 f"(B={input_ids.size(0)}, L_past + L={past + length})")
+                raise InputError(N_("attention_mask has shape {shape}, expected (B={size}, L_past + L={value})"),
+                                 shape=tuple(attention_mask.shape), size=input_ids.size(0), value=past + length)
             mask = mask & attention_mask.bool()[:, None, None, :]  # (B, 1, L, past + L)
             if position_ids is None:
                 position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, past:]  # (B, L)

@@ -28,8 +28,12 @@ from typing import Any
 
 from scratchformer.autotune import NOT_PRIVATE, private_dir, user_cache_root
 from scratchformer.config.fields import loads_json
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError, Message
 from scratchformer.runs.names import EXPORT
+
+# autotune.NOT_PRIVATE (autotune imports nothing of ours), marked here for the catalog; tests/i18n holds the two equal
+N_("not a folder of yours that only you can write (a link, another owner, or group/world-writable): remove it, or set "
+   "XDG_CACHE_HOME elsewhere")
 
 CONTENT = ".content.json"
 STALE_SECONDS = 24 * 3600  # a partial export this old belongs to no running process
@@ -43,9 +47,10 @@ def user_cache_dir() -> Path:
         return private_dir(root)
     except OSError as e:
         if e.strerror == NOT_PRIVATE:
-            raise ConfigError(f"the cache folder {root} is {NOT_PRIVATE}") from None
-        raise ConfigError(f"cannot make the cache folder {root} ({e.strerror or e}): set XDG_CACHE_HOME to a folder "
-                          "of yours") from None
+            raise ConfigError(N_("the cache folder {root} is {NOT_PRIVATE}"), root=root,
+                              NOT_PRIVATE=Message(NOT_PRIVATE)) from None
+        raise ConfigError(N_("cannot make the cache folder {root} ({value}): set XDG_CACHE_HOME to a folder of yours"),
+                          root=root, value=e.strerror or e) from None
 
 
 def _writable(folder: Path) -> bool:
@@ -168,8 +173,9 @@ def _cached(folder: Path, name: str, stamp: dict[str, Any], write: Callable[[Pat
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=folder.parent))  # beside it: the rename is atomic
     except OSError as e:
-        raise ConfigError(f"the {name} engine exports into {folder.parent} on first use and cannot write there "
-                          f"({e.strerror or e}): copy the run directory somewhere writable") from None
+        raise ConfigError(N_("the {name} engine exports into {parent} on first use and cannot write there "
+                             "({value}): copy the run directory somewhere writable"), name=name, parent=folder.parent,
+                          value=e.strerror or e) from None
     try:
         write(tmp)
         record = {"stamp": stamp, "files": content_digests(tmp)}
@@ -179,8 +185,9 @@ def _cached(folder: Path, name: str, stamp: dict[str, Any], write: Callable[[Pat
         _remove(folder)  # a stale export, or anything else under that name (a file left where the folder goes)
         os.rename(tmp, folder)
     except PermissionError as e:
-        raise ConfigError(f"the {name} engine exports into {folder} on first use and cannot write there "
-                          f"({e.strerror}): copy the run directory somewhere writable") from None
+        raise ConfigError(N_("the {name} engine exports into {folder} on first use and cannot write there "
+                             "({strerror}): copy the run directory somewhere writable"), name=name, folder=folder,
+                          strerror=e.strerror) from None
     except OSError:
         if not intact(folder, stamp):  # not another process that got there first
             raise

@@ -24,13 +24,13 @@ import os
 import shutil
 import stat
 import sys
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from scratchformer.config.fields import loads_json
-from scratchformer.errors import CheckpointError, ConfigError
+from scratchformer.errors import N_, CheckpointError, ConfigError
 from scratchformer.runs.files import write_json
 from scratchformer.runs.names import CHECKPOINTS, CONFIG, LOCK, MARKER, TRAIN_ENTRIES, WEIGHTS
 from scratchformer.runs.partials import clean_partials, partial_folder, remove, swap
@@ -175,10 +175,12 @@ def clear_run(run_dir: Path, flag: str = "--overwrite") -> list[str]:
     return clear_folder(run_dir, "train", flag)
 
 
-def say_kept(folder: Path, kept: list[str], command: str) -> None:
+def say_kept(folder: Path, kept: list[str], command: str, say: Callable[..., str] | None = None) -> None:
+    """The line naming what --overwrite kept; `say` (i18n.say, from a caller that may import it) translates it."""
     if kept:
-        print(f"--overwrite {folder}: kept {', '.join(kept)} (not written by scratchformer {command})",
-              file=sys.stderr)
+        say = say or (lambda template, **fields: template.format(**fields))
+        print(say(N_("--overwrite {folder}: kept {kept} (not written by scratchformer {command})"), folder=folder,
+                  kept=", ".join(kept), command=command), file=sys.stderr)
 
 
 _HELD: dict[str, list] = {}  # resolved run dir -> [open lock file, depth]: the lock is re-entrant in a process
@@ -213,7 +215,8 @@ def run_lock(run_dir: Path, leave: bool = True) -> Iterator[None]:
             holder = f.read().split()
             f.close()
             who = f"pid {holder[0]} ({' '.join(holder[1:]) or 'unknown host'})" if holder else "another process"
-            raise CheckpointError(f"{run_dir} is in use by {who}: wait for it or choose another --out") from None
+            raise CheckpointError(N_("{run_dir} is in use by {who}: wait for it or choose another --out"),
+                                  run_dir=run_dir, who=who) from None
         if _same_file(f, path):
             break
         f.close()  # its holder removed it on release meanwhile: lock the file now at that name
@@ -249,7 +252,8 @@ def check_folder(out: Path, command: str, overwrite: bool = False, append: bool 
     that adds to its folder: append=True). A folder we did not make, or another command's: never."""
     out = Path(out)
     if out.is_symlink() and not out.exists():
-        raise ConfigError(f"{flag} {out} is a link to {os.readlink(out)}, which does not exist: give a folder")
+        raise ConfigError(N_("{flag} {out} is a link to {readlink}, which does not exist: give a folder"), flag=flag,
+                          out=out, readlink=os.readlink(out))
     if out.exists() and not out.is_dir():
         raise ConfigError("{flag} {out} is a file: give a folder", flag=flag, out=out)
     if overwrite:
@@ -280,8 +284,8 @@ def check_run_out(out: Path, resume: bool = False, overwrite: bool = False) -> N
     if holds_run(out):
         return
     if resume:
-        raise ConfigError(f"--resume: {out} holds no run to resume (no {CONFIG}, no {MARKER}): check --out, or leave "
-                          "out --resume to start a new run")
+        raise ConfigError(N_("--resume: {out} holds no run to resume (no {CONFIG}, no {MARKER}): check --out, or "
+                             "leave out --resume to start a new run"), out=out, CONFIG=CONFIG, MARKER=MARKER)
     check_folder(Path(out), "train", overwrite)
 
 
@@ -302,8 +306,8 @@ def writing_folder(out: Path, command: str, overwrite: bool = False, append: boo
         clean_partials(out)
         tmp, hold = partial_folder(out)
     except OSError as e:
-        raise ConfigError(f"{flag} {out}: cannot write beside it in {out.parent} ({e.strerror or e}): choose a "
-                          f"folder you can write") from None
+        raise ConfigError(N_("{flag} {out}: cannot write beside it in {parent} ({value}): choose a folder you can "
+                             "write"), flag=flag, out=out, parent=out.parent, value=e.strerror or e) from None
     try:
         yield tmp
         names = sorted(p.name for p in tmp.iterdir() if p.name != LOCK)
@@ -334,8 +338,8 @@ def _merge(tmp: Path, out: Path, command: str, names: list[str], owned: frozense
         replaceable = owned if overwrite else owned & set(marker["entries"])  # append: what it wrote before
         clash = sorted(n for n in names if n in present and n not in replaceable)
         if clash:
-            raise ConfigError(f"{flag} {out / clash[0]} exists and was not written by scratchformer {command}: move "
-                              f"it away or choose another {flag}")
+            raise ConfigError(N_("{flag} {value} exists and was not written by scratchformer {command}: move it "
+                                 "away or choose another {flag}"), flag=flag, value=out / clash[0], command=command)
         old = sorted(present & ({*replaceable, MARKER} if overwrite else {*names, MARKER}))
         kept = sorted(present - set(old)) if overwrite else []
         if not overwrite:  # the marker names what it wrote before too
@@ -363,8 +367,10 @@ def check_file(path: Path, command: str, overwrite: bool = False, default_name: 
     path = Path(path)
     if path.is_dir():
         if overwrite or default_name is None:
-            raise ConfigError(f"{flag} {path} is a folder: give the file to write"
-                              + (" (--overwrite replaces a file, never a folder)" if overwrite else ""))
+            if overwrite:
+                raise ConfigError(N_("{flag} {path} is a folder: give the file to write (--overwrite replaces a file, "
+                                     "never a folder)"), flag=flag, path=path)
+            raise ConfigError("{flag} {path} is a folder: give the file to write", flag=flag, path=path)
         path = path / default_name
         if path.is_dir():
             raise ConfigError("{flag} {path} is a folder: give the file to write", flag=flag, path=path)

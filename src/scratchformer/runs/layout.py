@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from scratchformer.errors import CheckpointError
+from scratchformer.errors import N_, CheckpointError
 from scratchformer.runs import files
 from scratchformer.runs.folders import (  # the marker, --overwrite and the lock: the folder owner's
     clear_run,
@@ -153,7 +153,8 @@ def weights_path(run_dir: Path) -> Path:
         return path
     latest = latest_checkpoint(run_dir)
     if latest is None:
-        raise CheckpointError(f"{path} is missing and {checkpoint_dir(run_dir)} has none: train first")
+        raise CheckpointError(N_("{path} is missing and {checkpoint_dir} has none: train first"), path=path,
+                              checkpoint_dir=checkpoint_dir(run_dir))
     return latest / WEIGHTS
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from scratchformer.config.fields import loads_json
-from scratchformer.errors import CheckpointError
+from scratchformer.errors import N_, CheckpointError
 from scratchformer.runs.files import atomic_path
 from scratchformer.runs.names import METRICS
 
@@ -85,9 +85,10 @@ def read_records(run_dir: Path, limit: int = MAX_POINTS, name: str = METRICS) ->
     return [record for _, record in sorted((p for points in kept.values() for p in points), key=lambda p: p[0])]
 
 
-def trim_records(run_dir: Path, step: int, warn: Callable[[str], None], write: bool = True) -> None:
+def trim_records(run_dir: Path, step: int, warn: Callable[..., None], write: bool = True) -> None:
     """Forget what an interrupted run logged after checkpoint `step`. A torn last line (the process died while
-    writing it) is dropped with a warning; a damaged line elsewhere is an error naming it."""
+    writing it) is dropped with a warning (`warn(template, **fields)`: the trainer's, which translates it); a damaged
+    line elsewhere is an error naming it."""
     metrics = Path(run_dir) / METRICS
     if not metrics.exists():
         return
@@ -102,10 +103,11 @@ def trim_records(run_dir: Path, step: int, warn: Callable[[str], None], write: b
                 raise ValueError("not a JSON object")
         except ValueError as e:
             if n == len(lines):
-                warn(f"{metrics}: dropped its torn last line {n} (the run died while writing it)")
+                warn(N_("{metrics}: dropped its torn last line {n} (the run died while writing it)"), metrics=metrics,
+                     n=n)
                 continue
-            raise CheckpointError(f"{metrics}, line {n}: not a JSON record ({e}): fix or delete that "
-                                  "line, then --resume") from None
+            raise CheckpointError(N_("{metrics}, line {n}: not a JSON record ({e}): fix or delete that line, then "
+                                     "--resume"), metrics=metrics, n=n, e=e) from None
         if record.get("step", 0) <= step:
             kept.append(line)
     if write:

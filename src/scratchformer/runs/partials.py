@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.runs.names import LOCK
 
 PARTIAL = ".partial"  # .OUT.XXXX.partial: an output folder being written, or the entries it replaces
@@ -51,8 +51,8 @@ def swap(tmp: Path, out: Path, old: list[str], new: list[str], flag: str) -> Non
             os.rename(aside / name, out / name)
         shutil.rmtree(aside, ignore_errors=True)  # empty again (but its lock file)
         if isinstance(e, OSError):
-            raise ConfigError(f"{flag} {out}: could not move the new files in ({e.strerror or e}); it is as it "
-                              "was") from None
+            raise ConfigError(N_("{flag} {out}: could not move the new files in ({value}); it is as it was"), flag=flag,
+                              out=out, value=e.strerror or e) from None
         raise
     finally:
         hold.close()

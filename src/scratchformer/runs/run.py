@@ -19,7 +19,7 @@ import torch
 from scratchformer.config import DecodingOptions, ModelConfig, TrainConfig
 from scratchformer.config.fields import loads_json
 from scratchformer.data.tokenizers import Tokenizer, load_tokenizer
-from scratchformer.errors import CheckpointError, ConfigError
+from scratchformer.errors import N_, CheckpointError, ConfigError
 from scratchformer.model import build_model
 from scratchformer.model.transformer import TransformerBase
 from scratchformer.runs.files import atomic_path, write_json
@@ -112,9 +112,10 @@ def read_readme(run_dir: Path) -> dict:
     try:
         data = loads_json(path.read_text(encoding="utf-8-sig"))
     except (UnicodeDecodeError, ValueError) as e:
-        raise ConfigError(f"README.json {path} is not valid JSON: {str(e)[:200]}") from None
+        raise ConfigError(N_("README.json {path} is not valid JSON: {e}"), path=path, e=str(e)[:200]) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"README.json {path} must hold a JSON object, got {type(data).__name__}")
+        raise ConfigError(N_("README.json {path} must hold a JSON object, got {name}"), path=path,
+                          name=type(data).__name__)
     return data
 
 
@@ -159,7 +160,7 @@ def load_tokenizers(run_dir: Path) -> tuple[Tokenizer, Tokenizer]:
     run_dir = Path(run_dir)
     tgt_path, src_path = run_dir / TOKENIZER_TGT, run_dir / TOKENIZER_SRC
     if not tgt_path.exists():
-        raise CheckpointError(f"{tgt_path} is missing: the run directory has no tokenizer")
+        raise CheckpointError(N_("{tgt_path} is missing: the run directory has no tokenizer"), tgt_path=tgt_path)
     tgt = load_tokenizer(tgt_path)
     return (load_tokenizer(src_path) if src_path.exists() else tgt), tgt
 
@@ -176,8 +177,9 @@ def load_run(run_dir: str | Path, weights: str | Path | None = None, device: str
         if side == "source" and config.arch != "encoder-decoder":
             continue
         if tok.vocab_size != size:
-            raise CheckpointError(f"{run_dir}: the {side} tokenizer has {tok.vocab_size} tokens but config.json "
-                                  f"says {size}: tokenizer and checkpoint come from different runs")
+            raise CheckpointError(N_("{run_dir}: the {side} tokenizer has {vocab_size} tokens but config.json says "
+                                     "{size}: tokenizer and checkpoint come from different runs"), run_dir=run_dir,
+                                  side=side, vocab_size=tok.vocab_size, size=size)
     train_config = load_train_config(run_dir)
     decoding = load_decoding(run_dir)
     if ensemble is None:

@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from scratchformer.config import regular_file
-from scratchformer.errors import CheckpointError, CheckpointWriteError
+from scratchformer.errors import N_, CheckpointError, CheckpointWriteError
 from scratchformer.runs import files
 
 
@@ -40,20 +40,22 @@ def save_state(tensors: dict[str, torch.Tensor], path: Path) -> None:
         with files.atomic_path(path) as tmp:
             files.save_tensors(tensors, tmp)
     except OSError as e:
-        raise CheckpointWriteError(f"cannot write {path}: {e.strerror or e} (the previous file, if any, is intact); "
-                                   "free space or fix the folder's permissions") from None
+        raise CheckpointWriteError(N_("cannot write {path}: {value} (the previous file, if any, is intact); free "
+                                      "space or fix the folder's permissions"), path=path,
+                                   value=e.strerror or e) from None
 
 
 def read_tensors(path: Path) -> dict[str, torch.Tensor]:
     """The tensors of a safetensors file, or a one-line CheckpointError (missing, a FIFO, truncated, foreign)."""
     path = Path(path)
     if not path.exists():
-        raise CheckpointError(f"{path} is missing: the run directory holds no weights (was training finished?)")
+        raise CheckpointError(N_("{path} is missing: the run directory holds no weights (was training finished?)"),
+                              path=path)
     regular_file(path, CheckpointError)  # a FIFO would block the read for ever
     try:
         return load_file(str(path))
     except Exception as e:  # a truncated or foreign file
-        raise CheckpointError(f"{path} is not a readable safetensors file: {e}") from None
+        raise CheckpointError(N_("{path} is not a readable safetensors file: {e}"), path=path, e=e) from None
 
 
 def load_weights(model: torch.nn.Module, path: Path) -> None:
@@ -63,16 +65,18 @@ def load_weights(model: torch.nn.Module, path: Path) -> None:
     own = model.state_dict()
     for name, t in tensors.items():
         if name in own and own[name].shape != t.shape:
-            raise CheckpointError(f"{path}: tensor {name} has shape {tuple(t.shape)} but the config builds "
-                                  f"{tuple(own[name].shape)}: the checkpoint comes from another config")
+            raise CheckpointError(N_("{path}: tensor {name} has shape {shape} but the config builds {shape2}: the "
+                                     "checkpoint comes from another config"), path=path, name=name,
+                                  shape=tuple(t.shape), shape2=tuple(own[name].shape))
     unexpected = sorted(set(tensors) - set(own))
     if unexpected:
-        raise CheckpointError(f"{path}: unexpected tensors {unexpected[:3]}: the checkpoint comes from another "
-                              "config or architecture")
+        raise CheckpointError(N_("{path}: unexpected tensors {unexpected}: the checkpoint comes from another config "
+                                 "or architecture"), path=path, unexpected=unexpected[:3])
     missing = [n for n in own if n not in tensors and own[n].data_ptr() not in
                {own[m].data_ptr() for m in tensors if m in own}]
     if missing:
-        raise CheckpointError(f"{path}: missing tensors {missing[:3]}: the checkpoint comes from another config")
+        raise CheckpointError(N_("{path}: missing tensors {missing}: the checkpoint comes from another config"),
+                              path=path, missing=missing[:3])
     for name, t in tensors.items():  # every check before the first copy: a bad file leaves the model as it was
         check_tensor(path, name, t, own[name])
     with torch.no_grad():
@@ -85,8 +89,9 @@ def check_tensor(path: Path, name: str, t: torch.Tensor, like: torch.Tensor) -> 
     if not like.is_floating_point():
         return
     if not t.is_floating_point():
-        raise CheckpointError(f"{path}: tensor {name} is {t.dtype}, not a floating-point tensor: the file was not "
-                              "written by scratchformer (or was altered)")
+        raise CheckpointError(N_("{path}: tensor {name} is {dtype}, not a floating-point tensor: the file was not "
+                                 "written by scratchformer (or was altered)"), path=path, name=name, dtype=t.dtype)
     if not bool(torch.isfinite(t).all()):
-        raise CheckpointError(f"{path}: tensor {name} holds non-finite values (nan or inf): training diverged "
-                              "before this was saved; use an earlier checkpoint or train again")
+        raise CheckpointError(N_("{path}: tensor {name} holds non-finite values (nan or inf): training diverged "
+                                 "before this was saved; use an earlier checkpoint or train again"), path=path,
+                              name=name)

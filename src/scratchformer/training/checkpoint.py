@@ -20,7 +20,7 @@ import torch
 from safetensors.torch import load_file
 
 from scratchformer.config.fields import loads_json
-from scratchformer.errors import CheckpointError, CheckpointWriteError, UnsafeCheckpointError
+from scratchformer.errors import N_, CheckpointError, CheckpointWriteError, TrainingDiverged, UnsafeCheckpointError
 from scratchformer.runs import files
 from scratchformer.runs.folders import check_file
 from scratchformer.runs.layout import (
@@ -81,7 +81,8 @@ def unflatten_state(skeleton: Any, tensors: dict[str, torch.Tensor], where: Path
             (tag, value), = x.items()
             if tag == "__tensor__":
                 if value not in tensors:
-                    raise CheckpointError(f"{where}: tensor {value!r} is missing: the checkpoint is incomplete")
+                    raise CheckpointError(N_("{where}: tensor {value!r} is missing: the checkpoint is incomplete"),
+                                          where=where, value=value)
                 return tensors[value]
             if tag == "__tuple__":
                 return tuple(walk(v) for v in value)
@@ -110,16 +111,18 @@ def load_trainer_state(ckpt: Path) -> dict[str, Any]:
     try:
         skeleton = loads_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise CheckpointError(f"{path} is missing: the checkpoint is incomplete") from None
+        raise CheckpointError(N_("{path} is missing: the checkpoint is incomplete"), path=path) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path} is not valid JSON (a truncated or damaged file): {e}") from None
+        raise CheckpointError(N_("{path} is not valid JSON (a truncated or damaged file): {e}"), path=path,
+                              e=e) from None
     try:
         tensors = load_file(str(ckpt / TRAINER_TENSORS))
     except Exception as e:  # missing, truncated or foreign
-        raise CheckpointError(f"{ckpt / TRAINER_TENSORS} is not a readable safetensors file: {e}") from None
+        raise CheckpointError(N_("{value} is not a readable safetensors file: {e}"), value=ckpt / TRAINER_TENSORS,
+                              e=e) from None
     state = unflatten_state(skeleton, tensors, path)
     if not isinstance(state, dict) or "step" not in state:
-        raise CheckpointError(f"{path} is not a scratchformer trainer state (no step)")
+        raise CheckpointError(N_("{path} is not a scratchformer trainer state (no step)"), path=path)
     return state
 
 
@@ -136,12 +139,24 @@ def counters(state: dict[str, Any], rank: int = 0) -> dict[str, Any]:
     return out
 
 
+def diverged(error: TrainingDiverged, last: Path | None) -> TrainingDiverged:
+    """The one-line error (and log line) of a loss that became nan or inf, naming the last checkpoint kept."""
+    if last is None:
+        return TrainingDiverged(error.step, error.loss, N_(
+            "loss became {loss} at step {step}: no checkpoint was saved (nothing was saved after it); lower "
+            "--lr-factor or enable --clip-norm, then --resume (or --overwrite)"))
+    return TrainingDiverged(error.step, error.loss, N_(
+        "loss became {loss} at step {step}: the last finite checkpoint is step {last} (nothing was saved after it); "
+        "lower --lr-factor or enable --clip-norm, then --resume (or --overwrite)"), last=int(last.name.split("-")[1]))
+
+
 def unfit(found: Path, e: Exception) -> CheckpointError:
     """The one-line error for a trainer state that does not fit the run being resumed."""
     if isinstance(e, CheckpointError):
         return e
     first = str(e).splitlines()[0] if str(e) else ""
-    return CheckpointError(f"{found}: the trainer state does not fit this run ({type(e).__name__}: {first})")
+    return CheckpointError(N_("{found}: the trainer state does not fit this run ({kind}: {first})"), found=found,
+                           kind=type(e).__name__, first=first)
 
 
 def _load_legacy_state(path: Path) -> dict[str, Any]:
@@ -152,10 +167,11 @@ def _load_legacy_state(path: Path) -> dict[str, Any]:
         text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()
         why = re.search(r"Unsupported global: GLOBAL (\S+)", text)
         detail = f"it references {why.group(1)}" if why else (text.splitlines()[0][:200] if text else type(e).__name__)
-        raise UnsafeCheckpointError(f"refusing to unpickle {path}: not a plain tensor file ({detail}); "
-                                    "delete that checkpoint folder if you did not write it") from None
+        raise UnsafeCheckpointError(N_("refusing to unpickle {path}: not a plain tensor file ({detail}); delete "
+                                       "that checkpoint folder if you did not write it"), path=path,
+                                    detail=detail) from None
     if not isinstance(state, dict):
-        raise CheckpointError(f"{path} is not a scratchformer trainer state")
+        raise CheckpointError(N_("{path} is not a scratchformer trainer state"), path=path)
     return state
 
 
@@ -172,15 +188,16 @@ def save_checkpoint(run_dir: Path, step: int, model: torch.nn.Module, trainer_st
     except OSError as e:
         previous = latest_checkpoint(run_dir)
         kept = f"the previous checkpoint {previous.name} is intact" if previous else "no earlier checkpoint"
-        raise CheckpointWriteError(f"cannot write checkpoint {checkpoint_dir(run_dir) / step_name(step)}: "
-                                   f"{e.strerror or e} ({kept}); free space or fix the folder's permissions, then "
-                                   "--resume") from None
+        raise CheckpointWriteError(N_("cannot write checkpoint {value}: {value2} ({kept}); free space or fix the "
+                                      "folder's permissions, then --resume"),
+                                   value=checkpoint_dir(run_dir) / step_name(step), value2=e.strerror or e,
+                                   kept=kept) from None
 
 
 def average_checkpoints(paths: list[Path]) -> dict[str, torch.Tensor]:
     """Element-wise mean of the weights of several checkpoints (the paper averages the last 5)."""
     if not paths:
-        raise CheckpointError("no checkpoints to average")
+        raise CheckpointError(N_("no checkpoints to average"))
     total: dict[str, torch.Tensor] = {}
     first = Path(paths[0]) / WEIGHTS
     shapes: dict[str, tuple[int, ...]] = {}
@@ -192,8 +209,8 @@ def average_checkpoints(paths: list[Path]) -> dict[str, torch.Tensor]:
             shapes = here
         elif here != shapes:
             diff = sorted(set(here) ^ set(shapes)) or sorted(n for n in here if here[n] != shapes[n])
-            raise CheckpointError(f"cannot average {first} and {path}: they come from different configs "
-                                  f"(tensor {diff[0]} differs)")
+            raise CheckpointError(N_("cannot average {first} and {path}: they come from different configs (tensor "
+                                     "{diff} differs)"), first=first, path=path, diff=diff[0])
         for name, t in tensors.items():
             total[name] = total.get(name, 0) + t.double()
     return {name: (t / len(paths)).float() for name, t in total.items()}
@@ -205,11 +222,12 @@ def average_last(run_dir: Path, last: int = 5, out: Path | None = None,
     returns the checkpoints averaged and the file written. `out` is checked first (runs/folders.py): never one of
     a run's own files, and an existing file only with `overwrite`."""
     if last < 1:
-        raise CheckpointError(f"--last {last}: give the number of checkpoints to average (2 or more)")
+        raise CheckpointError(N_("--last {last}: give the number of checkpoints to average (2 or more)"), last=last)
     default = Path(run_dir) / AVERAGED
     out = check_file(out if out is not None else default, "average", overwrite, own=default)
     paths = list_checkpoints(Path(run_dir))[-last:]
     if len(paths) < 2:
-        raise CheckpointError(f"{checkpoint_dir(run_dir)} holds {len(paths)} checkpoint(s); averaging needs 2+")
+        raise CheckpointError(N_("{checkpoint_dir} holds {n_paths} checkpoint(s); averaging needs 2+"),
+                              checkpoint_dir=checkpoint_dir(run_dir), n_paths=len(paths))
     save_state(average_checkpoints(paths), out)
     return paths, out

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError, ScratchformerWarning
 
 
 @dataclass
@@ -41,7 +41,7 @@ def pick_device(name: str, local_rank: int = 0) -> torch.device:
         return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device={name!r} asked for but no CUDA GPU is available; use --device cpu")
+        raise ConfigError(N_("device={name!r} asked for but no CUDA GPU is available; use --device cpu"), name=name)
     return device
 
 
@@ -53,9 +53,10 @@ def default_timeout_s() -> float:
     try:
         timeout = float(value)
     except ValueError:
-        raise ConfigError(f"${TIMEOUT_ENV}={value!r} is not a number of seconds") from None
+        raise ConfigError(N_("${TIMEOUT_ENV}={value!r} is not a number of seconds"), TIMEOUT_ENV=TIMEOUT_ENV,
+                          value=value) from None
     if timeout <= 0:
-        raise ConfigError(f"${TIMEOUT_ENV} must be positive, got {value}")
+        raise ConfigError(N_("${TIMEOUT_ENV} must be positive, got {value}"), TIMEOUT_ENV=TIMEOUT_ENV, value=value)
     return timeout
 
 
@@ -67,19 +68,22 @@ def setup(device_name: str = "auto", timeout_s: float | None = None) -> DistInfo
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     if device_name.startswith("cuda:") and local_world > 1:
-        raise ConfigError(f"--device {device_name} would put all {local_world} ranks of this machine on one GPU; use "
-                          "--device cuda (local rank r takes cuda:r)")
+        raise ConfigError(N_("--device {device_name} would put all {local_world} ranks of this machine on one GPU; "
+                             "use --device cuda (local rank r takes cuda:r)"), device_name=device_name,
+                          local_world=local_world)
     device = pick_device(device_name, local_rank)
     if device.type == "cuda":
         n_gpus = torch.cuda.device_count()
         if local_world > n_gpus:
-            raise ConfigError(f"--nproc-per-node {local_world} is larger than the {n_gpus} GPU(s) on this machine; "
-                              f"use --nproc-per-node {n_gpus} (or --device cpu for gloo on CPUs)")
+            raise ConfigError(N_("--nproc-per-node {local_world} is larger than the {n_gpus} GPU(s) on this "
+                                 "machine; use --nproc-per-node {n_gpus} (or --device cpu for gloo on CPUs)"),
+                              local_world=local_world, n_gpus=n_gpus)
         torch.cuda.set_device(device)
     elif local_rank == 0 and local_world > (os.cpu_count() or 1):
         # gloo has no per-device limit: more CPU ranks than cores run, but slower than fewer ranks would
-        warnings.warn(f"{local_world} CPU ranks on {os.cpu_count()} cores: ranks share cores and each step waits "
-                      "for the slowest; use --nproc-per-node <= the number of cores", stacklevel=2)
+        warnings.warn(ScratchformerWarning(N_("{local_world} CPU ranks on {cores} cores: ranks share cores and each "
+                                              "step waits for the slowest; use --nproc-per-node <= the number of "
+                                              "cores"), local_world=local_world, cores=os.cpu_count()), stacklevel=2)
     timeout_s = default_timeout_s() if timeout_s is None else timeout_s
     backend = "nccl" if device.type == "cuda" else "gloo"
     if not dist.is_initialized():

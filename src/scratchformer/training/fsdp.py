@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from scratchformer import runs
-from scratchformer.errors import CheckpointError, ConfigError, UnsafeCheckpointError
+from scratchformer.errors import N_, CheckpointError, ConfigError, UnsafeCheckpointError
 from scratchformer.runs.folders import check_file
 from scratchformer.runs.layout import new_checkpoint_folder, publish_checkpoint
 from scratchformer.runs.names import SHARDS, STEP_PREFIX, WEIGHTS, step_name
@@ -59,7 +59,8 @@ def fully_shard_fn():
     except ImportError:  # a torch built without torch.distributed
         fsdp = None
     if not hasattr(fsdp, "fully_shard"):
-        raise ConfigError(f"FSDP needs torch >= 2.6 (fully_shard); this is torch {torch.__version__}")
+        raise ConfigError(N_("FSDP needs torch >= 2.6 (fully_shard); this is torch {version}"),
+                          version=torch.__version__)
     return fsdp.fully_shard
 
 
@@ -79,8 +80,9 @@ def _check_ties(model: nn.Module, layers: list[tuple[str, nn.Module]]) -> None:
         inside = {id(p) for p in layer.parameters()}
         for name, p in model.named_parameters(remove_duplicate=False):
             if id(p) in inside and not name.startswith(prefix + "."):
-                raise ConfigError(f"parameter {name} is tied to a parameter of {prefix}: FSDP shards each layer "
-                                  "separately, so untie it (or share it only outside the layers)")
+                raise ConfigError(N_("parameter {name} is tied to a parameter of {prefix}: FSDP shards each layer "
+                                     "separately, so untie it (or share it only outside the layers)"), name=name,
+                                  prefix=prefix)
 
 
 def shard_model(model: nn.Module, info: DistInfo) -> nn.Module:
@@ -199,7 +201,8 @@ def load_sharded_state(model: nn.Module, optimizer: torch.optim.Optimizer | None
 
     shards = Path(path) / SHARDS
     if not (shards / ".metadata").exists():
-        raise CheckpointError(f"{path} holds no sharded checkpoint ({shards}/.metadata is missing)")
+        raise CheckpointError(N_("{path} holds no sharded checkpoint ({shards}/.metadata is missing)"), path=path,
+                              shards=shards)
     if optimizer is None:
         from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
 
@@ -228,9 +231,10 @@ def _dcp_load(state: dict[str, Any], shards: Path) -> None:
         except Exception as e:  # DCP wraps a rank's failure (a damaged shard) in CheckpointException
             unsafe = re.search(r"refusing to unpickle [^\n]*", str(e))
             if unsafe:
-                raise UnsafeCheckpointError(f"{shards}: {unsafe.group(0)}") from None
+                raise UnsafeCheckpointError(N_("{shards}: {group}"), shards=shards, group=unsafe.group(0)) from None
             first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
-            raise CheckpointError(f"{shards}: cannot read the sharded checkpoint ({first[:300]})") from None
+            raise CheckpointError(N_("{shards}: cannot read the sharded checkpoint ({first})"), shards=shards,
+                                  first=first[:300]) from None
 
 
 # -- reading DCP checkpoints without running code from them ---------------------------------------------------
@@ -252,8 +256,9 @@ class _MetadataUnpickler(pickle.Unpickler):
         if module == _DCP_METADATA or (module, name) in _ALLOWED or \
                 (module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)):
             return super().find_class(module, name)
-        raise UnsafeCheckpointError(f"refusing to unpickle {self.path}: it references {module}.{name}, which "
-                                         "is not part of a torch.distributed.checkpoint metadata file")
+        raise UnsafeCheckpointError(N_("refusing to unpickle {path}: it references {module}.{name}, which is not "
+                                       "part of a torch.distributed.checkpoint metadata file"), path=self.path,
+                                    module=module, name=name)
 
 
 def read_dcp_metadata(path: Path) -> Any:
@@ -265,14 +270,14 @@ def read_dcp_metadata(path: Path) -> Any:
     except CheckpointError:
         raise
     except FileNotFoundError:
-        raise CheckpointError(f"{path} is missing: the sharded checkpoint is incomplete") from None
+        raise CheckpointError(N_("{path} is missing: the sharded checkpoint is incomplete"), path=path) from None
     except Exception as e:  # truncated or foreign: EOFError, UnpicklingError, ...
-        raise CheckpointError(f"{path} is not a readable checkpoint metadata file ({type(e).__name__}: "
-                                   f"{e})") from None
+        raise CheckpointError(N_("{path} is not a readable checkpoint metadata file ({name}: {e})"), path=path,
+                              name=type(e).__name__, e=e) from None
     from torch.distributed.checkpoint.metadata import Metadata
 
     if not isinstance(metadata, Metadata):
-        raise CheckpointError(f"{path} is not a torch.distributed.checkpoint metadata file")
+        raise CheckpointError(N_("{path} is not a torch.distributed.checkpoint metadata file"), path=path)
     return metadata
 
 
@@ -286,12 +291,14 @@ def check_shard_files(shards: Path) -> None:
     for name, size in sorted(need.items()):
         path = Path(shards) / name
         if Path(name).is_absolute() or ".." in Path(name).parts:
-            raise CheckpointError(f"{shards}/.metadata points outside the checkpoint ({name})")
+            raise CheckpointError(N_("{shards}/.metadata points outside the checkpoint ({name})"), shards=shards,
+                                  name=name)
         if not path.exists():
-            raise CheckpointError(f"{path} is missing: the sharded checkpoint is incomplete")
+            raise CheckpointError(N_("{path} is missing: the sharded checkpoint is incomplete"), path=path)
         if path.stat().st_size < size:
-            raise CheckpointError(f"{path} is truncated ({path.stat().st_size} bytes, the metadata says "
-                                       f"{size}): the sharded checkpoint is damaged; use an earlier one")
+            raise CheckpointError(N_("{path} is truncated ({st_size} bytes, the metadata says {size}): the sharded "
+                                     "checkpoint is damaged; use an earlier one"), path=path,
+                                  st_size=path.stat().st_size, size=size)
 
 
 def safe_reader_class() -> type:
@@ -322,8 +329,8 @@ def safe_planner_class() -> type:
                 torch.load(safe, weights_only=True)  # refuses anything but plain values
             except Exception as e:
                 why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
-                raise UnsafeCheckpointError(f"refusing to unpickle {read_item.dest_index.fqn} of a sharded "
-                                                 f"checkpoint: not a plain value ({why})") from None
+                raise UnsafeCheckpointError(N_("refusing to unpickle {fqn} of a sharded checkpoint: not a plain "
+                                               "value ({why})"), fqn=read_item.dest_index.fqn, why=why) from None
             safe.seek(0)
             super().load_bytes(read_item, safe)
 
@@ -349,8 +356,9 @@ def consolidate(run_dir: str | Path, step: int | None = None, out: str | Path | 
     else:
         found = runs.checkpoint_dir(run_dir) / step_name(step)
     if found is None or not is_sharded_checkpoint(found):
-        raise CheckpointError(f"no sharded (FSDP) checkpoint {found or 'in ' + str(runs.checkpoint_dir(run_dir))}: "
-                                   "consolidate reads checkpoints written by `train --fsdp` under torchrun")
+        raise CheckpointError(N_("no sharded (FSDP) checkpoint {value}: consolidate reads checkpoints written by "
+                                 "`train --fsdp` under torchrun"),
+                              value=found or 'in ' + str(runs.checkpoint_dir(run_dir)))
     model = build_model(config)
     load_sharded_state(model, None, found)
     target = Path(out) if out is not None else found / WEIGHTS  # beside the shards: the command's own file

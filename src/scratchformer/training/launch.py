@@ -20,7 +20,8 @@ from scratchformer.config import RECIPES, TrainConfig, read_json
 from scratchformer.config.train import upsample_factors
 from scratchformer.data.corpus import absolute_corpus, check_corpus, check_upsample
 from scratchformer.decoding.compile_home import private_inductor
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
+from scratchformer.i18n import say
 from scratchformer.runs.names import TRAIN_CONFIG
 
 DEFAULT_PRESETS = {"lm": "gpt-tiny", "mlm": "bert-tiny", "classify": "bert-tiny"}  # when no preset is given
@@ -43,7 +44,7 @@ def read_config_file(path: str) -> dict:
     """The options of `--config FILE`: a JSON object, or a one-line ConfigError (config.read_json's checks: missing,
     not a regular file such as a FIFO, not UTF-8, not JSON, not an object)."""
     if Path(path).is_dir():
-        raise ConfigError(f"--config {path} is a directory: give a JSON file of training options")
+        raise ConfigError(N_("--config {path} is a directory: give a JSON file of training options"), path=path)
     return read_json(path, "--config")
 
 
@@ -64,13 +65,14 @@ def given_settings(recipe: str | None, config_file: str | None, flags: dict[str,
 def prepare_out(out: Path) -> None:
     """--out exists as a writable directory afterwards, or a one-line ConfigError naming it."""
     if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file, not a directory: choose another --out")
+        raise ConfigError(N_("--out {out} is a file, not a directory: choose another --out"), out=out)
     try:
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=out):
             pass
     except OSError as e:
-        raise ConfigError(f"--out {out}: cannot write there ({e.strerror or e}): choose another --out") from None
+        raise ConfigError(N_("--out {out}: cannot write there ({value}): choose another --out"), out=out,
+                          value=e.strerror or e) from None
 
 
 def resumed_config(out: Path, given: dict, is_main: bool) -> TrainConfig:
@@ -84,9 +86,9 @@ def resumed_config(out: Path, given: dict, is_main: bool) -> TrainConfig:
             diff = sorted(k for k, v in value.items() if k not in old or old[k] != v)
             if diff:
                 k = diff[0]
-                raise ConfigError(f"--resume {out}: model override {k}={value[k]!r} differs from the run's "
-                                  f"{old.get(k, '(preset default)')!r}: it would make a different run; drop it, or "
-                                  "train a new run into another --out")
+                raise ConfigError(N_("--resume {out}: model override {k}={value!r} differs from the run's {get!r}: "
+                                     "it would make a different run; drop it, or train a new run into another --out"),
+                                  out=out, k=k, value=value[k], get=old.get(k, '(preset default)'))
             continue
         if value == old and type(value) is type(old):
             continue
@@ -94,12 +96,13 @@ def resumed_config(out: Path, given: dict, is_main: bool) -> TrainConfig:
             continue  # a run that recorded its corpus relative (before paths were made absolute)
         if key not in SAFE_ON_RESUME:
             flag = "--" + key.replace("_", "-")
-            raise ConfigError(f"--resume {out}: {flag} {value!r} differs from the run's {old!r}: it would make a "
-                              "different run; drop the flag, or train a new run into another --out")
+            raise ConfigError(N_("--resume {out}: {flag} {value!r} differs from the run's {old!r}: it would make a "
+                                 "different run; drop the flag, or train a new run into another --out"), out=out,
+                              flag=flag, value=value, old=old)
         changed.append(f"{key} {old!r} -> {value!r}")
         saved[key] = value
     if changed and is_main:
-        print(f"resume: {'; '.join(changed)}", file=sys.stderr)
+        print(say(N_("resume: {changes}"), changes="; ".join(changed)), file=sys.stderr)
     return TrainConfig.from_dict(saved)
 
 
@@ -114,8 +117,8 @@ def refuse_init_into_itself(init: str | None, out: Path, overwrite: bool = False
         return
     start, target = Path(init).resolve(), Path(out).resolve()
     if start == target or (overwrite and target in start.parents):
-        raise ConfigError(f"--init {init} --out {out}: a run cannot be fine-tuned into itself (its weights and "
-                          "config would be replaced while they are read); give another --out")
+        raise ConfigError(N_("--init {init} --out {out}: a run cannot be fine-tuned into itself (its weights and "
+                             "config would be replaced while they are read); give another --out"), init=init, out=out)
 
 
 def launch(given: dict[str, Any], out: Path, resume: bool = False, overwrite: bool = False,
@@ -152,12 +155,12 @@ def launch(given: dict[str, Any], out: Path, resume: bool = False, overwrite: bo
     with runs.run_lock(out) if is_main else contextlib.nullcontext():
         if runs.holds_run(out) and not resume:
             if not overwrite and not runs.folders.never_trained(out):
-                raise ConfigError(f"{out} already holds a run: add --resume to continue it, --overwrite to start "
-                                  "over, or choose another --out")
+                raise ConfigError(N_("{out} already holds a run: add --resume to continue it, --overwrite to start "
+                                     "over, or choose another --out"), out=out)
             if is_main:  # a failed start's leftovers go quietly; --overwrite says what it kept
                 kept = runs.clear_run(out)
                 if overwrite:
-                    runs.folders.say_kept(out, kept, "train")
+                    runs.folders.say_kept(out, kept, "train", say)
         if resume and (out / TRAIN_CONFIG).exists():
             cfg = resumed_config(out, given, is_main)
         if cfg.compile:  # torch.compile's code is built and loaded in this user's checked cache, never in /tmp

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.runs import load_weights, save_weights
 from scratchformer.runs.names import WEIGHTS
 from scratchformer.training import checkpoint as ckpt
@@ -91,8 +91,8 @@ class FSDP(Plain):
 
     def check(self, dtype: str) -> None:
         if dtype == "fp16":
-            raise ConfigError("--fsdp with --dtype fp16 is not supported: the gradient scaler would check only this "
-                              "rank's shard for overflow; use --dtype bf16")
+            raise ConfigError(N_("--fsdp with --dtype fp16 is not supported: the gradient scaler would check only "
+                                 "this rank's shard for overflow; use --dtype bf16"))
 
     def wrap(self, model: nn.Module) -> nn.Module:
         from scratchformer.training import fsdp

@@ -24,7 +24,7 @@ from tqdm import tqdm
 from scratchformer import autotune, runs
 from scratchformer.data.batching import token_batches
 from scratchformer.errors import CheckpointError, ConfigError, TrainingDiverged, UnsafeCheckpointError
-from scratchformer.i18n import N_, _
+from scratchformer.i18n import N_, _, say
 from scratchformer.inspect.flops import forward_flops
 from scratchformer.model import build_model
 from scratchformer.runs.metrics import append_record, reset_records, trim_records
@@ -43,7 +43,7 @@ DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 class Trainer:
     def __init__(self, cfg: Any, run_dir: str | Path, resume: bool = False, quiet: bool = False) -> None:
         if cfg.task not in TASKS:
-            raise ConfigError(f"unknown task {cfg.task!r}; tasks: {', '.join(TASKS)}")
+            raise ConfigError(N_("unknown task {task!r}; tasks: {TASKS}"), task=cfg.task, TASKS=', '.join(TASKS))
         self.cfg, self.run_dir, self.resume, self.quiet = cfg, Path(run_dir), resume, quiet
         self.dtype = "fp32" if cfg.dtype == "auto" else cfg.dtype  # `auto` is measured in prepare()
         self.dist = dist_utils.setup(cfg.device)
@@ -57,19 +57,18 @@ class Trainer:
     # -- set-up ---------------------------------------------------------------------------------------------
     def log(self, msg: str, **fields: Any) -> None:  # rank 0, not with --quiet; `msg` translated, then filled in
         if self.dist.is_main and not self.quiet:
-            tqdm.write(_(msg).format(**fields) if fields else _(msg))
+            tqdm.write(say(msg, **fields))
 
     def warn(self, msg: str, **fields: Any) -> None:
         """A line on stderr (rank 0), even with --quiet: something was damaged and what was done about it."""
         if self.dist.is_main:
-            text = _(msg).format(**fields) if fields else _(msg)
-            tqdm.write(_("warning: {message}").format(message=text), file=sys.stderr)
+            tqdm.write(_("warning: {message}").format(message=say(msg, **fields)), file=sys.stderr)
 
     def prepare(self) -> None:
         cfg, run = self.cfg, self.run_dir
         if cfg.dtype == "fp16" and self.device.type != "cuda":
-            raise ConfigError(f"--dtype fp16 (autocast + gradient scaler) needs a CUDA GPU, not {self.device}; "
-                              "on CPUs use --dtype bf16")
+            raise ConfigError(N_("--dtype fp16 (autocast + gradient scaler) needs a CUDA GPU, not {device}; on CPUs "
+                                 "use --dtype bf16"), device=self.device)
         self.parallel.check(cfg.dtype)
         run.mkdir(parents=True, exist_ok=True)
         if self.dist.is_main:
@@ -114,7 +113,7 @@ class Trainer:
         mine = autotune.training_dtype(c.d_model, c.d_ff, self.device)
         votes = dist_utils.all_reduce_sum(1 if mine == "bf16" else 0, self.dist)
         chosen = "bf16" if votes == self.dist.world_size else "fp32"
-        self.log(f"--dtype auto: {chosen} (measured on {self.device})")
+        self.log(N_("--dtype auto: {chosen} (measured on {device})"), chosen=chosen, device=self.device)
         return chosen
 
     def _restore(self) -> None:
@@ -129,7 +128,8 @@ class Trainer:
             except CheckpointError as e:
                 if isinstance(e, UnsafeCheckpointError) or i + 1 == len(candidates):
                     raise
-                self.warn(f"checkpoint {found.name} is broken ({e}); falling back to {candidates[i + 1].name}")
+                self.warn(N_("checkpoint {name} is broken ({e}); falling back to {name2}"), name=found.name, e=e,
+                          name2=candidates[i + 1].name)
         trim_records(self.run_dir, self.step, self.warn, write=self.dist.is_main)
         self.log(N_("resumed from {path} (step {step}, epoch {epoch})"), path=found, step=self.step, epoch=self.epoch)
 
@@ -138,8 +138,9 @@ class Trainer:
         nothing changed but possibly the optimiser) when a file of it is unreadable."""
         state = ckpt.load_trainer_state(found)
         if state.get("world_size", 1) != self.dist.world_size:
-            self.log(f"note: checkpoint written with world size {state.get('world_size', 1)}, resuming with "
-                     f"{self.dist.world_size}: weights and optimiser carry over, the batch order restarts the epoch")
+            self.log(N_("note: checkpoint written with world size {saved}, resuming with {world_size}: weights and "
+                        "optimiser carry over, the batch order restarts the epoch"), saved=state.get('world_size', 1),
+                     world_size=self.dist.world_size)
             state["cursor"] = 0
         try:
             self.parallel.restore(found, state, self.model, self.train_model, self.optimizer)
@@ -171,8 +172,8 @@ class Trainer:
         batches = self._epoch_batches(self.epoch)
         if self.cursor + acc > len(batches):
             if len(batches) < acc:
-                raise ConfigError(f"an epoch has only {len(batches)} batches per rank, fewer than accum_steps={acc}:"
-                                  " lower --max-tokens or --accum-steps")
+                raise ConfigError(N_("an epoch has only {n_batches} batches per rank, fewer than accum_steps={acc}: "
+                                     "lower --max-tokens or --accum-steps"), n_batches=len(batches), acc=acc)
             self.epoch, self.cursor = self.epoch + 1, 0
             batches = self._epoch_batches(self.epoch)
         chosen = batches[self.cursor : self.cursor + acc]
@@ -306,13 +307,9 @@ class Trainer:
             return self._train()
 
     def _diverged(self, error: TrainingDiverged) -> CheckpointError:
-        last = runs.latest_checkpoint(self.run_dir)
-        kept = f"the last finite checkpoint is step {int(last.name.split('-')[1])}" if last else \
-            "no checkpoint was saved"
-        msg = (f"loss became {error.loss} at step {error.step}: {kept} (nothing was saved after it); lower "
-               "--lr-factor or enable --clip-norm, then --resume (or --overwrite)")
-        self.log(msg)
-        return TrainingDiverged(error.step, error.loss, msg)
+        error = ckpt.diverged(error, runs.latest_checkpoint(self.run_dir))
+        self.log(error.template, **error.fields)
+        return error
 
     def _train(self) -> dict[str, Any]:
         cfg = self.cfg

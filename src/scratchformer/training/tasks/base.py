@@ -28,7 +28,7 @@ from scratchformer.data.batching import encode_sentences
 from scratchformer.data.corpus import HOLDOUT_LEAST, HOLDOUT_SHARE, is_bundled, load_pairs, load_text
 from scratchformer.data.tokenizers import Tokenizer, train_tokenizer
 from scratchformer.errors import ConfigError
-from scratchformer.i18n import N_, _
+from scratchformer.i18n import N_, _, say
 from scratchformer.runs import (
     copy_tokenizers,
     load_config,
@@ -136,25 +136,26 @@ class Task:
             return
         if cfg.holdout == "none":
             self.split_info = {"corpus": cfg.corpus, "splits": SPLITS["none"]}
-            self.warn(f"--holdout none: {cfg.corpus} serves train, valid and test alike; the valid and test scores "
-                      "are training scores")
+            self.warn(N_("--holdout none: {corpus} serves train, valid and test alike; the valid and test scores "
+                         "are training scores"), corpus=cfg.corpus)
             return
         n_train, n_valid = len(train), len(valid)
         n_test = len(self.texts("test") if cfg.task in ("lm", "mlm") else self.pairs("test"))
         if n_train == n_valid == n_test:  # held_out leaves a file of < HOLDOUT_LEAST sentences whole
             self.split_info = {"corpus": cfg.corpus, "splits": SPLITS["small"]}
-            self.warn(f"{cfg.corpus}: too few distinct sentences to hold out valid and test (fewer than "
-                      f"{HOLDOUT_LEAST}): it serves train, valid and test alike, so the valid and test scores are "
-                      "training scores")
+            self.warn(N_("{corpus}: too few distinct sentences to hold out valid and test (fewer than "
+                         "{HOLDOUT_LEAST}): it serves train, valid and test alike, so the valid and test scores are "
+                         "training scores"), corpus=cfg.corpus, HOLDOUT_LEAST=HOLDOUT_LEAST)
             return
         self.split_info = {"corpus": cfg.corpus, "splits": SPLITS["hash"].format(share=HOLDOUT_SHARE),
                            "train": n_train, "valid": n_valid, "test": n_test}
-        self.log(f"{cfg.corpus}: one file, split by a hash of each source sentence (--holdout hash): {n_train} train, "
-                 f"{n_valid} valid, {n_test} test rows; valid and test are never trained on")
+        self.log(N_("{corpus}: one file, split by a hash of each source sentence (--holdout hash): {n_train} train, "
+                    "{n_valid} valid, {n_test} test rows; valid and test are never trained on"), corpus=cfg.corpus,
+                 n_train=n_train, n_valid=n_valid, n_test=n_test)
 
-    def warn(self, msg: str) -> None:
+    def warn(self, msg: str, **fields: Any) -> None:
         if self.dist.is_main:
-            print(f"warning: {msg}", file=sys.stderr, flush=True)
+            print(_("warning: {message}").format(message=say(msg, **fields)), file=sys.stderr, flush=True)
 
     def train_tokenizers(self, resume: bool, src_texts: list[str], tgt_texts: list[str],
                          separate: bool) -> tuple[Tokenizer, Tokenizer]:
@@ -183,8 +184,9 @@ class Task:
         changed = {k: v for k, v in self.cfg.model.items() if getattr(config, k, None) != v}
         sizes = sorted(k for k in changed if k not in FINE_TUNE_OVERRIDES)
         if sizes:
-            raise ConfigError(f"--init {init}: model override {sizes[0]}={changed[sizes[0]]!r} would change the "
-                              f"model that {init} trained; only {', '.join(FINE_TUNE_OVERRIDES)} may change")
+            raise ConfigError(N_("--init {init}: model override {sizes}={changed!r} would change the model that "
+                                 "{init} trained; only {FINE_TUNE_OVERRIDES} may change"), init=init, sizes=sizes[0],
+                              changed=changed[sizes[0]], FINE_TUNE_OVERRIDES=', '.join(FINE_TUNE_OVERRIDES))
         config = self.check_arch(config.replace(**changed, extra={**config.extra, "init": str(init)}))
         self.copy_tokenizers(init)
         self.src_tok, self.tgt_tok = load_tokenizers(self.run_dir)
@@ -200,7 +202,7 @@ class Task:
         """--init RUN: RUN's weights (best on validation, or its latest checkpoint) into the freshly built model."""
         path = weights_path(Path(self.cfg.init))
         load_weights(model, path)
-        self.log(f"fine-tuning from {path}")
+        self.log(N_("fine-tuning from {path}"), path=path)
 
     def preset_config(self, resume: bool, **sizes: int) -> ModelConfig:
         """config.json of the run on --resume, else the preset with the model overrides and the vocabulary sizes."""
@@ -214,19 +216,23 @@ class Task:
 
     def check_arch(self, config: ModelConfig) -> ModelConfig:
         if config.arch != self.arch:
-            raise ConfigError(f"task {self.cfg.task!r} needs a{'n' if self.arch[0] == 'e' else ''} {self.arch} model "
-                              f"but preset {self.cfg.preset!r} is {config.arch!r}; pick another --preset (e.g. "
-                              f"{PRESET_FOR_ARCH[self.arch]})")
+            raise ConfigError(N_("task {task!r} needs an {arch} model but preset {preset!r} is {arch2!r}; pick another "
+                                 "--preset (e.g. {example})") if self.arch[0] == "e" else
+                              N_("task {task!r} needs a {arch} model but preset {preset!r} is {arch2!r}; pick another "
+                                 "--preset (e.g. {example})"), task=self.cfg.task, arch=self.arch,
+                              preset=self.cfg.preset, arch2=config.arch, example=PRESET_FOR_ARCH[self.arch])
         return config
 
-    def load_examples(self, train: list, what: str = "training examples shorter than max_len={max_len}") -> None:
+    def load_examples(self, train: list, sentences: bool = False) -> None:
         """train_examples from the already-read train split, valid_examples read now; none to train on is an error."""
         self.train_examples = self.examples("train", train)  # read once: for the tokenizer and the examples
         valid = self.texts("valid") if self.cfg.task in ("lm", "mlm") else self.pairs("valid")
         self.valid_examples = self.examples("valid", valid)
         self.note_splits(train, valid)
         if not self.train_examples:
-            raise ConfigError(f"corpus {self.cfg.corpus!r} has no {what.format(max_len=self.cfg.max_len)}")
+            raise ConfigError(N_("corpus {corpus!r} has no training sentences") if sentences else
+                              N_("corpus {corpus!r} has no training examples shorter than max_len={max_len}"),
+                              corpus=self.cfg.corpus, max_len=self.cfg.max_len)
 
     def sentence_examples(self, split: str, loaded: list | None = None) -> list[list[int]]:
         """A text corpus's sentences as <s> ids </s> (cut to max_len), empty ones dropped (the lm and mlm data)."""

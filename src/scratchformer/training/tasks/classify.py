@@ -16,7 +16,7 @@ from torch.nn import functional as F
 from scratchformer.config import ModelConfig
 from scratchformer.data.batching import encode_sentences
 from scratchformer.data.masking import pad_right
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.evaluation.encoder import classification_report
 from scratchformer.training.loss import LossOutput
 from scratchformer.training.tasks.encoder import EncoderTask, load_encoder_weights
@@ -36,11 +36,12 @@ class ClassificationTask(EncoderTask):
         pairs = self.pairs("train")
         texts, labels = [t for t, _ in pairs], sorted({y for _, y in pairs})
         if len(labels) < 2:
-            raise ConfigError(f"{cfg.corpus}: the train split has {len(labels)} label(s); "
-                              "classification needs `text<TAB>label` lines with 2 or more labels")
+            raise ConfigError(N_("{corpus}: the train split has {n_labels} label(s); classification needs "
+                                 "`text<TAB>label` lines with 2 or more labels"), corpus=cfg.corpus,
+                              n_labels=len(labels))
         config = self.encoder_setup(resume, texts, labels)
         self.labels = list(config.labels or [])
-        self.load_examples(pairs, "training sentences")
+        self.load_examples(pairs, sentences=True)
         return config
 
     def examples(self, split: str, loaded: list | None = None) -> list:
@@ -48,7 +49,8 @@ class ClassificationTask(EncoderTask):
         pairs = loaded if loaded is not None else self.pairs(split)
         unknown = sorted({y for _, y in pairs} - set(self.labels))
         if unknown:
-            raise ConfigError(f"{cfg.corpus} ({split}): labels {unknown[:3]} do not occur in the train split")
+            raise ConfigError(N_("{corpus} ({split}): labels {unknown} do not occur in the train split"),
+                              corpus=cfg.corpus, split=split, unknown=unknown[:3])
         seqs = encode_sentences(self.tgt_tok, [t for t, _ in pairs], cfg.max_len)
         return [(s, self.labels.index(y)) for s, (_, y) in zip(seqs, pairs)]
 
@@ -62,7 +64,7 @@ class ClassificationTask(EncoderTask):
     def after_build(self, model: torch.nn.Module) -> None:
         if self.cfg.init:
             path = load_encoder_weights(model.base, Path(self.cfg.init))
-            self.log(f"encoder weights from {path}")
+            self.log(N_("encoder weights from {path}"), path=path)
 
     def logits_and_loss(self, model: torch.nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, LossOutput]:
         logits = model(batch["input_ids"])  # (B, K)
@@ -75,6 +77,7 @@ class ClassificationTask(EncoderTask):
             pairs = self.pairs(split)
             scores = classification_report(model, self.tgt_tok, pairs, train_labels, cfg.max_len)
             report.update({f"{split}_{k}": v for k, v in scores.items()})
-            self.log(f"{split}: accuracy {scores['accuracy']:.4f} (majority class {scores['majority_class']!r}: "
-                     f"{scores['majority_accuracy']:.4f})")
+            self.log(N_("{split}: accuracy {accuracy:.4f} (majority class {majority_class!r}: "
+                        "{majority_accuracy:.4f})"), split=split, accuracy=scores['accuracy'],
+                     majority_class=scores['majority_class'], majority_accuracy=scores['majority_accuracy'])
         return report

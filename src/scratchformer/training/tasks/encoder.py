@@ -17,7 +17,7 @@ from torch import Tensor
 from scratchformer.config import ModelConfig
 from scratchformer.data.masking import add_mask_token
 from scratchformer.data.tokenizers import train_tokenizer
-from scratchformer.errors import CheckpointError, ConfigError
+from scratchformer.errors import N_, CheckpointError, ConfigError
 from scratchformer.model.heads import with_head
 from scratchformer.runs import check_tensor, load_config, load_tokenizers, save_tokenizers, weights_path
 from scratchformer.runs.names import CONFIG, TOKENIZER_TGT
@@ -57,7 +57,8 @@ class EncoderTask(Task):
             init = Path(cfg.init)
             base = load_config(init)
             if base.arch != "encoder":
-                raise ConfigError(f"--init {init} holds a {base.arch} model; it must be an encoder (an mlm run)")
+                raise ConfigError(N_("--init {init} holds a {arch} model; it must be an encoder (an mlm run)"),
+                                  init=init, arch=base.arch)
             base = base.replace(**cfg.model, head=None, n_classes=None, labels=None,
                                 extra={**base.extra, "init": str(init)})
             self.copy_tokenizers(init)  # an encoder run has one tokenizer: tokenizer_tgt.json
@@ -70,8 +71,8 @@ class EncoderTask(Task):
             tok = load_tokenizers(run)[1]
             base = self.preset_config(False, tgt_vocab_size=tok.vocab_size).replace(mask_id=tok.token_to_id("<mask>"))
         if base.arch != "encoder":
-            raise ConfigError(f"task {cfg.task!r} needs an encoder model but preset {cfg.preset!r} is "
-                              f"{base.arch!r}; pick --preset bert-tiny")
+            raise ConfigError(N_("task {task!r} needs an encoder model but preset {preset!r} is {arch!r}; pick "
+                                 "--preset bert-tiny"), task=cfg.task, preset=cfg.preset, arch=base.arch)
         if self.head == "mlm":
             return with_head(base, "mlm")
         return with_head(base, "classification", n_classes=len(labels), labels=labels)
@@ -100,7 +101,7 @@ def load_encoder_weights(base: torch.nn.Module, run_dir: Path) -> Path:
     try:
         path = weights_path(run_dir)
     except CheckpointError:
-        raise CheckpointError(f"--init {run_dir}: no model.safetensors and no checkpoint") from None
+        raise CheckpointError(N_("--init {run_dir}: no model.safetensors and no checkpoint"), run_dir=run_dir) from None
     tensors = read_tensors(path)
     if any(k.startswith("base.") for k in tensors):
         tensors = {k[len("base."):]: v for k, v in tensors.items() if k.startswith("base.")}
@@ -108,9 +109,10 @@ def load_encoder_weights(base: torch.nn.Module, run_dir: Path) -> Path:
     missing, unexpected = sorted(set(own) - set(tensors)), sorted(set(tensors) - set(own))
     bad = [k for k in own if k in tensors and tensors[k].shape != own[k].shape]
     if missing or unexpected or bad:
-        raise CheckpointError(f"{path} is not an encoder of this config (missing {missing[:2]}, unexpected "
-                              f"{unexpected[:2]}, other shapes {bad[:2]}): model overrides given with --init "
-                              "must keep the init run's sizes")
+        raise CheckpointError(N_("{path} is not an encoder of this config (missing {missing}, unexpected "
+                                 "{unexpected}, other shapes {bad}): model overrides given with --init must keep "
+                                 "the init run's sizes"), path=path, missing=missing[:2], unexpected=unexpected[:2],
+                              bad=bad[:2])
     for name, t in tensors.items():  # a diverged (nan) or foreign encoder would poison the classifier
         check_tensor(path, name, t, own[name])
     base.load_state_dict(tensors)

@@ -14,7 +14,7 @@ from torch import Tensor
 from scratchformer.config import ModelConfig
 from scratchformer.data.masking import collate_mlm
 from scratchformer.data.tokenizers import PAD_ID
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.evaluation.encoder import mlm_scores
 from scratchformer.training.loss import LossOutput, label_smoothed_loss
 from scratchformer.training.tasks.encoder import EncoderTask
@@ -36,12 +36,12 @@ class MaskedLMTask(EncoderTask):
     def setup(self, resume: bool) -> ModelConfig:
         cfg = self.cfg
         if cfg.init:
-            raise ConfigError("--init starts a classifier from an encoder run (--task classify); to continue an "
-                              "mlm run, train it again with --resume and a larger --max-steps")
+            raise ConfigError(N_("--init starts a classifier from an encoder run (--task classify); to continue an "
+                                 "mlm run, train it again with --resume and a larger --max-steps"))
         texts = self.texts("train")
         config = self.encoder_setup(resume, texts, [])
         self.mask_id, self.vocab_size = config.mask_id, config.tgt_vocab_size
-        self.load_examples(texts, "training sentences")
+        self.load_examples(texts, sentences=True)
         return config
 
     def examples(self, split: str, loaded: list | None = None) -> list:
@@ -68,6 +68,6 @@ class MaskedLMTask(EncoderTask):
             scores = mlm_scores(model, seqs, self.mask_id, seed=self.cfg.seed) if seqs else {}
             report.update({f"{split}_{k}": v for k, v in scores.items()})
             if scores:
-                self.log(f"{split}: masked-token accuracy {scores['masked_accuracy']:.4f}, "
-                         f"MLM perplexity {scores['mlm_ppl']}")
+                self.log(N_("{split}: masked-token accuracy {masked_accuracy:.4f}, MLM perplexity {mlm_ppl}"),
+                         split=split, masked_accuracy=scores['masked_accuracy'], mlm_ppl=scores['mlm_ppl'])
         return report
