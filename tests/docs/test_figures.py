@@ -110,7 +110,7 @@ def test_every_row_can_be_traced():
     rows = results.load()
     assert rows
     for r in rows:
-        assert r["name"] in run.FIGURES and r["date"] and r["cpu"], r["figure"]
+        assert run.resolve([r["name"]])[0] in run.FIGURES and r["date"] and r["cpu"], r["figure"]
         assert r["commit"] or r["commit_note"].startswith("not recorded"), r["figure"]
         if r["commit"]:  # written by results.py: everything the issue asks a row to record
             assert {"command", "dirty", "simd", "load_before", "load_after", "versions"} <= set(r), r["figure"]
@@ -121,7 +121,7 @@ def test_every_named_figure_has_a_script_and_every_table_names_a_figure():
     for name in run.FIGURES:
         assert (ROOT / "benchmarks" / f"bench_{name}.py").is_file(), name
     assert {h.name for h in render.HEADLINE} <= set(run.FIGURES)
-    assert run.resolve(["floor,paths"]) == ["decode_floor", "decode_paths"]
+    assert run.resolve(["floor,paths"]) == ["decode", "decode_paths"]
     with pytest.raises(SystemExit, match="no figure named 'nope'"):
         run.resolve(["nope"])
 
@@ -141,3 +141,27 @@ def test_a_benchmark_script_records_and_a_test_or_a_smoke_run_does_not(tmp_path,
     assert len(written["commit"]) == 40 and isinstance(written["dirty"], bool)
     assert written["cpu"] and isinstance(written["simd"], list) and "torch" in written["versions"]
     assert len(written["load_before"]) == len(written["load_after"]) == 3 and written["date"]
+
+
+def test_every_shown_figure_names_the_script_that_measures_it_now():
+    """A figure on a page whose script was folded into another (bench_engines.py, bench_decode_floor.py) names the
+    one that measures it now: its `make bench FIGURE=NAME` runs it."""
+    for fig, _ in render.PERFORMANCE:
+        assert render._name_of([], fig) in run.FIGURES, fig
+    assert "decode_paths" in {h.name for h in render.HEADLINE if any("engines:" in fig for fig, _ in h.keys)}
+    assert (ROOT / "benchmarks" / "bench_engines.py").exists() is False
+    assert run.resolve(["engines"]) == ["decode_paths"]
+
+
+def test_our_dropped_int8_is_neither_measured_nor_shown_and_the_page_says_why():
+    """The torch engine's int8 is gone (CTranslate2's int8 is the int8 path): no benchmark imports it, no table shows
+    its rows (they stay in results.jsonl), and the performance table says why in one line."""
+    scripts = [p for p in (ROOT / "benchmarks").glob("*.py") if "quantize" in p.read_text(encoding="utf-8")]
+    assert scripts == []
+    rows = results.load()
+    assert any(r["figure"] == "decode paths: greedy, batch 1, int8 vs CTranslate2 float32" for r in rows)
+    for lang in ("en", "zh"):
+        text = "\n".join(render.render_performance(rows, lang) + render.render_headline(rows, lang))
+        assert ", int8 vs CTranslate2" not in text and "decode int8:" not in text and "quality: BLEU, int8" not in text
+        assert "ct2 int8 vs CTranslate2 float32" in text
+        assert sum("--engine ctranslate2 --dtype int8" in line for line in text.splitlines()) == 1
