@@ -165,3 +165,21 @@ def test_our_dropped_int8_is_neither_measured_nor_shown_and_the_page_says_why():
         assert ", int8 vs CTranslate2" not in text and "decode int8:" not in text and "quality: BLEU, int8" not in text
         assert "ct2 int8 vs CTranslate2 float32" in text
         assert sum("--engine ctranslate2 --dtype int8" in line for line in text.splitlines()) == 1
+
+
+def test_the_bench_extra_installs_what_the_benchmarks_run_and_nothing_else():
+    """`make bench` installs `.[bench]`: the engines bench_decode_paths.py checks for parity (the export extra), serve's
+    packages, and the peers the benchmarks import; no package that nothing uses (psutil was one)."""
+    import re
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+
+    def names(reqs):
+        return {re.match(r"[A-Za-z0-9_.-]+", r).group(0).lower() for r in reqs}
+
+    bench = names(extras["bench"])
+    imported = {m.group(1).lower() for p in (ROOT / "benchmarks").glob("*.py")
+                for m in re.finditer(r"^\s*(?:import|from) (\w+)", p.read_text(encoding="utf-8"), re.M)}
+    assert names(extras["export"]) <= bench
+    assert bench <= names(extras["export"]) | names(extras["serve"]) | imported
