@@ -3,6 +3,7 @@ README's headline table, docs/performance.md (+ zh) and RESULTS.md must equal th
 and each row carries its command, commit (or says it has none), CPU, load, versions and date (benchmarks/results.py)."""
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -170,9 +171,7 @@ def test_our_dropped_int8_is_neither_measured_nor_shown_and_the_page_says_why():
 def test_the_bench_extra_installs_what_the_benchmarks_run_and_nothing_else():
     """`make bench` installs `.[bench]`: the engines bench_decode_paths.py checks for parity (the export extra), serve's
     packages, and the peers the benchmarks import; no package that nothing uses (psutil was one)."""
-    import re
-    import tomllib
-
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
 
     def names(reqs):
