@@ -9,11 +9,18 @@ In one harness (benchlib.interleave: alternating order, medians of `--repeats` r
 same sentences through: ours eager fp32 (`--step eager`, the reference), ours by default (`--step auto`, fp32: with
 a warm cache, the captured step; its package is compiled before the rounds if this user's cache lacks it, and the
 seconds that took are printed), ours bf16 (`--dtype bf16`, `--step auto`: captured where its package is cached,
-compiled before the rounds too), ours int8 (`--int8`, eager), and scratchformer's CTranslate2 engine in float32 and
-int8 (each in a child process: ct2_worker.py). Cells: greedy and beam 4 at batch 32 (`--sentences`) and batch 1 (the
-first `--batch1-sentences`). Per candidate and cell: sentences/s, the ratio to CTranslate2 float32 and int8, BLEU
-against the references, and the share of outputs identical to ours eager fp32. Which step `auto` ran is named
-(`step_in_use`): if autotune measured the captured step slower on this CPU, auto runs eager, and the row says so.
+compiled before the rounds too), and scratchformer's CTranslate2 engine in float32 and int8 (each in a child
+process: ct2_worker.py). Our own int8 (dynamic quantisation) is gone: it measured 0.39-1.16x CTranslate2 float32
+where CTranslate2's int8 gave 1.59-2.30x (docs/performance.md). Cells: greedy and beam 4 at batch 32 (`--sentences`)
+and batch 1 (the first `--batch1-sentences`). Per candidate and cell: sentences/s, the ratio to CTranslate2 float32
+and int8, BLEU against the references, and the share of outputs identical to ours eager fp32. Which step `auto` ran
+is named (`step_in_use`): if autotune measured the captured step slower on this CPU, auto runs eager, and the row
+says so.
+
+The engines' parity (what bench_engines.py measured until it was folded in here): in each batch-32 cell, the
+share of sentences that `--engine ctranslate2` (float32) and `--engine onnxruntime` translate exactly as ours eager
+fp32 does (targets: greedy >= 99%, beam 4 >= 97%), and |BLEU difference| (target <= 0.2); onnxruntime is translated
+once per cell, not timed.
 
 `--fresh N`: whole `scratchformer translate --file` processes on N test sentences (greedy, batch 32) with an empty
 cache (a temporary XDG_CACHE_HOME: the step rule decides, compile included if it compiles), then again with that
@@ -46,9 +53,11 @@ OURS = {  # name -> the options over DecodingOptions(beam, batch_size)
     "eager fp32": {"step": "eager", "dtype": "fp32"},
     "default fp32": {"step": "auto", "dtype": "fp32"},
     "bf16": {"step": "auto", "dtype": "bf16"},
-    "int8": {"step": "eager", "int8": True},
 }
-PEERS = {"ct2 float32": "float32", "ct2 int8": "int8"}
+PEERS = {"ct2 float32": ("ctranslate2", "float32"), "ct2 int8": ("ctranslate2", "int8"),
+         "onnxruntime": ("onnxruntime", None)}  # onnxruntime: its parity only, not timed
+PARITY = {"ct2 float32": "ctranslate2", "onnxruntime": "onnxruntime"}  # the engines whose outputs must be ours
+TARGET_SHARE = {1: 99.0, 4: 97.0}  # % identical outputs, greedy and beam 4 (issue 12)
 
 
 def main() -> None:
@@ -70,13 +79,13 @@ def main() -> None:
     pairs = load_pairs(corpus, "test", on_error="skip")
     rows: list[dict] = []
     workers = {}
-    for name, compute in PEERS.items():  # CTranslate2 patience 2, as bench_engines.py
+    for name, (engine, compute) in PEERS.items():  # CTranslate2 patience 2
         try:
-            workers[name] = CT2Process(None, threads)
-            workers[name].request({"engine": str(args.run_dir), "name": "ctranslate2", "threads": threads,
+            workers[name] = CT2Process(threads)
+            workers[name].request({"engine": str(args.run_dir), "name": engine, "threads": threads,
                                    "patience": 2.0, "compute_type": compute})
         except (ImportError, RuntimeError) as e:
-            log(f"bench_decode_paths: CTranslate2 {compute} is unavailable ({e})")
+            log(f"bench_decode_paths: {name} is unavailable ({e}): `pip install -e '.[export]'`")
             workers.pop(name, None)
     repeats = args.repeats or 3
     try:
@@ -117,9 +126,12 @@ def cell(run, pairs, beam: int, batch: int, workers: dict, threads: int, repeats
             keep[name] = workers[name].ask({"translate": texts, "beam": beam, "batch_size": batch})
         return call
 
-    candidates = {**{n: ours(n) for n in translators}, **{n: peer(n) for n in workers}}
+    timed = [n for n in workers if PEERS[n][1] is not None]  # onnxruntime: parity only
+    candidates = {**{n: ours(n) for n in translators}, **{n: peer(n) for n in timed}}
     log(f"bench_decode_paths: {what}: {len(texts)} sentences x {repeats} round(s), threads {threads}")
     times = interleave(candidates, repeats, warmup=1)
+    if batch == 32 and "onnxruntime" in workers:  # parity only: one untimed call
+        peer("onnxruntime")()
     rate = {n: len(texts) / median(t) for n, t in times.items()}
     scores = {n: round(bleu(keep[n], refs)["score"], 2) for n in keep}
     same = {n: sum(a == b for a, b in zip(keep[n], keep["eager fp32"])) for n in keep}
@@ -136,6 +148,26 @@ def cell(run, pairs, beam: int, batch: int, workers: dict, threads: int, repeats
                          peer_rate, "CTranslate2 engine (float32)" if peer_rate else "",
                          note=f"step in use: {values['step']}; BLEU {scores[name]}; identical to eager fp32: "
                               f"{values['identical_to_eager_fp32']}", **values))
+    if batch == 32:
+        rows += parity(keep, refs, beam, common)
+    return rows
+
+
+def parity(keep: dict[str, list[str]], refs: list[str], beam: int, common: dict) -> list[dict]:
+    """The engines' outputs against ours eager fp32 on the same sentences: identical share and BLEU difference."""
+    what, ours, rows = "greedy" if beam == 1 else f"beam {beam}", keep["eager fp32"], []
+    n, b_ours = len(ours), bleu(ours, refs)["score"]
+    for name, engine in PARITY.items():
+        if name not in keep:
+            continue
+        theirs = keep[name]
+        same = sum(a == b for a, b in zip(ours, theirs))
+        rows.append(emit(f"engines: {what}, identical outputs ({engine})", "% of sentences", 100.0 * same / n,
+                         target_ours=TARGET_SHARE[beam], note=f"{same} of {n}; differing: "
+                         f"{[i for i in range(n) if ours[i] != theirs[i]][:20]}", **common))
+        rows.append(emit(f"engines: {what}, |BLEU difference| ({engine})", "BLEU",
+                         abs(b_ours - bleu(theirs, refs)["score"]), higher_is_better=False, target_ours=0.2,
+                         **common))
     return rows
 
 

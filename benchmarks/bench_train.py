@@ -9,7 +9,7 @@ puts it: residuals, attention weights, FFN inside) on a batch of 32 pairs of ~16
 label-smoothed loss, and both use our `paper_optimizer`, so only the body (attention, FFN, norms) differs.
 One step = forward + loss + backward + Adam update. Tokens/s counts real target tokens, as the trainer does.
 
-Model-FLOP utilisation = analytic matmul FLOPs of the step (benchlib.transformer_flops) / step time / this
+Model-FLOP utilisation = analytic matmul FLOPs of the step (benchlib.training_flops) / step time / this
 machine's float32 matmul rate, measured in the same process with a 2048 x 2048 torch.mm (best of 5, before and
 after the timed steps).
 
@@ -25,7 +25,7 @@ import copy
 import time
 
 import torch
-from benchlib import add_common_args, emit, interleave, log, matmul_flops, median, setup_threads, transformer_flops
+from benchlib import add_common_args, emit, interleave, log, matmul_flops, median, setup_threads, training_flops
 from torch import Tensor, nn
 
 from scratchformer import ModelConfig, build_model
@@ -138,8 +138,7 @@ def main() -> None:
          "torch.nn.Transformer", target_ratio=1.0, note="same weights, embeddings, output layer, loss and Adam",
          times_ours=[round(t, 3) for t in times["ours"]], times_peer=[round(t, 3) for t in times["peer"]], **common)
     c = ours.config
-    flops = transformer_flops(c.d_model, c.d_ff, c.n_encoder_layers, c.n_decoder_layers, VOCAB, BATCH,
-                              src.size(1), tgt.size(1) - 1)
+    flops = training_flops(c, BATCH, src.size(1), tgt.size(1) - 1)
     emit("train: model-FLOP utilisation, fp32", "fraction of fp32 matmul rate", flops / t_ours / peak,
          flops / t_peer / peak, "torch.nn.Transformer", target_ours=0.85,
          note=f"{flops / 1e9:.0f} GFLOP/step; matmul rate {peak / 1e9:.0f} GFLOP/s (torch.mm 2048^2, same run)",

@@ -31,7 +31,7 @@ import results
 import torch
 from results import SIMD, cpu_model, simd_flags  # noqa: F401 (the machine is results.py's)
 
-from scratchformer.inspect.flops import matmul_rate, transformer_flops  # noqa: F401 (re-exported)
+from scratchformer.inspect.flops import matmul_rate, training_flops  # noqa: F401 (re-exported)
 
 ROOT = Path(__file__).resolve().parents[1]
 

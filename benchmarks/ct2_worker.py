@@ -1,4 +1,5 @@
-"""CTranslate2 in a child process, driven over a pipe by bench_decode.py.
+"""scratchformer's CTranslate2 (or onnxruntime) engine in a child process, driven over a pipe by
+bench_decode_paths.py.
 
 Why a child: a ctranslate2.Translator that has run once in the benchmark's own process halves the speed of
 every later torch call in that process (ours and Hugging Face alike) on small, memory-bound steps: MKL GEMV at
@@ -8,18 +9,11 @@ as after, so torch loses its spin-waiting fast path). In its own process CTransl
 the rounds stay interleaved with ours: the parent times each request, which costs ~0.1 ms of pipe latency.
 
 Protocol (one JSON object per line, each answered by one line):
-    {"load": dir, "threads": [n, ...]}                  -> "ok"  float32 and int8 translators per thread count
-    {"set": [[token, ...], ...]}                        -> "ok"  the source batch of the next runs
-    {"run": compute_type, "threads": n, "beam": k, "new": m}
-                                                        -> "ok"  one translate_batch, exactly m new tokens
     {"engine": run_dir, "name": e, "threads": n, "compute_type": c, "patience": p}
                                                         -> "ok"  scratchformer's engine `e` (ctranslate2, the
                                                                  default, or onnxruntime) on a run
     {"translate": [text, ...], "beam": k, "batch_size": b}
-                                                        -> a JSON list of the translations (bench_engines.py)
-
-Thread counts: CTranslate2 is offered 1 thread and the benchmark's count, and bench_decode keeps the faster
-for each setting (on a 2-core VM its 2-thread greedy batch 1 ran at 93 tok/s, its 1-thread at 230).
+                                                        -> a JSON list of the translations
 """
 
 from __future__ import annotations
@@ -27,14 +21,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 
 def serve() -> None:
-    import ctranslate2
-
-    translators: dict[str, object] = {}
-    tokens: list[list[str]] = []
     engine = None
     for line in sys.stdin:
         msg = json.loads(line)
@@ -51,28 +40,16 @@ def serve() -> None:
                        if name == "ctranslate2" else {})
             run = load_run(msg["engine"])
             engine = Translator(run, run.decoding.pick(engine=name), threads=msg["threads"], **options)
-        elif "load" in msg:
-            translators = {f"{ct}/{n}": ctranslate2.Translator(msg["load"], device="cpu", compute_type=ct,
-                                                               intra_threads=n, inter_threads=1)
-                           for ct in ("float32", "int8") for n in msg["threads"]}
-        elif "set" in msg:
-            tokens = msg["set"]
-        elif "run" in msg:
-            translator = translators[f"{msg['run']}/{msg['threads']}"]
-            translator.translate_batch(tokens, beam_size=msg["beam"], max_decoding_length=msg["new"],
-                                       min_decoding_length=msg["new"], max_batch_size=0)
         print("ok", flush=True)
 
 
 class CT2Process:
     """The parent's handle: `request(dict)` sends one message and waits for its answer."""
 
-    def __init__(self, model_dir: Path | None, threads: int) -> None:
+    def __init__(self, threads: int) -> None:
         self.proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, bufsize=1, encoding="utf-8")
-        self.thread_options = sorted({1, threads})
-        if model_dir is not None:  # None: the caller sends {"engine": ...} itself
-            self.request({"load": str(model_dir), "threads": self.thread_options})
+        self.threads = threads
 
     def request(self, msg: dict) -> None:
         answer = self.ask(msg, json_answer=False)

@@ -10,7 +10,7 @@ MFU arithmetic, decoding) on the CPU with a tiny model, no compile: the test sui
 known to work before a GPU is lent (its figures mean nothing).
 
 Prints JSON lines like the CPU benchmarks (benchlib.emit);
-MFU = analytic matmul FLOPs (benchlib.transformer_flops) / step time / the GPU's dense bf16 peak (a table of
+MFU = analytic matmul FLOPs (benchlib.training_flops) / step time / the GPU's dense bf16 peak (a table of
 known GPUs; unknown ones report achieved TFLOP/s only). Batches are unpadded (every sentence L tokens), as the
 paper's ~25,000-token batches; our masks are explicit tensors, so SDPA may pick the memory-efficient kernel
 where flash takes no mask: the backend list allows flash, memory-efficient and cuDNN attention, never the
@@ -24,9 +24,13 @@ import contextlib
 import sys
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
-from benchlib import emit, transformer_flops
+from benchlib import emit, training_flops
+
+if TYPE_CHECKING:
+    from scratchformer import ModelConfig
 
 # Dense (no sparsity) bf16 tensor-core peaks, FLOP/s, from the vendors' data sheets.
 BF16_PEAK = {"H200": 989e12, "H100": 989e12, "GH200": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12,
@@ -52,8 +56,8 @@ class Plan:
     def batch(self) -> int:
         return max(1, self.tokens // self.seq_len)
 
-    def step_flops(self, d_model: int = 512, d_ff: int = 2048, layers: int = 6) -> float:
-        return transformer_flops(d_model, d_ff, layers, layers, self.vocab, self.batch, self.seq_len, self.seq_len)
+    def step_flops(self, config: ModelConfig) -> float:
+        return training_flops(config, self.batch, self.seq_len, self.seq_len)
 
 
 SMOKE = Plan(vocab=64, seq_len=8, tokens=32, steps=1, warmup=1, decode_batches=(1, 2), new_tokens=4, compile=False,
@@ -138,7 +142,7 @@ def train(plan: Plan, device_name: str) -> None:
     seconds = (time.perf_counter() - start) / plan.steps
     tokens = plan.batch * plan.seq_len
     c = config
-    flops = plan.step_flops(c.d_model, c.d_ff, c.n_encoder_layers)
+    flops = plan.step_flops(c)
     peak = peak_flops(device_name)
     emit(f"gpu train: tokens/s, bf16{' + compile' if plan.compile else ''}, {plan.preset}, {plan.batch} x "
          f"{plan.seq_len}", "target tok/s", tokens / seconds, note=f"{device_name}; warm-up incl. compile "

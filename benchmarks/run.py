@@ -28,16 +28,15 @@ FIGURES: dict[str, list[str]] = {
     "padding": [],
     "train": ["--bf16", "--compile"],
     "decode": [],
-    "decode_floor": [],
     "memory": [],
     "quality": [],
-    "fast_paths": [],
-    "engines": [],
     "decode_paths": ["--sentences", "200", "--batch1-sentences", "30", "--repeats", "5"],
     "serve": ["--seconds", "20"],
 }
 SLOW_EXTRAS = {"train": ["--bf16", "--compile"]}  # left out by --no-extras
-ALIASES = {"floor": "decode_floor", "fastpaths": "fast_paths", "paths": "decode_paths"}  # the scripts' short names
+# short names, and the names of scripts folded into another (their rows in results.jsonl keep the old name):
+# bench_decode_floor.py's floor and overhead are bench_decode.py's, bench_engines.py's parity bench_decode_paths.py's
+ALIASES = {"paths": "decode_paths", "floor": "decode", "decode_floor": "decode", "engines": "decode_paths"}
 
 
 def command(name: str, threads: str, extras: bool = True) -> list[str]:

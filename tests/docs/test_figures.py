@@ -111,7 +111,7 @@ def test_every_row_can_be_traced():
     rows = results.load()
     assert rows
     for r in rows:
-        assert r["name"] in run.FIGURES and r["date"] and r["cpu"], r["figure"]
+        assert run.resolve([r["name"]])[0] in run.FIGURES and r["date"] and r["cpu"], r["figure"]
         assert r["commit"] or r["commit_note"].startswith("not recorded"), r["figure"]
         if r["commit"]:  # written by results.py: everything the issue asks a row to record
             assert {"command", "dirty", "simd", "load_before", "load_after", "versions"} <= set(r), r["figure"]
@@ -122,7 +122,7 @@ def test_every_named_figure_has_a_script_and_every_table_names_a_figure():
     for name in run.FIGURES:
         assert (ROOT / "benchmarks" / f"bench_{name}.py").is_file(), name
     assert {h.name for h in render.HEADLINE} <= set(run.FIGURES)
-    assert run.resolve(["floor,paths"]) == ["decode_floor", "decode_paths"]
+    assert run.resolve(["floor,paths"]) == ["decode", "decode_paths"]
     with pytest.raises(SystemExit, match="no figure named 'nope'"):
         run.resolve(["nope"])
 
@@ -178,3 +178,43 @@ def test_a_figure_without_a_translation_would_show_as_english():
     assert english_words("| decode fp32: greedy, batch 1 | 230 tok/s |") == ["decode", "greedy", "batch", "tok/s"]
     label = render.figure_label("decode fp32: greedy, batch 1, 64 new tokens", "zh")
     assert label == "fp32 解码：贪心，批 1，64 个新词元"
+
+
+def test_every_shown_figure_names_the_script_that_measures_it_now():
+    """A figure on a page whose script was folded into another (bench_engines.py, bench_decode_floor.py) names the
+    one that measures it now: its `make bench FIGURE=NAME` runs it."""
+    for fig, _ in render.PERFORMANCE:
+        assert render._name_of([], fig) in run.FIGURES, fig
+    assert "decode_paths" in {h.name for h in render.HEADLINE if any("engines:" in fig for fig, _ in h.keys)}
+    assert (ROOT / "benchmarks" / "bench_engines.py").exists() is False
+    assert run.resolve(["engines"]) == ["decode_paths"]
+
+
+def test_our_dropped_int8_is_neither_measured_nor_shown_and_the_page_says_why():
+    """The torch engine's int8 is gone (CTranslate2's int8 is the int8 path): no benchmark imports it, no table shows
+    its rows (they stay in results.jsonl), and the performance table says why in one line."""
+    scripts = [p for p in (ROOT / "benchmarks").glob("*.py") if "quantize" in p.read_text(encoding="utf-8")]
+    assert scripts == []
+    rows = results.load()
+    assert any(r["figure"] == "decode paths: greedy, batch 1, int8 vs CTranslate2 float32" for r in rows)
+    for lang in ("en", "zh"):
+        text = "\n".join(render.render_performance(rows, lang) + render.render_headline(rows, lang))
+        assert ", int8 vs CTranslate2" not in text and "decode int8:" not in text and "quality: BLEU, int8" not in text
+        assert "ct2 int8 vs CTranslate2 float32" in text
+        assert sum("--engine ctranslate2 --dtype int8" in line for line in text.splitlines()) == 1
+
+
+def test_the_bench_extra_installs_what_the_benchmarks_run_and_nothing_else():
+    """`make bench` installs `.[bench]`: the engines bench_decode_paths.py checks for parity (the export extra), serve's
+    packages, and the peers the benchmarks import; no package that nothing uses (psutil was one)."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+
+    def names(reqs):
+        return {re.match(r"[A-Za-z0-9_.-]+", r).group(0).lower() for r in reqs}
+
+    bench = names(extras["bench"])
+    imported = {m.group(1).lower() for p in (ROOT / "benchmarks").glob("*.py")
+                for m in re.finditer(r"^\s*(?:import|from) (\w+)", p.read_text(encoding="utf-8"), re.M)}
+    assert names(extras["export"]) <= bench
+    assert bench <= names(extras["export"]) | names(extras["serve"]) | imported

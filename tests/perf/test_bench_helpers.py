@@ -15,6 +15,7 @@ import benchlib  # noqa: E402
 import gpu_bench  # noqa: E402
 
 from scratchformer import ModelConfig, build_model  # noqa: E402
+from scratchformer.inspect.flops import forward_flops  # noqa: E402
 
 
 def test_flops_are_six_times_matmul_params_times_tokens_plus_attention():
@@ -28,7 +29,7 @@ def test_flops_are_six_times_matmul_params_times_tokens_plus_attention():
     attention = 2 * 2 * b * d * n * (ls * ls + lt * lt + lt * ls)  # QK^T and AV: encoder self, decoder self, cross
     linear = enc * b * ls + (dec - cross_kv) * b * lt + cross_kv * b * ls + 60 * d * b * lt
     expect = 3 * (2 * linear + attention)
-    assert benchlib.transformer_flops(d, c.d_ff, n, n, 60, b, ls, lt) == expect
+    assert benchlib.training_flops(c, b, ls, lt) == expect
 
 
 def test_emit_checks_targets(capsys):
@@ -51,7 +52,8 @@ def test_interleave_alternates_and_times_every_round():
 def test_gpu_plan_and_peaks():
     plan = gpu_bench.Plan()
     assert plan.batch * plan.seq_len <= plan.tokens < (plan.batch + 1) * plan.seq_len
-    assert plan.step_flops() == benchlib.transformer_flops(512, 2048, 6, 6, 37000, plan.batch, 32, 32)
+    paper = ModelConfig.preset("paper-base", src_vocab_size=37000, tgt_vocab_size=37000)
+    assert plan.step_flops(paper) == 3 * forward_flops(paper, plan.batch, 32, 32)
     assert gpu_bench.peak_flops("NVIDIA H200") == 989e12
     assert gpu_bench.peak_flops("NVIDIA GH200 480GB") == 989e12
     assert gpu_bench.peak_flops("Some Unknown GPU") is None

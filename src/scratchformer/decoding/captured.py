@@ -69,7 +69,7 @@ def compiler_available() -> bool:
 def attend(q: Tensor, k: Tensor, v: Tensor, visible: Tensor) -> Tensor:
     """softmax(q k^T / sqrt(d), where visible) v, written out: inductor fuses it into its own kernels, where
     F.scaled_dot_product_attention stays a call out of the graph (1.3-1.4x the whole step at 1 and at 32 rows,
-    experiments/decode-capture/step_packages.py). q (N, h, Q, d), k/v (N, h, K, d), visible bool broadcast to
+    experiments/decode-capture/step_packages.py of e832339). q (N, h, Q, d), k/v (N, h, K, d), visible bool broadcast to
     (N, h, Q, K), every query with at least one visible key."""
     scores = (q @ k.transpose(-2, -1)) * q.size(-1) ** -0.5  # (N, h, Q, K)
     return torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1) @ v  # (N, h, Q, d)
@@ -221,7 +221,7 @@ class StaticEncoder(nn.Module):
 def compile_encoder(encoder: StaticEncoder, package_path: Path) -> Path:
     """torch.export the encoder with dynamic batch and source length, then AOTInductor with frozen weights, into
     `package_path`: 1.6-2.0x the modules for one sentence of 12-40 tokens, 1.16x for 32 of 30 (experiments/
-    decode-capture/encoder_capture.py). Plain inductor: max-autotune measured no faster there."""
+    decode-capture/encoder_capture.py of e832339). Plain inductor: max-autotune measured no faster there."""
     with inductor_home(), torch.no_grad(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
         exported = torch.export.export(encoder, encoder.example(), dynamic_shapes=encoder.dynamic_shapes())

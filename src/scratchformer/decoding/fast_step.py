@@ -6,7 +6,7 @@
 
 A decoding step of the shipped en-zh model at batch 1 is ~40 small kernels; through the modules each also pays
 an nn.Module call, a lambda per sublayer, mask checks and branches for paths decoding never takes (rope, GQA,
-attention pictures, dropout): about as much time again as the arithmetic (benchmarks/profile_translate.py,
+attention pictures, dropout): about as much time again as the arithmetic (profile_translate.py of e832339,
 benchmarks/RESULTS.md). This file runs the step of `DecoderLayer` for one new token directly: the same
 `F.linear` / `Linear.forward` (so packed weights, packing.py, still apply), the same
 `F.scaled_dot_product_attention` calls with the same arguments, the same `F.layer_norm`, the same KV cache

@@ -37,9 +37,9 @@ class Backend:
     options.int8: CT2's own int8 compute type (quantised when loaded; compute_type="int8" says the same); threads:
     CT2's intra_threads (0 = its default); patience: CT2 keeps searching until K * patience hypotheses have finished,
     and GNMT picks among them (models/en-zh, 1,000 test sentences, beam 4: outputs identical to ours for 965 at
-    patience 1, 998 at 2, 1,000 at 3; benchmarks/bench_engines.py). At the shipped alpha 1.5, 100 test sentences: 97
+    patience 1, 998 at 2, 1,000 at 3; bench_engines.py of e832339). At the shipped alpha 1.5, 100 test sentences: 97
     at patience 2, 98 at 3 and 4 (two sentences differ at any patience: one search finds its best hypothesis after
-    the other has stopped), so the default is 3: parity first; bench_engines.py --patience sets it."""
+    the other has stopped), so the default is 3: parity first; its --patience set it."""
 
     SUPPORTS = frozenset({"int8"})
     models = 1

@@ -18,9 +18,8 @@ from typing import Any
 import torch
 
 from scratchformer.errors import N_, ConfigError, ScratchformerWarning
-from scratchformer.runs import Run, load_run
+from scratchformer.runs import Run, Writes, load_run, prepare_run_dir, read_marker, writing_folder
 from scratchformer.runs import cache as runs_cache
-from scratchformer.runs.folders import check_folder, read_marker, writing_folder
 
 # name -> (module under scratchformer.export, the pip package it needs, or None)
 FORMATS: dict[str, tuple[str, str | None]] = {
@@ -65,13 +64,6 @@ def load_module(table: dict[str, tuple[str, str | None]], name: str, what: str, 
     return importlib.import_module(f"scratchformer.{room}.{module}")
 
 
-def prepare_out(out: Path, overwrite: bool) -> Path:
-    """Check that `export` may write the folder `out` (runs/folders.py: new or empty, or with --overwrite its own
-    earlier export; never a folder we did not make, the current directory, its parents or home), before any work."""
-    check_folder(Path(out), "export", overwrite)
-    return Path(out)
-
-
 def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool = False,
                quantization: str | None = None, progress: Callable[[str], None] | None = None,
                **options: Any) -> Path:
@@ -80,7 +72,10 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool =
     progress: told what runs now, once every check has passed (the CLI prints it, with the format's EXPORT_NOTE:
     an ONNX trace takes a minute)."""
     module = load_module(FORMATS, fmt, "export format", "export")
-    out = prepare_out(Path(out), overwrite)
+    before = read_marker(Path(out)) if overwrite else None  # its "format" only picks one of the lists of WRITES
+    writes = Writes("export", WRITES[fmt] | WRITES.get(str((before or {}).get("format")), frozenset()))
+    # before any work: new or empty, or with --overwrite its own earlier export (runs/prepare.py)
+    out = prepare_run_dir(out, writes, overwrite=overwrite)
     run = load_run(run_dir)
     warn_members(run, f"the {fmt} export holds")
     module.check_expressible(run)  # before anything is written: a one-line error naming the field
@@ -88,9 +83,7 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, overwrite: bool =
     if quantization is not None and quantization not in allowed:  # None: the format's default (float32)
         raise ConfigError(N_("--quantization {quantization}: format {fmt} writes {value} weights"),
                           quantization=quantization, fmt=fmt, value=' or '.join(q for q in allowed if q))
-    before = read_marker(out) if overwrite else None  # its "format" only picks one of the lists above
-    owned = WRITES[fmt] | WRITES.get(str((before or {}).get("format")), frozenset())
-    with writing_folder(out, "export", overwrite, owned=owned, format=fmt) as tmp:
+    with writing_folder(out, writes, overwrite, format=fmt) as tmp:
         if progress is not None:
             note = getattr(module, "EXPORT_NOTE", "")  # what only some formats need to say (onnx: its trace)
             progress(f"{run_dir} -> {fmt} in {out} (converting and writing{'; ' + note if note else ''})")

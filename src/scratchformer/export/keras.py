@@ -1,10 +1,9 @@
-"""Keras 3 on TensorFlow: the export (`scratchformer export RUN --format keras --out DIR`) and the engine that
-decodes with the Keras model (`translate --engine keras`, `evaluate --engine keras`).
+"""Keras 3 on TensorFlow: the export (`scratchformer export RUN --format keras --out DIR`); this file only writes
+files. Decoding with the Keras model is the keras engine's (engines/keras.py: `translate --engine keras`).
 
     export(run, out)                         out/model.keras, saved_model/, tokenizer_src.json, tokenizer_tgt.json,
                                              README.md
-    Backend(run).search(src_ids, beam=4)     greedy or beam search with scratchformer.keras (decode.py), the search
-                                             that engines/translator.py's Translator runs for --engine keras
+    keras_model(run)                         the run's model as Keras 3 layers with our weights (the engine's too)
 
 The tokenizer files are standard `tokenizers` files (`tokenizers.Tokenizer.from_file`; transformers'
 PreTrainedTokenizerFast(tokenizer_file=...)), converted as the Hugging Face export converts them (hf.py): the

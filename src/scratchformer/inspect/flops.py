@@ -2,6 +2,7 @@
 the hardware's matmuls can do in that time.
 
     forward_flops(config, batch, src_len, tgt_len)   matmul FLOPs of one forward pass on a padded batch
+    training_flops(config, batch, src_len, tgt_len)  the same for a training step: 3 forwards
     matmul_rate(device, dtype)                       this device's measured (n x n) @ (n x n) rate, FLOP/s
 
 Counted: every Linear (2 FLOPs per multiply-add), Q K^T and A V of every attention, the output layer.
@@ -34,26 +35,23 @@ def decoder_layer_flops(d: int, d_ff: int, batch: int, tgt_len: int, src_len: in
     return flops
 
 
-def transformer_flops(d_model: int, d_ff: int, n_enc: int, n_dec: int, vocab: int, batch: int, src_len: int,
-                      tgt_len: int, backward: bool = True) -> float:
-    """Matmul FLOPs of one encoder-decoder step (forward + backward = 3x forward) on (B, L_src) -> (B, L_tgt)."""
-    forward = (n_enc * encoder_layer_flops(d_model, d_ff, batch, src_len)
-               + n_dec * decoder_layer_flops(d_model, d_ff, batch, tgt_len, src_len)
-               + 2 * batch * tgt_len * d_model * vocab)
-    return forward * (3 if backward else 1)
-
-
 def forward_flops(c: ModelConfig, batch: int, src_len: int, tgt_len: int = 0) -> float:
     """Matmul FLOPs of one forward pass of any architecture on a padded batch: (B, L_src) [-> (B, L_tgt)].
     A decoder-only or encoder model reads `src_len` as its sequence length."""
     d, d_ff = c.d_model, c.d_ff
     if c.arch == "encoder-decoder":
-        return transformer_flops(d, d_ff, c.n_encoder_layers, c.n_decoder_layers, c.tgt_vocab_size, batch,
-                                 src_len, tgt_len, backward=False)
+        return (c.n_encoder_layers * encoder_layer_flops(d, d_ff, batch, src_len)
+                + c.n_decoder_layers * decoder_layer_flops(d, d_ff, batch, tgt_len, src_len)
+                + 2 * batch * tgt_len * d * c.tgt_vocab_size)
     if c.arch == "decoder":
         return c.n_decoder_layers * decoder_layer_flops(d, d_ff, batch, src_len, None) + \
             2 * batch * src_len * d * c.tgt_vocab_size
     return c.n_encoder_layers * encoder_layer_flops(d, d_ff, batch, src_len)  # heads: a small share, not counted
+
+
+def training_flops(c: ModelConfig, batch: int, src_len: int, tgt_len: int = 0) -> float:
+    """Matmul FLOPs of one training step (forward + backward = 3x forward) on a padded batch."""
+    return 3 * forward_flops(c, batch, src_len, tgt_len)
 
 
 def matmul_rate(device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32, n: int = 1024,

@@ -35,7 +35,7 @@ from scratchformer.lab import (
     scaling,
 )
 from scratchformer.lab.common import Result, write_numbers
-from scratchformer.runs.folders import writing_folder
+from scratchformer.runs import Writes, prepare_run_dir, writing_folder
 
 EXPERIMENTS: dict[str, tuple[Callable[..., Result], str]] = {
     "scaling": (scaling.run, N_("Why divide the scores by sqrt(d_k)? Without it, does softmax tend to one-hot?")),
@@ -71,15 +71,13 @@ def run_experiment(name: str, out: str | Path = "lab", quick: bool = False,
     if name not in EXPERIMENTS:
         raise InputError(N_("unknown experiment {name!r}; experiments: {EXPERIMENTS} (see `lab --list`)"), name=name,
                          EXPERIMENTS=', '.join(EXPERIMENTS))
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise InputError(N_("--out {out} is a file: give a folder for {name}.png and {name}.json"), out=out, name=name)
     function, question = EXPERIMENTS[name]
     options = {"run_dir": run_dir} if run_dir is not None else {}
     if options and "run_dir" not in inspect.signature(function).parameters:
         raise InputError(N_("--run is for the experiments that inspect a trained model (heads), not {name}"), name=name)
-    owned = {f"{n}{ext}" for n in EXPERIMENTS for ext in (".png", ".json")}  # all that lab writes, or deletes
-    with writing_folder(out, "lab", overwrite, append=True, owned=owned) as tmp:  # written beside, then moved in
+    writes = Writes("lab", {f"{n}{ext}" for n in EXPERIMENTS for ext in (".png", ".json")}, append=True)
+    out = prepare_run_dir(out, writes, overwrite=overwrite)  # before any work: new, empty, or one lab made
+    with writing_folder(out, writes, overwrite) as tmp:  # written beside, then moved in
         if progress:  # once --out is known to be writable
             header = N_("lab {name}: {question} (under a minute on 2 CPU cores) ...") if quick else \
                 N_("lab {name}: {question} (up to 5 minutes on 2 CPU cores) ...")

@@ -166,6 +166,7 @@ class MultiHeadAttention(nn.Module):
     (model/rope.py) that turns q and k by their positions before they meet (self-attention only).
     """
 
+    # One by one, keyword-only: the paper's names (d_model, h, d_k, d_v; 3.2.2) as the seeds' box takes them.
     def __init__(self, *, d_model: int, n_heads: int, d_k: int, d_v: int, n_kv_heads: int | None = None,
                  dropout: float = 0.0, bias: bool = True, cross: bool = False, fused: bool = True,
                  rope: nn.Module | None = None) -> None:

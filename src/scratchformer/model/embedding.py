@@ -81,6 +81,7 @@ class InputLayer(nn.Module):
     """x = Dropout(TokenEmbedding(ids) + PositionalEncoding(positions) [+ TokenType]) [-> Norm]; no positions here
     for rope."""
 
+    # One by one, keyword-only, as the seeds' embedding box takes them: a box of Figure 1 never reads a ModelConfig.
     def __init__(
         self,
         *,

@@ -95,7 +95,7 @@ class TransformerBase(nn.Module):
     def inference_layout(self, measured: bool = False) -> TransformerBase:
         """Store every Linear weight (out, in) column-major: the same values and shapes (state dicts, tying and
         interop are unchanged), but `x @ W^T` then reaches MKL as a plain GEMM on an (in, out) matrix, which
-        ran 1.3-1.7x faster for the 4-128 rows of a decoding step on a Xeon (benchmarks/bench_fast_paths.py).
+        ran 1.3-1.7x faster for the 4-128 rows of a decoding step on a Xeon (bench_fast_paths.py of e832339).
         measured=True (load_run): only if autotune.py measures it faster on this CPU for these shapes
         (float32 CPU weights; else, and with SCRATCHFORMER_AUTOTUNE=0, the weights stay row-major).
         For decoding: training still works on this layout but gains nothing. Returns self."""

@@ -1,7 +1,7 @@
 """The one owner of every folder and file the commands write: `train --out`, `export --out`, `lab --out`,
 `report --out`, `plot --out`, `average --out`, `consolidate --out` and the engines' export caches.
 
-The rule, once:
+The rule, once (a command enters through runs/prepare.py's `prepare_run_dir`, with what it writes):
   - a folder we make holds a marker, FOLDER/.scratchformer-run: {"created_by": "scratchformer", "command": ...,
     "entries": [what that command wrote]} (a train run's older marker has no "command": it is a train run); a
     marker that is a symlink, or not a regular file, is not ours;
@@ -21,7 +21,6 @@ The rule, once:
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import sys
 from collections.abc import Callable, Collection, Iterable, Iterator
@@ -33,7 +32,7 @@ from scratchformer.config.fields import loads_json
 from scratchformer.errors import N_, CheckpointError, ConfigError
 from scratchformer.runs.files import write_json
 from scratchformer.runs.names import CHECKPOINTS, CONFIG, LOCK, MARKER, TRAIN_ENTRIES, WEIGHTS
-from scratchformer.runs.partials import clean_partials, partial_folder, remove, swap
+from scratchformer.runs.partials import remove
 
 MAX_MARKER_BYTES = 1 << 20  # a marker is a few hundred bytes; a bigger file is not one of ours
 
@@ -274,84 +273,6 @@ def check_folder(out: Path, command: str, overwrite: bool = False, append: bool 
     if not (overwrite or append):
         raise ConfigError("{flag} {out} already holds an earlier scratchformer {command} output: add --overwrite to "
                           "replace it, or choose another {flag}", flag=flag, out=out, command=command)
-
-
-def check_run_out(out: Path, resume: bool = False, overwrite: bool = False) -> None:
-    """May `train` write its run into `out`? A one-line error before any work if not: a folder holding a run is
-    train's own business (--resume continues it, --overwrite replaces a marked one); otherwise --resume has nothing
-    to continue, and a new run needs a new or empty folder (check_folder: never a user's non-empty folder, `.`
-    included)."""
-    if holds_run(out):
-        return
-    if resume:
-        raise ConfigError(N_("--resume: {out} holds no run to resume (no {CONFIG}, no {MARKER}): check --out, or "
-                             "leave out --resume to start a new run"), out=out, CONFIG=CONFIG, MARKER=MARKER)
-    check_folder(Path(out), "train", overwrite)
-
-
-@contextmanager
-def writing_folder(out: Path, command: str, overwrite: bool = False, append: bool = False, flag: str = "--out",
-                   owned: Collection[str] = (), **info: Any) -> Iterator[Path]:
-    """Yield an empty temporary folder beside `out` to write into; on success its entries become `out`'s.
-
-    owned: every name the command may write at the top of `out` (a fixed list in code): the only names its
-    --overwrite deletes, or its append replaces. A new `out` is the temporary folder renamed (atomic). An existing
-    one of ours: under its lock, the entries replaced are moved aside, the new ones moved in, and the old ones
-    dropped only then; the user's files are kept and named on stderr, and the marker lists what the command wrote.
-    A failure leaves `out` as it was."""
-    check_folder(Path(out), command, overwrite, append, flag)
-    out, owned = Path(os.path.abspath(out)), frozenset(owned)  # `--out .` too has a parent to write beside
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        clean_partials(out)
-        tmp, hold = partial_folder(out)
-    except OSError as e:
-        raise ConfigError(N_("{flag} {out}: cannot write beside it in {parent} ({value}): choose a folder you can "
-                             "write"), flag=flag, out=out, parent=out.parent, value=e.strerror or e) from None
-    try:
-        yield tmp
-        names = sorted(p.name for p in tmp.iterdir() if p.name != LOCK)
-        stray = [n for n in names if n not in owned]
-        if stray:  # a command's list of names is out of date: a bug of ours, before anything is moved
-            raise RuntimeError(f"scratchformer {command} wrote {', '.join(stray)}, not in its list of names")
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; a finished folder gets the usual permissions
-        write_marker(tmp, command, names, **info)
-        if not out.exists() and not out.is_symlink():
-            (tmp / LOCK).unlink(missing_ok=True)  # a converter may have remade the folder
-            try:
-                os.rename(tmp, out)
-                return
-            except OSError:  # another writer made `out` meanwhile: merge under its lock below
-                pass
-        _merge(tmp, out, command, names, owned, overwrite, append, flag, info)
-    finally:
-        hold.close()
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _merge(tmp: Path, out: Path, command: str, names: list[str], owned: frozenset[str], overwrite: bool,
-           append: bool, flag: str, info: dict[str, Any]) -> None:
-    with run_lock(out, leave=False):
-        check_folder(out, command, overwrite, append, flag)  # again: another writer may have come first
-        marker = read_marker(out) or {"entries": []}
-        present = {e.name for e in out.iterdir()} - {LOCK}
-        replaceable = owned if overwrite else owned & set(marker["entries"])  # append: what it wrote before
-        clash = sorted(n for n in names if n in present and n not in replaceable)
-        if clash:
-            raise ConfigError(N_("{flag} {value} exists and was not written by scratchformer {command}: move it "
-                                 "away or choose another {flag}"), flag=flag, value=out / clash[0], command=command)
-        old = sorted(present & ({*replaceable, MARKER} if overwrite else {*names, MARKER}))
-        kept = sorted(present - set(old)) if overwrite else []
-        if not overwrite:  # the marker names what it wrote before too
-            write_marker(tmp, command, [*names, *(replaceable & present)], **info)
-        swap(tmp, out, old, [*names, MARKER], flag)
-        say_kept(out, kept, command)
-
-
-def _umask() -> int:
-    from scratchformer.runs.files import current_umask
-
-    return current_umask()
 
 
 # -- one output file ----------------------------------------------------------------------------------------------

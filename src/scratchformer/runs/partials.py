@@ -1,4 +1,4 @@
-"""Output folders written beside their final place and swapped in (runs/folders.py's writing_folder): the
+"""Output folders written beside their final place and swapped in (runs/prepare.py's writing_folder): the
 partial folder .OUT.XXXX.partial, held by a lock file inside it while its process lives; the swap that moves the
 replaced entries aside first (.OUT.XXXX.replaced) and puts them back on any failure; and the clean-up of the
 partial folders a killed process left (a real folder of this user's whose lock nobody holds; never a link, never

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -60,19 +59,6 @@ def given_settings(recipe: str | None, config_file: str | None, flags: dict[str,
     if model:
         settings["model"] = {**settings.get("model", {}), **model}
     return settings
-
-
-def prepare_out(out: Path) -> None:
-    """--out exists as a writable directory afterwards, or a one-line ConfigError naming it."""
-    if out.exists() and not out.is_dir():
-        raise ConfigError(N_("--out {out} is a file, not a directory: choose another --out"), out=out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out):
-            pass
-    except OSError as e:
-        raise ConfigError(N_("--out {out}: cannot write there ({value}): choose another --out"), out=out,
-                          value=e.strerror or e) from None
 
 
 def resumed_config(out: Path, given: dict, is_main: bool) -> TrainConfig:
@@ -140,27 +126,15 @@ def launch(given: dict[str, Any], out: Path, resume: bool = False, overwrite: bo
         if cfg.upsample:
             check_upsample(cfg.corpus, upsample_factors(cfg.upsample))
     refuse_init_into_itself(cfg.init, out, overwrite)
-    if is_main_rank():  # a run, or a new or empty folder: never a user's folder, nor --resume of nothing
-        # except under `torchrun --max-restarts N`, whose one command must start the run and resume it after a restart
-        restartable = os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0").strip() not in ("", "0")
-        runs.folders.check_run_out(out, resume and not restartable, overwrite)
-    if overwrite and not resume and is_main_rank():  # before the folder is made or locked: nothing is touched
-        runs.folders.refuse_protected(out)
-        if runs.holds_run(out):
-            runs.folders.check_clearable(out, "train")
     if cfg.compile:  # before anything is written: a cache folder someone else can write is one line
         private_inductor()
-    is_main = is_main_rank()  # under torchrun only rank 0 locks, deletes and reports
-    prepare_out(out)
+    is_main = is_main_rank()  # under torchrun only rank 0 checks, locks, deletes and reports
+    # a run, or a new or empty folder: never a user's folder, nor --resume of nothing, except under
+    # `torchrun --max-restarts N`, whose one command must start the run and resume it after a restart
+    restartable = os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0").strip() not in ("", "0")
+    runs.prepare_run_dir(out, runs.TRAIN, overwrite=overwrite, resume=runs.prepare.IF_ANY if resume and restartable
+                         else resume, main=is_main)
     with runs.run_lock(out) if is_main else contextlib.nullcontext():
-        if runs.holds_run(out) and not resume:
-            if not overwrite and not runs.folders.never_trained(out):
-                raise ConfigError(N_("{out} already holds a run: add --resume to continue it, --overwrite to start "
-                                     "over, or choose another --out"), out=out)
-            if is_main:  # a failed start's leftovers go quietly; --overwrite says what it kept
-                kept = runs.clear_run(out)
-                if overwrite:
-                    runs.folders.say_kept(out, kept, "train", say)
         if resume and (out / TRAIN_CONFIG).exists():
             cfg = resumed_config(out, given, is_main)
         if cfg.compile:  # torch.compile's code is built and loaded in this user's checked cache, never in /tmp
