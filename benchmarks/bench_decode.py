@@ -6,13 +6,14 @@
 One random paper-base model (d_model 512, 6+6 layers, 8 heads, FFN 2048, vocabulary 8000, Marian's layout:
 sinusoid halves, decoder starting from the zero pad embedding) is built by us, written with our
 `save_pretrained` as a Marian folder, loaded by transformers, and exported by scratchformer.export.ctranslate2
-through CTranslate2's spec API (float32, and int8 at load time); CTranslate2 runs in a child process
+through CTranslate2's spec API (float32); CTranslate2 runs in a child process
 (ct2_worker.py says why). All of them
 decode the same 16-token sources with the KV cache, forced to exactly 64 new tokens (ours: force_len /
 min_len = max_len; HF: min_new_tokens = max_new_tokens; CTranslate2: min_decoding_length =
 max_decoding_length), greedy and beam 4, batch 1 and batch 32; every candidate of a setting is timed in one
-interleaved loop. Ours decodes as `load_run` prepares it (the layout autotune measures faster); `--int8` is
-`quantize_int8`.
+interleaved loop. Ours decodes as `load_run` prepares it (the layout autotune measures faster). (The int8 rows, ours
+against CTranslate2 int8, went with the torch engine's own int8; bench_decode_paths.py measures CTranslate2's int8
+against our float decoders.)
 Figures: generated tokens/s (batch x 64 / seconds).
 
 Also ours with and without the KV cache (greedy, batch 1) at 64 and 256 new tokens.
@@ -32,7 +33,7 @@ from ct2_worker import CT2Process
 
 from scratchformer import ModelConfig, build_model
 from scratchformer.decoding import beam_search, greedy_decode
-from scratchformer.decoding.quantize import quantize_int8
+from scratchformer.decoding.spec import Search
 from scratchformer.interop.huggingface import save_pretrained
 from scratchformer.model.transformer import EncoderDecoder
 
@@ -58,8 +59,8 @@ def sources(batch: int, seed: int = 1) -> torch.Tensor:
 def ours_fn(model: EncoderDecoder, src: torch.Tensor, beam: int, new: int = NEW,
             use_cache: bool = True) -> Callable[[], object]:
     if beam == 1:
-        return lambda: greedy_decode(model, src, force_len=new, bos=START, use_cache=use_cache)
-    return lambda: beam_search(model, src, beam_size=beam, min_len=new, max_len=new, bos=START)
+        return lambda: greedy_decode(model, src, Search(use_cache=use_cache, bos=START, force_len=new))
+    return lambda: beam_search(model, src, Search(beam=beam, max_output_len=new, bos=START, min_len=new))
 
 
 def hf_model(folder: Path):
@@ -111,7 +112,7 @@ def ct2_set(worker: CT2Process, src: torch.Tensor) -> None:
 
 def check_same_work(ours: EncoderDecoder, hf, src: torch.Tensor) -> None:
     """Same weights, same function: the greedy outputs of ours and Hugging Face agree (and have NEW tokens)."""
-    a = greedy_decode(ours, src[:2], force_len=NEW, bos=START)
+    a = greedy_decode(ours, src[:2], Search(bos=START, force_len=NEW))
     b = hf_fn(hf, src[:2], 1)()[:, 1:].tolist()  # HF returns the start token first
     if any(len(x) != NEW for x in a) or a != b:
         log("warning: ours and Hugging Face greedy outputs differ: the comparison may not be like for like")
@@ -135,17 +136,14 @@ def main() -> None:
             log(f"CTranslate2 unavailable ({e}): `pip install -e '.[bench]'`; its figures are skipped")
             ct2 = None
         ours.inference_layout(measured=True)  # as load_run: column-major only where measured faster
-        ours_int8 = quantize_int8(ours)
         check_same_work(ours, hf, sources(2))
         for beam in (1, 4):
             for batch in (1, 32):
                 src = sources(batch)
-                cands = {"ours": ours_fn(ours, src, beam), "hf": hf_fn(hf, src, beam),
-                         "ours_int8": ours_fn(ours_int8, src, beam)}
+                cands = {"ours": ours_fn(ours, src, beam), "hf": hf_fn(hf, src, beam)}
                 if ct2:
                     ct2_set(ct2, src)
-                    (cands["ct2"], ct2_threads), (cands["ct2_int8"], ct2_int8_threads) = (
-                        ct2_fn(ct2, ct, beam) for ct in ("float32", "int8"))
+                    cands["ct2"], ct2_threads = ct2_fn(ct2, "float32", beam)
                 log(f"bench_decode: beam {beam}, batch {batch}: {', '.join(cands)} x {repeats} rounds")
                 times = interleave(cands, repeats, warmup=1)
                 tok_s = {k: batch * NEW / median(v) for k, v in times.items()}
@@ -157,9 +155,6 @@ def main() -> None:
                     emit(f"decode fp32: {what}", "tok/s", tok_s["ours"], tok_s["ct2"], "CTranslate2 float32",
                          target_ratio=1.0 if batch == 32 else None, note=f"CTranslate2: {ct2_threads} thread(s)",
                          **common)
-                    emit(f"decode int8: {what}", "tok/s", tok_s["ours_int8"], tok_s["ct2_int8"], "CTranslate2 int8",
-                         target_ratio=0.8, **common, note="ours: quantize_int8 (dynamic, per-channel); "
-                         f"CTranslate2: {ct2_int8_threads} thread(s)")
         if ct2:
             ct2.close()
         if not args.no_cache_figures:

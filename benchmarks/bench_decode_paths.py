@@ -9,9 +9,10 @@ In one harness (benchlib.interleave: alternating order, medians of `--repeats` r
 same sentences through: ours eager fp32 (`--step eager`, the reference), ours by default (`--step auto`, fp32: with
 a warm cache, the captured step; its package is compiled before the rounds if this user's cache lacks it, and the
 seconds that took are printed), ours bf16 (`--dtype bf16`, `--step auto`: captured where its package is cached,
-compiled before the rounds too), ours int8 (`--int8`, eager), and scratchformer's CTranslate2 engine in float32 and
-int8 (each in a child process: ct2_worker.py). Cells: greedy and beam 4 at batch 32 (`--sentences`) and batch 1 (the
-first `--batch1-sentences`). Per candidate and cell: sentences/s, the ratio to CTranslate2 float32 and int8, BLEU
+compiled before the rounds too), and scratchformer's CTranslate2 engine in float32 and int8 (each in a child
+process: ct2_worker.py). (Ours int8, the torch engine's dynamic quantisation, was dropped after its rows here
+measured 0.39-1.16x CTranslate2 float32: docs/performance.md.) Cells: greedy and beam 4 at batch 32 (`--sentences`)
+and batch 1 (the first `--batch1-sentences`). Per candidate and cell: sentences/s, the ratio to CTranslate2 float32 and int8, BLEU
 against the references, and the share of outputs identical to ours eager fp32. Which step `auto` ran is named
 (`step_in_use`): if autotune measured the captured step slower on this CPU, auto runs eager, and the row says so.
 
@@ -46,7 +47,6 @@ OURS = {  # name -> the options over DecodingOptions(beam, batch_size)
     "eager fp32": {"step": "eager", "dtype": "fp32"},
     "default fp32": {"step": "auto", "dtype": "fp32"},
     "bf16": {"step": "auto", "dtype": "bf16"},
-    "int8": {"step": "eager", "int8": True},
 }
 PEERS = {"ct2 float32": "float32", "ct2 int8": "int8"}
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The CPU fast paths on this machine: column-major Linear weights, MKL-packed GEMMs, int8; what autotune picks.
+"""The CPU fast paths on this machine: column-major Linear weights, MKL-packed GEMMs; what autotune picks.
 
     .venv/bin/python benchmarks/bench_fast_paths.py [--threads auto|N] [--quick]
 
@@ -7,19 +7,16 @@ For the shipped model's shapes (models/en-zh/config.json) and paper-base (vocabu
 step's GEMMs (every nn.Linear of the decoder and the output layer, on random inputs of 1, 4 and 32 rows),
 timed interleaved with each fast path on and off; ratio = off / on (above 1: the fast path is faster). Then
 what autotune.py chooses here for the same shapes (measured into a temporary cache, so this run
-leaves the user's cache alone). Then int8: a greedy decoding call (16-token sources, 16 new tokens) with
-quantize_int8 against torch.ao's quantize_dynamic (deprecated; the same kernel, so ~1x) and float32.
-About 30 s on 2 busy cores.
+leaves the user's cache alone). (Its int8 rows went with the torch engine's own int8: CTranslate2's int8 is the one
+we keep, docs/performance.md.) About 30 s on 2 busy cores.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import tempfile
-import warnings
 from pathlib import Path
 
 import torch
@@ -28,8 +25,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from scratchformer import ModelConfig, autotune, build_model
-from scratchformer.decoding import greedy_decode, packing
-from scratchformer.decoding.quantize import quantize_int8
+from scratchformer.decoding import packing
 
 ROWS = (1, 4, 32)
 
@@ -94,32 +90,9 @@ def autotune_choices(name: str, model: nn.Module, threads: int) -> None:
     log(f"bench_fast_paths: {name}: layout {layout}, packing by rows {packs}")
 
 
-def int8_figures(model: nn.Module, repeats: int, threads: int) -> None:
-    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
-    torch.backends.quantized.engine = "fbgemm"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        old = quantize_dynamic(copy.deepcopy(model), {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
-    ours = quantize_int8(model)
-    for batch in (1, 32):
-        g = torch.Generator().manual_seed(1)
-        src = torch.randint(4, 8000, (batch, 16), generator=g)
-        run = {k: (lambda m=m, src=src: greedy_decode(m, src, force_len=16))
-               for k, m in (("int8", ours), ("quantize_dynamic", old), ("fp32", model))}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            t = {k: median(v) for k, v in interleave(run, repeats, warmup=1).items()}
-        for peer in ("quantize_dynamic", "fp32"):
-            emit(f"fast paths: int8 greedy, paper-base, batch {batch}, 16 new tokens", "tok/s", batch * 16 / t["int8"],
-                 batch * 16 / t[peer], "torch.ao quantize_dynamic" if peer != "fp32" else "ours float32",
-                 threads=threads, note="quantize_int8: Int8Linear on quantized::linear_dynamic (fbgemm)")
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_common_args(p)
-    p.add_argument("--no-int8", action="store_true")
     args = p.parse_args()
     threads = setup_threads(args.threads)
     repeats = args.repeats or (3 if args.quick else 7)
@@ -127,10 +100,6 @@ def main() -> None:
     for name, model in built.items():
         layout_and_packing(name, model, repeats, threads)
         autotune_choices(name, model, threads)
-    if not args.no_int8:
-        base = ModelConfig.preset("paper-base", src_vocab_size=8000, tgt_vocab_size=8000, dropout=0.0)
-        torch.manual_seed(0)
-        int8_figures(build_model(base).eval(), max(3, repeats // 2), threads)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import torch
 from scratchformer.decoding.beam import Hypothesis, beam_search, beam_search_core
 from scratchformer.decoding.common import length_penalty
 from scratchformer.decoding.greedy import greedy_decode
+from scratchformer.decoding.spec import Search
 
 PAD, BOS, EOS, A, B, C = 0, 1, 2, 3, 4, 5
 V = 6
@@ -37,8 +38,8 @@ class FakeModel:
 
 def search(table, beam_size, alpha=0.0, max_len=10, n_best=None, batch=1, min_len=0, default=None):
     fake = FakeModel(table, default)
-    return beam_search_core(fake, batch, beam_size, [max_len] * batch, alpha=alpha, bos=BOS, eos=EOS,
-                            n_best=n_best or beam_size, min_len=min_len)
+    spec = Search(beam=beam_size, alpha=alpha, bos=BOS, eos=EOS, n_best=n_best or beam_size, min_len=min_len)
+    return beam_search_core(fake, [max_len] * batch, spec)
 
 
 # Greedy takes A (0.6) but then finds only A A (0.6 * 0.45); B B (0.4 * 0.9) is more likely as a whole.
@@ -117,7 +118,7 @@ def test_min_len_suppresses_eos():
 
 def test_sentences_of_a_batch_are_independent_and_finish_at_different_steps():
     fake = FakeModel(SHORT_VS_LONG)
-    hyps = beam_search_core(fake, 3, 2, [10, 2, 10], alpha=0.6, bos=BOS, eos=EOS, n_best=1)
+    hyps = beam_search_core(fake, [10, 2, 10], Search(beam=2, alpha=0.6, bos=BOS, eos=EOS, n_best=1))
     assert [h[0].tokens for h in hyps] == [[B, B, B], [B, B], [B, B, B]]
     # budget 2: B B is cut there, no EOS, |Y| = 2, and beats the closed A EOS (|Y| = 2 too)
     assert hyps[1][0].score == pytest.approx(math.log(0.4 * 0.9) / (7 / 6) ** 0.6, rel=1e-12)
@@ -138,33 +139,33 @@ def scores(results: list[list[Hypothesis]]) -> list[float]:
 
 def test_beam_1_equals_greedy(seq2seq, random_sources):
     src = random_sources(4)
-    greedy = greedy_decode(seq2seq, src, max_len=12, return_scores=True)
+    greedy = greedy_decode(seq2seq, src, Search(max_output_len=12), return_scores=True)
     for alpha in (0.0, 0.6, 1.0):
-        beam = beam_search(seq2seq, src, beam_size=1, alpha=alpha, max_len=12)
+        beam = beam_search(seq2seq, src, Search(beam=1, alpha=alpha, max_output_len=12))
         assert [h[0].tokens for h in beam] == greedy.tokens
         assert [h[0].logprob for h in beam] == pytest.approx(greedy.scores, abs=1e-4)
 
 
 def test_cached_beam_equals_uncached_beam(seq2seq, random_sources):
     src = random_sources(5)
-    cached = beam_search(seq2seq, src, beam_size=3, max_len=10, n_best=3)
-    full = beam_search(seq2seq, src, beam_size=3, max_len=10, n_best=3, use_cache=False)
+    cached = beam_search(seq2seq, src, Search(beam=3, max_output_len=10, n_best=3))
+    full = beam_search(seq2seq, src, Search(beam=3, max_output_len=10, n_best=3, use_cache=False))
     assert [[h.tokens for h in s] for s in cached] == [[h.tokens for h in s] for s in full]
     assert scores(cached) == pytest.approx(scores(full), abs=1e-4)
 
 
 def test_beam_sentence_alone_equals_sentence_in_batch(seq2seq, random_sources):
     src = random_sources(6)
-    batch = beam_search(seq2seq, src, beam_size=3, max_len=10, n_best=2)
-    alone = [beam_search(seq2seq, [s], beam_size=3, max_len=10, n_best=2)[0] for s in src]
+    batch = beam_search(seq2seq, src, Search(beam=3, max_output_len=10, n_best=2))
+    alone = [beam_search(seq2seq, [s], Search(beam=3, max_output_len=10, n_best=2))[0] for s in src]
     assert [[h.tokens for h in s] for s in batch] == [[h.tokens for h in s] for s in alone]
     assert scores(batch) == pytest.approx(scores(alone), abs=1e-4)
 
 
 def test_beam_is_at_least_as_good_as_greedy_and_sorted(make_seq2seq, random_sources):
     model, src = make_seq2seq(2), random_sources(7)
-    greedy = greedy_decode(model, src, max_len=10, return_scores=True)
-    beam = beam_search(model, src, beam_size=4, alpha=0.0, max_len=10, n_best=4)
+    greedy = greedy_decode(model, src, Search(max_output_len=10), return_scores=True)
+    beam = beam_search(model, src, Search(beam=4, alpha=0.0, max_output_len=10, n_best=4))
     for hyps, g_score in zip(beam, greedy.scores):
         assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
         assert hyps[0].score >= g_score - 1e-4
@@ -224,7 +225,8 @@ def test_batched_search_equals_a_plain_search_of_each_sentence(seed):
         return torch.tensor([_random_logprobs(tuple(row[1:]), seed * 100 + s, vocab, biases[s])
                              for row, s in zip(tokens.tolist(), row_sentence.tolist())], dtype=torch.float64)
 
-    batched = beam_search_core(step_fn, batch, k, limits, alpha, BOS, EOS, n_best=k, min_len=min_len)
+    batched = beam_search_core(step_fn, limits, Search(beam=k, alpha=alpha, bos=BOS, eos=EOS, n_best=k,
+                                                       min_len=min_len))
     plain = [_plain_beam(lambda p, s=s: _random_logprobs(p, seed * 100 + s, vocab, biases[s]), k, limits[s],
                          alpha, min_len) for s in range(batch)]
     for hyps, oracle in zip(batched, plain):

@@ -13,6 +13,7 @@ import torch
 
 from scratchformer.decoding import beam_search, greedy_decode
 from scratchformer.decoding.beam import beam_search_core
+from scratchformer.decoding.spec import Search
 
 ROOT = Path(__file__).resolve().parents[2]
 NEG_INF = float("-inf")
@@ -72,7 +73,7 @@ def test_captured_greedy_and_beam4_match_our_searches(tiny_model, tiny_sources, 
             logits[:, [0, 2]] = NEG_INF
             tok = logits.argmax(-1, keepdim=True)
             got.append(int(tok))
-        assert got == greedy_decode(model, src, force_len=n)[0]
+        assert got == greedy_decode(model, src, Search(force_len=n))[0]
 
         # beam 4 over one sentence: 4 rows; the reorder gathers the static caches outside the step
         memory, mask = _encoded(model, src, copies=4)
@@ -89,8 +90,8 @@ def test_captured_greedy_and_beam4_match_our_searches(tiny_model, tiny_sources, 
             logprobs[:, 0] = NEG_INF  # PAD, as beam_search does
             return logprobs
 
-        got_beam = beam_search_core(step_fn, 1, 4, [n], alpha=0.6, n_best=4)
-    want = beam_search(model, src, beam_size=4, max_len=n, n_best=4)
+        got_beam = beam_search_core(step_fn, [n], Search(beam=4, alpha=0.6, n_best=4))
+    want = beam_search(model, src, Search(beam=4, max_output_len=n, n_best=4))
     assert [h.tokens for h in got_beam[0]] == [h.tokens for h in want[0]]
     for a, b in zip(got_beam[0], want[0]):
         assert a.logprob == pytest.approx(b.logprob, abs=1e-4)

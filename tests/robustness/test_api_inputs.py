@@ -13,7 +13,7 @@ from scratchformer.config import ModelConfig
 from scratchformer.data.tokenizers import SPECIALS, CharTokenizer
 from scratchformer.decoding.beam import beam_search
 from scratchformer.decoding.greedy import greedy_decode
-from scratchformer.decoding.sampling import sample
+from scratchformer.decoding.sampling import Sampling, sample
 from scratchformer.engines import Translator
 from scratchformer.errors import InputError
 from scratchformer.model import build_model
@@ -104,14 +104,14 @@ def test_searches_keep_working_on_good_and_empty_batches(search, seq2seq):
 @pytest.mark.parametrize("bad", [[5, 6], [[1, 5], 6], "hi", [[1, "a"]]], ids=["flat", "ragged", "string", "str-id"])
 def test_sampling_refuses_prompts_that_are_not_id_lists(bad, gpt):
     with pytest.raises(InputError) as info:
-        sample(gpt, bad, max_new_tokens=2)
+        sample(gpt, bad, Sampling(max_new_tokens=2))
     _one_line(info, "prompt")
 
 
 @pytest.mark.parametrize("temperature", [math.nan, math.inf])
 def test_sampling_refuses_a_temperature_that_is_not_finite(temperature, gpt):
     with pytest.raises(ValueError, match="temperature"):
-        sample(gpt, [[1, 5]], max_new_tokens=2, temperature=temperature)
+        sample(gpt, [[1, 5]], Sampling(max_new_tokens=2, temperature=temperature))
 
 
 def test_translate_texts_on_empty_inputs(seq2seq):

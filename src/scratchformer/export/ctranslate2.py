@@ -35,7 +35,6 @@ import torch
 from scratchformer.config.decoding import length_penalty_for
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID, UNK_ID, Tokenizer
 from scratchformer.decoding.common import special_ids
-from scratchformer.decoding.quantize import Int8Linear
 from scratchformer.errors import ConfigError
 from scratchformer.export import formats
 from scratchformer.export.formats import weights_digest
@@ -70,9 +69,6 @@ def check_model(model: EncoderDecoder) -> None:
         raise ConfigError(f"d_v={c.head_dim_v} differs from d_k={c.head_dim_k}: CTranslate2 has one head width")
     if c.type_vocab_size:
         raise ConfigError(f"type_vocab_size={c.type_vocab_size}: CTranslate2's Transformer has no token types")
-    if any(isinstance(m, Int8Linear) for m in model.modules()):
-        raise ConfigError("the model is already quantised (quantize_int8, translate --int8): CTranslate2 quantises its "
-                          "own copy of the float weights: give the engine int8=True instead")
 
 
 def _token_table(tok: Tokenizer, side: str) -> list[str]:
