@@ -12,9 +12,10 @@ seconds that took are printed), ours bf16 (`--dtype bf16`, `--step auto`: captur
 compiled before the rounds too), and scratchformer's CTranslate2 engine in float32 and int8 (each in a child
 process: ct2_worker.py). (Ours int8, the torch engine's dynamic quantisation, was dropped after its rows here
 measured 0.39-1.16x CTranslate2 float32: docs/performance.md.) Cells: greedy and beam 4 at batch 32 (`--sentences`)
-and batch 1 (the first `--batch1-sentences`). Per candidate and cell: sentences/s, the ratio to CTranslate2 float32 and int8, BLEU
-against the references, and the share of outputs identical to ours eager fp32. Which step `auto` ran is named
-(`step_in_use`): if autotune measured the captured step slower on this CPU, auto runs eager, and the row says so.
+and batch 1 (the first `--batch1-sentences`). Per candidate and cell: sentences/s, the ratio to CTranslate2 float32
+and int8, BLEU against the references, and the share of outputs identical to ours eager fp32. Which step `auto` ran
+is named (`step_in_use`): if autotune measured the captured step slower on this CPU, auto runs eager, and the row
+says so.
 
 `--fresh N`: whole `scratchformer translate --file` processes on N test sentences (greedy, batch 32) with an empty
 cache (a temporary XDG_CACHE_HOME: the step rule decides, compile included if it compiles), then again with that
