@@ -36,9 +36,9 @@ class FakeModel:
         return probs.log()  # log(0) = -inf: impossible tokens
 
 
-def search(table, beam_size, alpha=0.0, max_len=10, n_best=None, batch=1, min_len=0, default=None):
+def search(table, beam, alpha=0.0, max_len=10, n_best=None, batch=1, min_len=0, default=None):
     fake = FakeModel(table, default)
-    spec = Search(beam=beam_size, alpha=alpha, bos=BOS, eos=EOS, n_best=n_best or beam_size, min_len=min_len)
+    spec = Search(beam=beam, alpha=alpha, bos=BOS, eos=EOS, n_best=n_best or beam, min_len=min_len)
     return beam_search_core(fake, [max_len] * batch, spec)
 
 
@@ -51,10 +51,10 @@ GARDEN_PATH = {
 
 
 def test_beam_2_finds_the_sequence_greedy_misses():
-    (best, second), = search(GARDEN_PATH, beam_size=2)
+    (best, second), = search(GARDEN_PATH, beam=2)
     assert best == Hypothesis([B, B], math.log(0.4 * 0.9), math.log(0.4 * 0.9))
     assert second == Hypothesis([A, A], math.log(0.6 * 0.45), math.log(0.6 * 0.45))
-    (greedy,), = search(GARDEN_PATH, beam_size=1)
+    (greedy,), = search(GARDEN_PATH, beam=1)
     assert greedy.tokens == [A, A] and greedy.logprob == pytest.approx(math.log(0.27), rel=1e-12)
 
 
@@ -69,14 +69,14 @@ SHORT_VS_LONG = {
 
 
 def test_length_penalty_changes_the_winner():
-    (short, *_), = search(SHORT_VS_LONG, beam_size=2, alpha=0.0)
+    (short, *_), = search(SHORT_VS_LONG, beam=2, alpha=0.0)
     assert short.tokens == [A]
     assert short.score == short.logprob == pytest.approx(math.log(0.3), rel=1e-12)
-    (long, *_), = search(SHORT_VS_LONG, beam_size=2, alpha=0.6)
+    (long, *_), = search(SHORT_VS_LONG, beam=2, alpha=0.6)
     assert long.tokens == [B, B, B]
     assert long.logprob == pytest.approx(math.log(0.4 * 0.9**3), rel=1e-12)
     assert long.score == pytest.approx(math.log(0.2916) / ((5 + 4) / 6) ** 0.6, rel=1e-12)  # |Y| = 3 + EOS
-    ranked = search(SHORT_VS_LONG, beam_size=2, alpha=0.6)[0]
+    ranked = search(SHORT_VS_LONG, beam=2, alpha=0.6)[0]
     assert [h.tokens for h in ranked] == [[B, B, B], [A]]
     assert ranked[1].score == pytest.approx(math.log(0.3) / (7 / 6) ** 0.6, rel=1e-12)  # |Y| = 1 + EOS
 
@@ -90,21 +90,21 @@ def test_length_penalty_formula():
 def test_eos_outside_the_first_k_candidates_does_not_close_a_hypothesis():
     # the empty output (EOS first, 0.35) beats A A (0.4 * 0.6 = 0.24), but EOS is only 2nd of the candidates
     table = {(): {A: 0.4, EOS: 0.35, B: 0.25}, (A,): {A: 0.6, B: 0.4}}
-    (hyp,), = search(table, beam_size=1)
+    (hyp,), = search(table, beam=1)
     assert hyp.tokens == [A, A] and hyp.logprob == pytest.approx(math.log(0.24), rel=1e-12)
-    (hyp, *_), = search(table, beam_size=2)  # within the first K = 2: it closes, and wins
+    (hyp, *_), = search(table, beam=2)  # within the first K = 2: it closes, and wins
     assert hyp == Hypothesis([], math.log(0.35), math.log(0.35))
 
 
 def test_step_0_expands_only_the_first_beam():
     uniform = {(): {A: 0.25, B: 0.25, C: 0.25, EOS: 0.25}, (A,): {EOS: 1.0}, (B,): {EOS: 1.0}, (C,): {EOS: 1.0}}
-    hyps = search(uniform, beam_size=3)[0]
+    hyps = search(uniform, beam=3)[0]
     assert sorted(tuple(h.tokens) for h in hyps) == sorted({tuple(h.tokens) for h in hyps})  # no duplicates
     assert len(hyps) == 3
 
 
 def test_budget_cuts_live_beams_without_eos():
-    hyps = search({}, beam_size=2, alpha=0.6, max_len=4, n_best=2, default={A: 0.6, B: 0.4})[0]  # never EOS
+    hyps = search({}, beam=2, alpha=0.6, max_len=4, n_best=2, default={A: 0.6, B: 0.4})[0]  # never EOS
     assert hyps[0].tokens == [A, A, A, A] and len(hyps[1].tokens) == 4 and hyps[1].tokens.count(B) == 1
     assert [h.logprob for h in hyps] == pytest.approx([4 * math.log(0.6), 3 * math.log(0.6) + math.log(0.4)])
     for h in hyps:  # no EOS: |Y| = 4 tokens
@@ -112,7 +112,7 @@ def test_budget_cuts_live_beams_without_eos():
 
 
 def test_min_len_suppresses_eos():
-    (hyp, *_), = search(SHORT_VS_LONG, beam_size=2, alpha=0.0, min_len=2)
+    (hyp, *_), = search(SHORT_VS_LONG, beam=2, alpha=0.0, min_len=2)
     assert len(hyp.tokens) >= 2
 
 
@@ -127,7 +127,7 @@ def test_sentences_of_a_batch_are_independent_and_finish_at_different_steps():
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="n_best"):
-        search(GARDEN_PATH, beam_size=2, n_best=3)
+        search(GARDEN_PATH, beam=2, n_best=3)
 
 
 # -- the real tiny model ----------------------------------------------------------------------------------------
