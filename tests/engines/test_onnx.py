@@ -172,8 +172,9 @@ def test_greedy_ids_are_ours(engine, max_len, equal_up_to_ties):
     run, translator = engine
     for seed in range(3):
         src = sources(run, seed)
-        theirs = translator.search(src, beam=1, max_len=max_len)
-        equal_up_to_ties(run.model, src, greedy_decode(run.model, src, Search(max_output_len=max_len)), theirs)
+        spec = Search(max_output_len=max_len)  # beam 1: greedy, the same spec for both
+        theirs = translator.search(src, spec)
+        equal_up_to_ties(run.model, src, greedy_decode(run.model, src, spec), theirs)
         assert len({tuple(t) for t in theirs}) > 1  # the model does not emit one fixed output
 
 
@@ -182,8 +183,9 @@ def test_beam_ids_are_ours(engine, beam):
     run, translator = engine
     for seed in range(2):
         src = sources(run, seed)
-        ours = [h[0].tokens for h in beam_search(run.model, src, Search(beam=beam, alpha=0.6))]
-        assert translator.search(src, beam=beam, alpha=0.6) == ours
+        spec = Search(beam=beam, alpha=0.6)
+        ours = [h[0].tokens for h in beam_search(run.model, src, spec)]
+        assert translator.search(src, spec) == ours
 
 
 @pytest.mark.parametrize("beam", [1, 2])
