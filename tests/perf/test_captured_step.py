@@ -180,6 +180,21 @@ def test_a_failing_compile_runs_the_eager_step_with_one_line(run, private_home, 
     assert lines[-1] == "the captured decoding step failed (RuntimeError: no headers); decoding with the eager step"
 
 
+@pytest.mark.parametrize("beam", [1, 4])
+def test_the_static_step_run_eagerly_gives_the_lean_steps_outputs(tiny_model, tiny_sources, beam, monkeypatch):
+    """The captured step is the lean step over a static cache (fast_step.py says why they are two): run uncompiled,
+    as an nn.Module, it gives the lean step's tokens and scores, beams read through their index included."""
+    monkeypatch.setattr(captured, "START", 4)  # the static caches grow (4 -> 12 -> 20) within these outputs
+    model, src = tiny_model(seed=3), tiny_sources(seed=3)
+    step = captured.CapturedDecoder(captured.StaticStep.for_model(model, beam))  # eager: no compiler needed
+    spec = Search(beam=beam, max_output_len=20, min_len=6, n_best=beam)
+    ours, lean = beam_search(model, src, spec, captured=step), beam_search(model, src, spec)
+    assert [[h.tokens for h in hs] for hs in ours] == [[h.tokens for h in hs] for hs in lean]
+    assert [h.logprob for h in sum(ours, [])] == pytest.approx([h.logprob for h in sum(lean, [])], abs=1e-4)
+    if beam == 1:
+        assert greedy_decode(model, src, spec, captured=step) == greedy_decode(model, src, spec)
+
+
 def test_uncovered_models_take_the_eager_step(tiny_model, run, private_home):
     assert captured.StaticStep.for_model(tiny_model(seed=0, positions="rope")) is None
     assert captured.unavailable(tiny_model(seed=0, n_kv_heads=1)) is not None

@@ -23,7 +23,7 @@ With K = 1 this is exactly greedy decoding (tested).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -38,7 +38,6 @@ from scratchformer.decoding.common import (
     length_limits,
     length_penalty,
     model_device,
-    special_ids,
 )
 from scratchformer.decoding.constraints import Constraints, constrained_limits
 from scratchformer.decoding.ensemble import model_steps
@@ -79,7 +78,7 @@ def beam_search(
     captured: a compiled step for `search.beam` rows per sentence, and encoder (captured.py; the torch engine loads
     them), used with the cache and without an ensemble.
     """
-    search = replace(search, **dict(zip(("bos", "eos", "pad"), special_ids(model, search.bos, search.eos, search.pad))))
+    search = search.resolved(model)  # the model's own ids where the spec leaves them None
     pad, cap = search.pad, model.config.max_len
     with eval_mode(model):
         src = as_src_tensor(src, pad, model_device(model))

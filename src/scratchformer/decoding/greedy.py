@@ -25,7 +25,6 @@ from scratchformer.decoding.common import (
     eval_mode,
     length_limits,
     model_device,
-    special_ids,
 )
 from scratchformer.decoding.constraints import Constraints, constrained_limits
 from scratchformer.decoding.spec import GREEDY, Search
@@ -72,7 +71,7 @@ def greedy_decode(
         if not 0 < search.force_len <= cap:
             raise ValueError(f"force_len={search.force_len} must be in [1, model max_len={cap}]")
         search = replace(search, max_output_len=search.force_len, min_len=search.force_len)
-    search = replace(search, **dict(zip(("bos", "eos", "pad"), special_ids(model, search.bos, search.eos, search.pad))))
+    search = search.resolved(model)  # the model's own ids where the spec leaves them None
     with eval_mode(model):
         src = as_src_tensor(src, search.pad, model_device(model))
         if src.size(0) == 0:

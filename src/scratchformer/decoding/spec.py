@@ -14,7 +14,7 @@ outside [1, beam]; Constraints checks the repetition rules): a ValueError, a cal
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -57,6 +57,13 @@ class Search:
     def __post_init__(self) -> None:
         if self.beam < 1 or not 1 <= self.n_best <= self.beam:
             raise ValueError(f"need beam >= 1 and 1 <= n_best <= beam, got beam={self.beam}, n_best={self.n_best}")
+
+    def resolved(self, model: Any) -> Search:
+        """This spec with its bos / eos / pad set: the ones given, else the model's own, else ours (common.py's
+        special_ids)."""
+        from scratchformer.decoding.common import special_ids  # late: common imports the steps, torch and the model
+
+        return replace(self, **dict(zip(("bos", "eos", "pad"), special_ids(model, self.bos, self.eos, self.pad))))
 
     @classmethod
     def from_options(cls, options: Any, **fields: Any) -> Search:
