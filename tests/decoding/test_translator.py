@@ -357,4 +357,3 @@ def test_the_shims_only_tests_used_are_gone():
     for module, name in ((config, "DecodingConfig"), (config_decoding, "DecodingConfig"),
                          (constraints, "check_repetition_options"), (copies, "repair_all"), (packing, "drop_packs")):
         assert not hasattr(module, name), (module.__name__, name)
-    assert importlib.util.find_spec("scratchformer.decoding.quantize") is None  # the torch int8 was dropped
