@@ -37,6 +37,7 @@ from torch.nn import functional as F
 
 from scratchformer import ModelConfig, build_model
 from scratchformer.decoding import beam_search, greedy_decode
+from scratchformer.decoding.spec import Search
 from scratchformer.interop.huggingface import save_pretrained
 from scratchformer.model.transformer import EncoderDecoder
 
@@ -63,8 +64,8 @@ def sources(batch: int, seed: int = 1) -> torch.Tensor:
 def ours_fn(model: EncoderDecoder, src: torch.Tensor, beam: int, new: int = NEW,
             use_cache: bool = True) -> Callable[[], object]:
     if beam == 1:
-        return lambda: greedy_decode(model, src, force_len=new, bos=START, use_cache=use_cache)
-    return lambda: beam_search(model, src, beam_size=beam, min_len=new, max_len=new, bos=START)
+        return lambda: greedy_decode(model, src, Search(use_cache=use_cache, bos=START, force_len=new))
+    return lambda: beam_search(model, src, Search(beam=beam, max_output_len=new, bos=START, min_len=new))
 
 
 def hf_model(folder: Path):
@@ -100,7 +101,7 @@ def ct2_tokens(src: torch.Tensor) -> list[list[str]]:
 
 def check_same_work(ours: EncoderDecoder, hf, src: torch.Tensor) -> None:
     """Same weights, same function: the greedy outputs of ours and Hugging Face agree (and have NEW tokens)."""
-    a = greedy_decode(ours, src[:2], force_len=NEW, bos=START)
+    a = greedy_decode(ours, src[:2], Search(bos=START, force_len=NEW))
     b = hf_fn(hf, src[:2], 1)()[:, 1:].tolist()  # HF returns the start token first
     if any(len(x) != NEW for x in a) or a != b:
         log("warning: ours and Hugging Face greedy outputs differ: the comparison may not be like for like")

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from scratchformer import ModelConfig, build_model
-from scratchformer.decoding.sampling import sample
+from scratchformer.decoding.sampling import Sampling, sample
 from scratchformer.interop.pretrained import DTYPES, load_lm
 
 
@@ -52,7 +52,7 @@ def _seconds(lm, theirs, ids: list[int], b: int, n: int) -> tuple[float, float]:
             theirs.generate(batch, attention_mask=torch.ones_like(batch), max_new_tokens=n, min_new_tokens=n,
                             do_sample=False, pad_token_id=lm.eos_id)
 
-    return _best(lambda: sample(lm.model, [ids] * b, max_new_tokens=n, temperature=0)), _best(hf)
+    return _best(lambda: sample(lm.model, [ids] * b, Sampling(max_new_tokens=n, temperature=0))), _best(hf)
 
 
 def main() -> None:

@@ -81,12 +81,13 @@ def child(what: str, folder: Path) -> dict[str, float]:
         src = sources(32)
         if what == "decode_ours":
             from scratchformer.decoding import beam_search
+            from scratchformer.decoding.spec import Search
             from scratchformer.interop.huggingface import from_pretrained
 
             base = start_peak()
             model = from_pretrained(folder / "marian").eval().inference_layout()
             loaded, load_peak = _loaded()
-            beam_search(model, src, beam_size=4, min_len=NEW, max_len=NEW, bos=START)
+            beam_search(model, src, Search(beam=4, max_output_len=NEW, bos=START, min_len=NEW))
         elif what == "decode_hf":
             from bench_decode import hf_fn, hf_model
 

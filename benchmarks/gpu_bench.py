@@ -32,6 +32,8 @@ from benchlib import emit, training_flops
 if TYPE_CHECKING:
     from scratchformer import ModelConfig
 
+from scratchformer.decoding.spec import Search
+
 # Dense (no sparsity) bf16 tensor-core peaks, FLOP/s, from the vendors' data sheets.
 BF16_PEAK = {"H200": 989e12, "H100": 989e12, "GH200": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12,
              "L4": 121e12, "RTX 4090": 165e12}
@@ -163,12 +165,12 @@ def decode(plan: Plan, device_name: str) -> None:
     model = build_model(config).to(plan.device).eval().to(torch.bfloat16)
     for batch in plan.decode_batches:
         src = torch.randint(4, plan.vocab, (batch, plan.seq_len), device=plan.device)
-        greedy_decode(model, src, force_len=plan.new_tokens)  # warm-up
+        greedy_decode(model, src, Search(force_len=plan.new_tokens))  # warm-up
         _sync(plan.device)
         times = []
         for _ in range(3):
             start = time.perf_counter()
-            greedy_decode(model, src, force_len=plan.new_tokens)
+            greedy_decode(model, src, Search(force_len=plan.new_tokens))
             _sync(plan.device)
             times.append(time.perf_counter() - start)
         seconds = sorted(times)[1]

@@ -8,6 +8,7 @@ import torch
 from scratchformer.decoding.beam import beam_search
 from scratchformer.decoding.constraints import Constraints, banned_ngram_tokens, penalize_repeats
 from scratchformer.decoding.greedy import greedy_decode
+from scratchformer.decoding.spec import Search
 from scratchformer.errors import ConfigError
 
 BOS, EOS = 1, 2
@@ -84,7 +85,7 @@ def test_prefix_count_and_length_are_checked(make_seq2seq, random_sources):
     with pytest.raises(ConfigError, match="one per sentence"):
         greedy_decode(model, src, prefixes=[[5]])
     with pytest.raises(ConfigError, match="longer than the model's max_len=20"):
-        beam_search(model, src, prefixes=[[5] * 21, []])
+        beam_search(model, src, Search(beam=4), prefixes=[[5] * 21, []])
 
 
 # -- in the searches ---------------------------------------------------------------------------------------------
@@ -92,21 +93,22 @@ def test_prefix_count_and_length_are_checked(make_seq2seq, random_sources):
 
 def test_no_repeat_ngram_removes_repeats_in_greedy_and_beam(chatty, random_sources):
     src = random_sources(1)
-    plain = greedy_decode(chatty, src, max_len=12)
+    plain = greedy_decode(chatty, src, Search(max_output_len=12))
     assert sum(bool(repeated_ngrams(t, 2)) for t in plain) >= 3  # the test needs repeats to remove
     for n in (1, 2, 3):
-        for tokens in greedy_decode(chatty, src, max_len=12, no_repeat_ngram=n):
+        for tokens in greedy_decode(chatty, src, Search(max_output_len=12, no_repeat_ngram=n)):
             assert len(tokens) == 12 and repeated_ngrams(tokens, n) == []
-        for hyps in beam_search(chatty, src, beam_size=3, max_len=12, n_best=3, no_repeat_ngram=n):
+        for hyps in beam_search(chatty, src, Search(beam=3, max_output_len=12, n_best=3, no_repeat_ngram=n)):
             assert all(repeated_ngrams(h.tokens, n) == [] for h in hyps)
 
 
 def test_repetition_penalty_lowers_repeats(chatty, random_sources):
     src = random_sources(1)
     count = lambda outs: sum(len(t) - len(set(t)) for t in outs)  # noqa: E731
-    plain = count(greedy_decode(chatty, src, max_len=12))
-    assert count(greedy_decode(chatty, src, max_len=12, repetition_penalty=3.0)) < plain
-    assert count(greedy_decode(chatty, src, max_len=12, repetition_penalty=0.5)) > plain  # P < 1 favours repeats
+    plain = count(greedy_decode(chatty, src, Search(max_output_len=12)))
+    assert count(greedy_decode(chatty, src, Search(max_output_len=12, repetition_penalty=3.0))) < plain
+    favoured = count(greedy_decode(chatty, src, Search(max_output_len=12, repetition_penalty=0.5)))
+    assert favoured > plain  # P < 1 favours repeats
 
 
 @pytest.mark.parametrize("options", [dict(no_repeat_ngram=2), dict(repetition_penalty=1.5),
@@ -114,8 +116,9 @@ def test_repetition_penalty_lowers_repeats(chatty, random_sources):
                                      dict(no_repeat_ngram=3, repetition_penalty=1.3, prefixes=[[5]] * 6)])
 def test_beam_1_equals_greedy_with_constraints(seq2seq, random_sources, options):
     src = random_sources(4)
-    greedy = greedy_decode(seq2seq, src, max_len=12, return_scores=True, **options)
-    beam = beam_search(seq2seq, src, beam_size=1, alpha=0.0, max_len=12, **options)
+    prefixes, rules = options.pop("prefixes", None), options
+    greedy = greedy_decode(seq2seq, src, Search(max_output_len=12, **rules), prefixes, return_scores=True)
+    beam = beam_search(seq2seq, src, Search(beam=1, alpha=0.0, max_output_len=12, **rules), prefixes)
     assert [h[0].tokens for h in beam] == greedy.tokens
     assert [h[0].logprob for h in beam] == pytest.approx(greedy.scores, abs=1e-4)
 
@@ -125,24 +128,26 @@ def test_beam_1_equals_greedy_with_constraints(seq2seq, random_sources, options)
 def test_sentence_alone_equals_sentence_in_batch_with_constraints(seq2seq, random_sources, options):
     """Sentences finish at different steps and leave the batch: each row must keep its own prefix."""
     src = random_sources(6)
-    prefixes = options.get("prefixes")
-    alone_options = lambda i: {**options, "prefixes": [prefixes[i]]} if prefixes else options  # noqa: E731
-    greedy = greedy_decode(seq2seq, src, max_len=10, **options)
-    assert greedy == [greedy_decode(seq2seq, [s], max_len=10, **alone_options(i))[0] for i, s in enumerate(src)]
-    batch = beam_search(seq2seq, src, beam_size=3, max_len=10, n_best=2, **options)
-    alone = [beam_search(seq2seq, [s], beam_size=3, max_len=10, n_best=2, **alone_options(i))[0]
-             for i, s in enumerate(src)]
-    assert [[h.tokens for h in s] for s in batch] == [[h.tokens for h in s] for s in alone]
-    cached_off = beam_search(seq2seq, src, beam_size=3, max_len=10, n_best=2, use_cache=False, **options)
+    prefixes, rules = options.pop("prefixes", None), options
+    alone = lambda i: [prefixes[i]] if prefixes else None  # noqa: E731
+    greedy = greedy_decode(seq2seq, src, Search(max_output_len=10, **rules), prefixes)
+    assert greedy == [greedy_decode(seq2seq, [s], Search(max_output_len=10, **rules), alone(i))[0]
+                      for i, s in enumerate(src)]
+    spec = Search(beam=3, max_output_len=10, n_best=2, **rules)
+    batch = beam_search(seq2seq, src, spec, prefixes)
+    each = [beam_search(seq2seq, [s], spec, alone(i))[0] for i, s in enumerate(src)]
+    assert [[h.tokens for h in s] for s in batch] == [[h.tokens for h in s] for s in each]
+    cached_off = beam_search(seq2seq, src, Search(beam=3, max_output_len=10, n_best=2, use_cache=False, **rules),
+                             prefixes)
     assert [[h.tokens for h in s] for s in batch] == [[h.tokens for h in s] for s in cached_off]
 
 
 def test_prefix_is_forced_kept_and_scored(make_seq2seq, random_sources):
     model, src = make_seq2seq(2), random_sources(3, lengths=(3, 7, 5))
     prefixes = [[9, 9, 9], [], [4, 20]]
-    for tokens, p in zip(greedy_decode(model, src, max_len=12, prefixes=prefixes), prefixes):
+    for tokens, p in zip(greedy_decode(model, src, Search(max_output_len=12), prefixes=prefixes), prefixes):
         assert tokens[: len(p)] == p
-    for s, hyps, p in zip(src, beam_search(model, src, beam_size=3, max_len=12, n_best=3, prefixes=prefixes),
+    for s, hyps, p in zip(src, beam_search(model, src, Search(beam=3, max_output_len=12, n_best=3), prefixes=prefixes),
                           prefixes):
         for h in hyps:
             assert h.tokens[: len(p)] == p
@@ -153,15 +158,15 @@ def test_prefix_is_forced_kept_and_scored(make_seq2seq, random_sources):
 def test_a_prefix_with_a_repeat_is_forced_through_no_repeat_ngram(chatty, random_sources):
     src = random_sources(0, lengths=(4,))
     prefix = [5, 6, 7, 5, 6, 7]
-    (tokens,) = greedy_decode(chatty, src, max_len=12, prefixes=[prefix], no_repeat_ngram=3)
+    (tokens,) = greedy_decode(chatty, src, Search(max_output_len=12, no_repeat_ngram=3), prefixes=[prefix])
     assert tokens[:6] == prefix and repeated_ngrams(tokens[5:], 3) == []
-    (hyp, *_), = beam_search(chatty, src, beam_size=2, max_len=12, prefixes=[prefix], no_repeat_ngram=3)
+    (hyp, *_), = beam_search(chatty, src, Search(beam=2, max_output_len=12, no_repeat_ngram=3), prefixes=[prefix])
     assert hyp.tokens[:6] == prefix
 
 
 def test_the_budget_grows_to_hold_a_prefix(chatty, random_sources):
     src = random_sources(0, lengths=(2,))
-    (tokens,) = greedy_decode(chatty, src, max_len=3, prefixes=[[5] * 6])
+    (tokens,) = greedy_decode(chatty, src, Search(max_output_len=3), prefixes=[[5] * 6])
     assert tokens == [5] * 6  # the prefix alone: max_len 3 < its 6 tokens
-    (hyp,), = beam_search(chatty, src, beam_size=2, max_len=3, prefixes=[[5] * 6])
+    (hyp,), = beam_search(chatty, src, Search(beam=2, max_output_len=3), prefixes=[[5] * 6])
     assert hyp.tokens == [5] * 6

@@ -7,6 +7,7 @@ from scratchformer.data.tokenizers import SPECIALS, CharTokenizer
 from scratchformer.decoding.beam import beam_search
 from scratchformer.decoding.common import pad_ids
 from scratchformer.decoding.ensemble import EnsembleSteps, model_steps
+from scratchformer.decoding.spec import Search
 from scratchformer.engines import Translator
 
 SRC_TOK = CharTokenizer([*SPECIALS, *"abcdefghij klmnopqrstuvw"])  # 28 ids < the tiny models' 30
@@ -39,8 +40,8 @@ def test_one_model_is_its_own_step_function(make_seq2seq, random_sources):
 
 def test_a_model_with_copies_of_itself_searches_as_alone(seq2seq, random_sources):
     src = random_sources(4)
-    alone = beam_search(seq2seq, src, beam_size=3, max_len=10, n_best=2)
-    twice = beam_search(seq2seq, src, beam_size=3, max_len=10, n_best=2, ensemble=[seq2seq, seq2seq])
+    alone = beam_search(seq2seq, src, Search(beam=3, max_output_len=10, n_best=2))
+    twice = beam_search(seq2seq, src, Search(beam=3, max_output_len=10, n_best=2), ensemble=[seq2seq, seq2seq])
     assert [[h.tokens for h in s] for s in twice] == [[h.tokens for h in s] for s in alone]
     assert [h.score for s in twice for h in s] == pytest.approx([h.score for s in alone for h in s], abs=1e-4)
 
@@ -48,7 +49,7 @@ def test_a_model_with_copies_of_itself_searches_as_alone(seq2seq, random_sources
 def test_ensemble_greedy_follows_the_argmax_of_the_mean(make_seq2seq, random_sources):
     a, b = make_seq2seq(0), make_seq2seq(1)
     src = random_sources(5)
-    found = beam_search(a, src, beam_size=1, alpha=0.0, max_len=8, ensemble=[b])
+    found = beam_search(a, src, Search(beam=1, alpha=0.0, max_output_len=8), ensemble=[b])
     for s, hyps in zip(src, found):
         x = torch.tensor([s])
         tokens, logprob = [1], 0.0
@@ -67,7 +68,7 @@ def test_ensemble_greedy_follows_the_argmax_of_the_mean(make_seq2seq, random_sou
 def test_members_differ_from_either_model_alone_somewhere(make_seq2seq, random_sources):
     a, b = make_seq2seq(0), make_seq2seq(1)
     src = random_sources(6)
-    scores = [[h[0].score for h in beam_search(m, src, beam_size=2, max_len=8, ensemble=e)]
+    scores = [[h[0].score for h in beam_search(m, src, Search(beam=2, max_output_len=8), ensemble=e)]
               for m, e in ((a, ()), (b, ()), (a, [b]))]
     assert scores[2] != pytest.approx(scores[0]) and scores[2] != pytest.approx(scores[1])
 
@@ -89,7 +90,7 @@ def test_a_member_with_other_vocabularies_is_one_line(make_seq2seq, tiny_seq2seq
 
     other = tiny_seq2seq(0, 40)  # 40 tokens, not 30
     with pytest.raises(InputError, match="ensemble member 1 is not an encoder-decoder with the model's vocab"):
-        beam_search(make_seq2seq(0), random_sources(2), beam_size=2, max_len=5, ensemble=[other])
+        beam_search(make_seq2seq(0), random_sources(2), Search(beam=2, max_output_len=5), ensemble=[other])
 
 
 def test_the_memory_check_counts_every_members_cache(make_seq2seq, monkeypatch):

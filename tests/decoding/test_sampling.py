@@ -1,10 +1,12 @@
 """Sampling from a decoder-only model: seeds, greedy limits, filters, batching, cache, streaming, truncation."""
 
+import dataclasses
+
 import pytest
 import torch
 
 from scratchformer import ModelConfig, build_model
-from scratchformer.decoding.sampling import pick_next, sample
+from scratchformer.decoding.sampling import Sampling, pick_next, sample
 
 PROMPTS = [[1, 5, 9, 13], [1, 7], [1, 20, 30, 40, 41, 42, 43], [1]]
 
@@ -24,57 +26,59 @@ def reference_greedy(model, prompt, n):
 
 
 def test_greedy_matches_the_plain_loop_and_is_not_trivial(gpt):
-    out = sample(gpt, PROMPTS, 12, temperature=0)
+    out = sample(gpt, PROMPTS, Sampling(max_new_tokens=12, temperature=0))
     assert out == [reference_greedy(gpt, p, 12) for p in PROMPTS]
     assert max(len(set(t)) for t in out) >= 3
 
 
 def test_temperature_zero_and_top_k_1_equal_greedy(gpt):
-    greedy = sample(gpt, PROMPTS, 10, temperature=0.0)
-    assert sample(gpt, PROMPTS, 10, temperature=-1.0) == greedy
-    assert sample(gpt, PROMPTS, 10, temperature=0.7, top_k=1, seed=3) == greedy
-    assert sample(gpt, PROMPTS, 10, temperature=1.0, top_p=1e-6, seed=3) == greedy  # nucleus of one token
+    greedy = sample(gpt, PROMPTS, Sampling(max_new_tokens=10, temperature=0.0))
+    assert sample(gpt, PROMPTS, Sampling(max_new_tokens=10, temperature=-1.0)) == greedy
+    assert sample(gpt, PROMPTS, Sampling(max_new_tokens=10, temperature=0.7, top_k=1, seed=3)) == greedy
+    one_token = Sampling(max_new_tokens=10, temperature=1.0, top_p=1e-6, seed=3)  # a nucleus of one token
+    assert sample(gpt, PROMPTS, one_token) == greedy
 
 
 def test_seed_reproducible(gpt):
-    a = sample(gpt, PROMPTS, 15, seed=123)
-    assert sample(gpt, PROMPTS, 15, seed=123) == a
-    assert sample(gpt, PROMPTS, 15, seed=124) != a
-    assert a != sample(gpt, PROMPTS, 15, temperature=0)
+    a = sample(gpt, PROMPTS, Sampling(max_new_tokens=15, seed=123))
+    assert sample(gpt, PROMPTS, Sampling(max_new_tokens=15, seed=123)) == a
+    assert sample(gpt, PROMPTS, Sampling(max_new_tokens=15, seed=124)) != a
+    assert a != sample(gpt, PROMPTS, Sampling(max_new_tokens=15, temperature=0))
 
 
 def test_top_p_and_top_k_validation(gpt):
     for bad in (0.0, -0.1, 1.5):
         with pytest.raises(ValueError, match=r"top_p=.* must be in \(0, 1\]"):
-            sample(gpt, PROMPTS, 3, top_p=bad)
+            sample(gpt, PROMPTS, Sampling(max_new_tokens=3, top_p=bad))
     with pytest.raises(ValueError, match="top_k"):
-        sample(gpt, PROMPTS, 3, top_k=0)
-    assert len(sample(gpt, PROMPTS, 3, top_p=1.0, seed=0)[0]) == 3
+        sample(gpt, PROMPTS, Sampling(max_new_tokens=3, top_k=0))
+    assert len(sample(gpt, PROMPTS, Sampling(max_new_tokens=3, top_p=1.0, seed=0))[0]) == 3
 
 
 def test_batched_prompts_of_different_lengths_equal_each_alone(gpt):
-    batch = sample(gpt, PROMPTS, 10, temperature=0)
-    assert batch == [sample(gpt, [p], 10, temperature=0)[0] for p in PROMPTS]
+    batch = sample(gpt, PROMPTS, Sampling(max_new_tokens=10, temperature=0))
+    assert batch == [sample(gpt, [p], Sampling(max_new_tokens=10, temperature=0))[0] for p in PROMPTS]
 
 
 def test_cache_equals_no_cache(gpt):
-    assert sample(gpt, PROMPTS, 12, temperature=0) == sample(gpt, PROMPTS, 12, temperature=0, use_cache=False)
-    assert sample(gpt, PROMPTS, 12, seed=7) == sample(gpt, PROMPTS, 12, seed=7, use_cache=False)
+    for spec in (Sampling(max_new_tokens=12, temperature=0), Sampling(max_new_tokens=12, seed=7)):
+        assert sample(gpt, PROMPTS, spec) == sample(gpt, PROMPTS, dataclasses.replace(spec, use_cache=False))
 
 
 def test_eos_stops_a_row_and_is_not_returned(gpt):
-    greedy = sample(gpt, PROMPTS, 12, temperature=0)
+    greedy = sample(gpt, PROMPTS, Sampling(max_new_tokens=12, temperature=0))
     eos = greedy[0][4]  # make the 5th greedy token of row 0 the "EOS"
-    out = sample(gpt, PROMPTS, 12, temperature=0, eos=eos)
+    out = sample(gpt, PROMPTS, Sampling(max_new_tokens=12, temperature=0, eos=eos))
     for full, cut in zip(greedy, out):
         expected = full[: full.index(eos)] if eos in full else full
         assert cut == expected
-    assert out == sample(gpt, PROMPTS, 12, temperature=0, eos=eos, use_cache=False)
+    assert out == sample(gpt, PROMPTS, Sampling(max_new_tokens=12, temperature=0, eos=eos, use_cache=False))
 
 
 def test_streaming_callback_sees_every_token_in_order(gpt):
     seen: dict[int, list[int]] = {}
-    out = sample(gpt, PROMPTS, 8, seed=5, eos=3, on_token=lambda row, tok: seen.setdefault(row, []).append(tok))
+    out = sample(gpt, PROMPTS, Sampling(max_new_tokens=8, seed=5, eos=3),
+                 on_token=lambda row, tok: seen.setdefault(row, []).append(tok))
     assert [seen.get(r, []) for r in range(len(PROMPTS))] == out
 
 
@@ -83,18 +87,18 @@ def test_long_prompt_truncated_left_or_refused():
     model = build_model(ModelConfig.preset("gpt-tiny", tgt_vocab_size=50, dropout=0.0, max_len=16)).eval()
     long = list(range(4, 24))  # 20 tokens; with 5 new ones only 12 fit
     with pytest.warns(UserWarning, match="cut 1 prompt"):
-        out = sample(model, [long, [1, 2]], 5, temperature=0)
-    assert out[0] == sample(model, [long[-12:]], 5, temperature=0)[0]
+        out = sample(model, [long, [1, 2]], Sampling(max_new_tokens=5, temperature=0))
+    assert out[0] == sample(model, [long[-12:]], Sampling(max_new_tokens=5, temperature=0))[0]
     with pytest.raises(ValueError, match="truncate='left'"):
-        sample(model, [long], 5, truncate="error")
+        sample(model, [long], Sampling(max_new_tokens=5, truncate="error"))
     with pytest.raises(ValueError, match="does not fit"):
-        sample(model, [[1]], 40)
+        sample(model, [[1]], Sampling(max_new_tokens=40))
 
 
 def test_empty_prompt_refused_and_zero_new_tokens(gpt):
     with pytest.raises(ValueError, match="at least one token"):
-        sample(gpt, [[1], []], 3)
-    assert sample(gpt, PROMPTS, 0) == [[], [], [], []]
+        sample(gpt, [[1], []], Sampling(max_new_tokens=3))
+    assert sample(gpt, PROMPTS, Sampling(max_new_tokens=0)) == [[], [], [], []]
 
 
 def test_pick_next_filters():

@@ -5,6 +5,7 @@ import pytest
 from scratchformer.data.tokenizers import SPECIALS, CharTokenizer
 from scratchformer.decoding.beam import beam_search
 from scratchformer.decoding.greedy import greedy_decode
+from scratchformer.decoding.spec import Search
 from scratchformer.engines import Translator
 
 SRC_TOK = CharTokenizer([*SPECIALS, *"abcdefghij klmnopqrstuvw"])  # 28 ids < the model's 30
@@ -31,7 +32,7 @@ def test_order_restored_and_batching_does_not_change_outputs(model):
 
 def test_outputs_are_detokenized_greedy_tokens(model):
     ids = SRC_TOK.encode("hello world") + [2]  # encode_pairs: src ids + EOS
-    tokens = greedy_decode(model, [ids], max_len=10)[0]
+    tokens = greedy_decode(model, [ids], Search(max_output_len=10))[0]
     assert by(model).translate(["hello world"], beam=1, max_len=10) == [TGT_TOK.decode(tokens)]
     assert all("\u4e00" <= ch <= "\u9fff" for ch in TGT_TOK.decode(tokens))
 
@@ -46,7 +47,7 @@ def test_beam_uses_the_best_hypothesis(model):
     out = by(model).translate(TEXTS, beam=3, max_len=10)
     for text, got in zip(TEXTS, out):
         if text.strip():
-            best = beam_search(model, [SRC_TOK.encode(text) + [2]], beam_size=3, max_len=10)[0][0]
+            best = beam_search(model, [SRC_TOK.encode(text) + [2]], Search(beam=3, max_output_len=10))[0][0]
             assert got == TGT_TOK.decode(best.tokens)
 
 

@@ -11,6 +11,7 @@ from scratchformer.decoding.beam import beam_search
 from scratchformer.decoding.greedy import greedy_decode
 from scratchformer.decoding.results import Hyp, Translation
 from scratchformer.decoding.sentences import join_translations, split_sentences
+from scratchformer.decoding.spec import Search
 from scratchformer.engines import Translator
 from scratchformer.errors import ConfigError, InputError
 from scratchformer.inspect.attention import cross_attention
@@ -43,7 +44,7 @@ def test_n_best_scores_are_beam_searchs_own_and_non_increasing(model):
         if not text.strip():
             assert translation.hyps == in_batch.hyps == [Hyp("", 0.0, [])] * 3
             continue
-        (found,) = beam_search(model, [src_ids(text)], beam_size=4, n_best=3, max_len=10)
+        (found,) = beam_search(model, [src_ids(text)], Search(beam=4, max_output_len=10, n_best=3))
         assert [h.score for h in translation.hyps] == [h.score for h in found]  # the very same floats
         assert [h.score for h in in_batch.hyps] == pytest.approx([h.score for h in found], abs=1e-4)  # padding
         assert [h.tokens for h in translation.hyps] == [h.tokens for h in found]
@@ -59,7 +60,7 @@ def test_return_hyps_with_beam_1_is_greedy(model):
     out = by(model).translate(TEXTS, beam=1, max_len=10, return_hyps=True)
     plain = by(model).translate(TEXTS, beam=1, max_len=10)
     assert [t.hyps[0].text for t in out] == plain
-    assert out[0].hyps[0].tokens == greedy_decode(model, [src_ids(TEXTS[0])], max_len=10)[0]
+    assert out[0].hyps[0].tokens == greedy_decode(model, [src_ids(TEXTS[0])], Search(max_output_len=10))[0]
     assert out[0].to_dict() == {"src": "abc def", "hyps": [{"text": plain[0], "score": out[0].hyps[0].score,
                                                              "tokens": out[0].hyps[0].tokens}]}
 
@@ -168,7 +169,7 @@ def test_repetition_options_reach_the_search(model):
     assert all(len(set(o)) == len(o) for o in banned)
     assert any(len(set(o)) < len(o) for o in plain)
     ids = [src_ids(t) for t in TEXTS if t.strip()]
-    expected = [TGT_TOK.decode(h[0].tokens) for h in beam_search(model, ids, beam_size=2, max_len=10,
-                                                                  repetition_penalty=2.0)]
+    spec = Search(beam=2, max_output_len=10, repetition_penalty=2.0)
+    expected = [TGT_TOK.decode(h[0].tokens) for h in beam_search(model, ids, spec)]
     got = by(model).translate(TEXTS, beam=2, max_len=10, repetition_penalty=2.0)
     assert [o for t, o in zip(TEXTS, got) if t.strip()] == expected

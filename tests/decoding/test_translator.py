@@ -4,6 +4,7 @@ one DecodingOptions (decoding.json) from which every command's decoding flags ar
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import itertools
 import json
@@ -103,6 +104,8 @@ def test_an_unsupported_option_is_one_line_naming_the_backend(own_run, engine, c
     on = {"n_best": 2, "no_repeat_ngram": 2, "repetition_penalty": 1.5, "align": True, "int8": True}
     for name, value in on.items():
         options = DecodingOptions(engine=engine, **{name: value})
+        if (engine, name) == ("torch", "int8"):
+            continue  # its own line: test_torch_int8_is_refused_in_one_line_naming_the_way
         if name in supports:
             Translator(run, options)  # honoured: no error
             continue
@@ -118,8 +121,17 @@ def test_an_unsupported_option_is_one_line_naming_the_backend(own_run, engine, c
     assert set(supports) <= set(OPTIONAL)
 
 
-def test_torch_supports_every_option():
-    assert engine_module("torch").Backend.SUPPORTS == frozenset(OPTIONAL)
+def test_torch_supports_every_option_but_int8():
+    assert engine_module("torch").Backend.SUPPORTS == frozenset(OPTIONAL) - {"int8"}  # int8 is CTranslate2's
+
+
+def test_torch_int8_is_refused_in_one_line_naming_the_way(own_run, capsys):
+    """The torch engine's own int8 was dropped (slower than CTranslate2's): one line says what to use instead."""
+    run = load_run(own_run)
+    with pytest.raises(ConfigError, match="the torch engine has no int8 .*--engine ctranslate2 --dtype int8") as e:
+        Translator(run, run.decoding.pick(engine="torch", int8=True))
+    assert "\n" not in str(e.value)
+    assert importlib.util.find_spec("scratchformer.decoding.quantize") is None
 
 
 def test_old_decoding_files_load(own_run):
@@ -274,9 +286,9 @@ def test_copy_repair_puts_back_each_sentences_own_source():
 
     tok = train_tokenizer("char", ["Use dlocate. Use gentoo. x 。的"])
     options = DecodingOptions(split_sentences=True, repair_copies=True)
-    out = run_pipeline(Miscopier(tok), tok, tok, 64, ["Use dlocate. Use gentoo.", "x"], options)
+    out = run_pipeline(Miscopier(tok), (tok, tok), 64, ["Use dlocate. Use gentoo.", "x"], options)
     assert out == ["Use dlocate。的Use gentoo。的", "x的"]
-    plain = run_pipeline(Miscopier(tok), tok, tok, 64, ["Use dlocate."], DecodingOptions())
+    plain = run_pipeline(Miscopier(tok), (tok, tok), 64, ["Use dlocate."], DecodingOptions())
     assert plain == ["Use dlat。的"]
 
 
@@ -330,7 +342,7 @@ def test_the_progress_bar_counts_what_the_result_counts(monkeypatch):
     monkeypatch.setattr(pipeline, "_bar", Bar)
     tok = train_tokenizer("char", ["Use dlocate. Use gentoo. x 。的"])
     texts = ["Use dlocate. Use gentoo.", "x", "", "Use x. Use x. Use x."]
-    run_pipeline(Miscopier(tok), tok, tok, 64, texts, DecodingOptions(split_sentences=True, batch_size=2), None,
+    run_pipeline(Miscopier(tok), (tok, tok), 64, texts, DecodingOptions(split_sentences=True, batch_size=2), None,
                  False, True)
     assert [(b.total, b.done) for b in bars] == [(3, 3)]
 
@@ -340,9 +352,8 @@ def test_the_shims_only_tests_used_are_gone():
     packs' and int8's test-only helpers are gone too."""
     from scratchformer import config
     from scratchformer.config import decoding as config_decoding
-    from scratchformer.decoding import constraints, copies, packing, quantize
+    from scratchformer.decoding import constraints, copies, packing
 
     for module, name in ((config, "DecodingConfig"), (config_decoding, "DecodingConfig"),
-                         (constraints, "check_repetition_options"), (copies, "repair_all"), (packing, "drop_packs"),
-                         (quantize, "is_quantized")):
+                         (constraints, "check_repetition_options"), (copies, "repair_all"), (packing, "drop_packs")):
         assert not hasattr(module, name), (module.__name__, name)

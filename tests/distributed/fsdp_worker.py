@@ -14,6 +14,7 @@ import torch
 from scratchformer.config import TrainConfig
 from scratchformer.data.corpus import load_pairs
 from scratchformer.decoding.greedy import greedy_decode
+from scratchformer.decoding.spec import Search
 from scratchformer.engines import Translator
 from scratchformer.training import distributed as dist_utils
 from scratchformer.training.fsdp import is_sharded, root_unsharded
@@ -35,7 +36,7 @@ def main(run: Path, max_steps: int) -> None:
         with torch.no_grad():
             logits = trainer.train_model(batch["src"], batch["tgt_in"])  # (B, L_tgt, V), through FSDP's hooks
             with root_unsharded(trainer.model):
-                greedy = greedy_decode(trainer.model, batch["src"], max_len=8, return_logits=True)
+                greedy = greedy_decode(trainer.model, batch["src"], Search(max_output_len=8), return_logits=True)
                 hyps = Translator.from_model(trainer.model, trainer.src_tok, trainer.tgt_tok).translate(sources, beam=1)
         if trainer.dist.is_main:
             outputs = {"src": batch["src"], "tgt_in": batch["tgt_in"], "logits": logits, "sources": sources,

@@ -9,6 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from scratchformer.cli import main
+from scratchformer.decoding.spec import Search
 from scratchformer.errors import ConfigError
 from scratchformer.runs import load_run
 from scratchformer.training import fsdp
@@ -59,7 +60,7 @@ def test_fsdp_trains_resumes_and_consolidates(runs, launcher, capsys):
     from scratchformer.decoding.greedy import greedy_decode
     from scratchformer.engines import Translator
 
-    greedy = greedy_decode(single.model, sharded["src"], max_len=8, return_logits=True)
+    greedy = greedy_decode(single.model, sharded["src"], Search(max_output_len=8), return_logits=True)
     assert greedy.tokens == sharded["greedy_tokens"]
     torch.testing.assert_close(greedy.logits, sharded["greedy_logits"], atol=TOL, rtol=0)
     translator = Translator.from_model(single.model, single.src_tok, single.tgt_tok)

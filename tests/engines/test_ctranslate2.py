@@ -18,6 +18,7 @@ from scratchformer.config import ModelConfig
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.data.tokenizers import EOS_ID, train_tokenizer
 from scratchformer.decoding import beam_search, greedy_decode
+from scratchformer.decoding.spec import Search
 from scratchformer.engines import Translator
 from scratchformer.errors import ConfigError
 from scratchformer.export import export_run
@@ -117,7 +118,7 @@ def test_greedy_ids_equal_ours(tmp_path, tiny_seq2seq, overrides, equal_up_to_ti
 def test_beam_ids_equal_ours(trained_dir, beam, alpha):
     run = load_run(trained_dir)
     srcs = sources(run, QUERIES)
-    found = beam_search(run.model, [s + [EOS_ID] for s in srcs], beam_size=beam, alpha=alpha, n_best=beam)
+    found = beam_search(run.model, [s + [EOS_ID] for s in srcs], Search(beam=beam, alpha=alpha, n_best=beam))
     assert len({len(h.tokens) for hyps in found for h in hyps}) > 2  # finished at different lengths
     theirs = engine.Backend(run, threads=1).translate_ids(srcs, beam=beam, alpha=alpha, batch_size=4)
     assert theirs == [hyps[0].tokens for hyps in found]
@@ -130,7 +131,7 @@ def test_beam_at_each_sentences_budget(tmp_path, tiny_seq2seq):
     changes the scores by log(1 - P(PAD)) a step, nothing for a trained model but ~5% a step for this random one."""
     run = load_run(write_run(tmp_path / "run", tiny_seq2seq, pad_logit=-30.0))
     srcs = sources(run)
-    ours = [h[0].tokens for h in beam_search(run.model, [s + [EOS_ID] for s in srcs], beam_size=4)]
+    ours = [h[0].tokens for h in beam_search(run.model, [s + [EOS_ID] for s in srcs], Search(beam=4))]
     assert len({len(o) for o in ours}) > 1
     assert engine.Backend(run, threads=1).translate_ids(srcs, beam=4, batch_size=3) == ours
 

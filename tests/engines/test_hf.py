@@ -20,7 +20,8 @@ from scratchformer.config import TrainConfig
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID, PAD_ID, train_tokenizer
 from scratchformer.decoding.beam import beam_search
 from scratchformer.decoding.greedy import greedy_decode
-from scratchformer.decoding.sampling import sample
+from scratchformer.decoding.sampling import Sampling, sample
+from scratchformer.decoding.spec import Search
 from scratchformer.export import export_run
 from scratchformer.export.hf import exportable_model
 from scratchformer.interop.hf_marian import concat_permutation, interleaved_to_concat
@@ -171,7 +172,7 @@ def test_marian_beam_without_length_penalty_gives_our_beam(tmp_path):
     src, _, _ = _seq2seq_batch(run)
     with torch.no_grad():
         hf_ids = ref.generate(input_ids=src, attention_mask=(src != PAD_ID).long(), num_beams=4, length_penalty=0.0)
-    ours = [h[0].tokens for h in beam_search(run.model, src, beam_size=4, alpha=0.0)]
+    ours = [h[0].tokens for h in beam_search(run.model, src, Search(beam=4, alpha=0.0))]
     assert [_cut(r[1:]) for r in hf_ids.tolist()] == ours
 
 
@@ -269,7 +270,8 @@ def test_gpt2_export_gives_our_logits_and_greedy_ids(tmp_path):
         ours = run.model(batch["input_ids"], attention_mask=mask)
         assert (ours - theirs)[mask.bool()].abs().max() < 1e-4
         hf_ids = ref.generate(**batch, max_new_tokens=8)
-    mine = sample(run.model, [[BOS_ID, *run.tgt_tok.encode(p)] for p in prompts], 8, temperature=0, eos=EOS_ID)
+    mine = sample(run.model, [[BOS_ID, *run.tgt_tok.encode(p)] for p in prompts],
+                  Sampling(max_new_tokens=8, temperature=0, eos=EOS_ID))
     assert [_cut(r[batch["input_ids"].size(1):]) for r in hf_ids.tolist()] == mine
     assert len({tuple(m) for m in mine}) > 1
 
@@ -338,7 +340,7 @@ def test_shipped_model_exports_and_decodes_as_ours(tmp_path):
     alpha = run.decoding.alpha
     lp = json.loads((out / "generation_config.json").read_text())["length_penalty"]
     ours_beam = [h[0].tokens for i in range(0, len(ids), 20)
-                 for h in beam_search(run.model, ids[i:i + 20], alpha=alpha)]
+                 for h in beam_search(run.model, ids[i:i + 20], Search(beam=4, alpha=alpha))]
     same, same_beam, diff = 0, 0, 0.0
     for i in range(0, len(srcs), 20):
         batch = tok(srcs[i:i + 20], return_tensors="pt", padding=True, truncation=True)

@@ -8,7 +8,6 @@ greedy and beam search over them must give exactly our token ids and texts.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 import sys
@@ -25,7 +24,7 @@ from scratchformer.config.decoding import DecodingOptions
 from scratchformer.data.corpus import load_pairs
 from scratchformer.data.tokenizers import train_tokenizer
 from scratchformer.decoding import beam_search, greedy_decode
-from scratchformer.decoding.quantize import quantize_int8
+from scratchformer.decoding.spec import Search
 from scratchformer.engines import Translator
 from scratchformer.engines import onnx as onnx_engine
 from scratchformer.errors import ConfigError
@@ -173,8 +172,9 @@ def test_greedy_ids_are_ours(engine, max_len, equal_up_to_ties):
     run, translator = engine
     for seed in range(3):
         src = sources(run, seed)
-        theirs = translator.search(src, beam=1, max_len=max_len)
-        equal_up_to_ties(run.model, src, greedy_decode(run.model, src, max_len=max_len), theirs)
+        spec = Search(max_output_len=max_len)  # beam 1: greedy, the same spec for both
+        theirs = translator.search(src, spec)
+        equal_up_to_ties(run.model, src, greedy_decode(run.model, src, spec), theirs)
         assert len({tuple(t) for t in theirs}) > 1  # the model does not emit one fixed output
 
 
@@ -183,8 +183,9 @@ def test_beam_ids_are_ours(engine, beam):
     run, translator = engine
     for seed in range(2):
         src = sources(run, seed)
-        ours = [h[0].tokens for h in beam_search(run.model, src, beam_size=beam, alpha=0.6)]
-        assert translator.search(src, beam=beam, alpha=0.6) == ours
+        spec = Search(beam=beam, alpha=0.6)
+        ours = [h[0].tokens for h in beam_search(run.model, src, spec)]
+        assert translator.search(src, spec) == ours
 
 
 @pytest.mark.parametrize("beam", [1, 2])
@@ -255,13 +256,6 @@ def test_int8_export_quantizes_the_graphs_and_still_translates(engine, tmp_path,
     assert "MatMulInteger" in ops or "DynamicQuantizeLinear" in ops
     outputs = on(run, onnx_engine.Backend(run, folder=out, threads=1)).translate(SOURCES, beam=1)
     assert len(outputs) == len(SOURCES) and all(isinstance(o, str) for o in outputs)
-
-
-def test_an_int8_quantized_torch_model_is_refused_in_one_line(engine):
-    run, _ = engine
-    with pytest.raises(ConfigError, match="--int8") as err:
-        onnx_engine.Backend(dataclasses.replace(run, model=quantize_int8(run.model)))
-    assert "\n" not in str(err.value)
 
 
 def test_a_missing_onnxruntime_is_one_line_naming_pip_install(engine, monkeypatch):

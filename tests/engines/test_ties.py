@@ -8,6 +8,7 @@ import torch
 from scratchformer.config import ModelConfig
 from scratchformer.data.tokenizers import EOS_ID
 from scratchformer.decoding import greedy_decode
+from scratchformer.decoding.spec import Search
 from scratchformer.model import build_model
 
 
@@ -18,7 +19,7 @@ def model_and_outputs():
                                     n_encoder_layers=1, n_decoder_layers=1, dropout=0.0, max_len=64)).eval()
     g = torch.Generator().manual_seed(1)
     srcs = [[*torch.randint(4, 30, (n,), generator=g).tolist(), EOS_ID] for n in (3, 6, 9)]
-    return model, srcs, greedy_decode(model, srcs, max_len=8)
+    return model, srcs, greedy_decode(model, srcs, Search(max_output_len=8))
 
 
 def test_equal_outputs_pass(model_and_outputs, equal_up_to_ties):

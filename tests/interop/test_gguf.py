@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from scratchformer.decoding.sampling import Sampling
 from scratchformer.errors import ConfigError
 from scratchformer.interop.gguf import gguf_tokenizer, read_gguf, unpermute
 from scratchformer.interop.huggingface import from_pretrained
@@ -63,13 +64,13 @@ def test_generate_and_chat_run_on_a_gguf_file(tiny_gguf, capsys, monkeypatch):
 
     lm = load_lm(tiny_gguf)
     prompt = "the sun"
-    new = sample(lm.model, [lm.encode(prompt)], max_new_tokens=6, temperature=0, eos=lm.eos_id)[0]
+    new = sample(lm.model, [lm.encode(prompt)], Sampling(max_new_tokens=6, temperature=0, eos=lm.eos_id))[0]
     assert main(["generate", str(tiny_gguf), prompt, "--temperature", "0", "--max-new-tokens", "6"]) == 0
     assert capsys.readouterr().out == lm.decode(lm.encode(prompt) + new) + "\n"
 
     chat = lm.chat_prompt([{"role": "user", "content": "hi there"}])
     assert chat == "<|im_start|>user\nhi there<|im_end|>\n<|im_start|>assistant\n"
-    reply = sample(lm.model, [lm.encode(chat)], max_new_tokens=5, temperature=0, eos=lm.eos_id)[0]
+    reply = sample(lm.model, [lm.encode(chat)], Sampling(max_new_tokens=5, temperature=0, eos=lm.eos_id))[0]
     monkeypatch.setattr("sys.stdin", io.StringIO("hi there\n\n"))
     assert main(["chat", str(tiny_gguf), "--temperature", "0", "--max-new-tokens", "5"]) == 0
     assert capsys.readouterr().out == lm.decode(reply) + "\n"

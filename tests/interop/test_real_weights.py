@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from scratchformer.decoding.sampling import sample
+from scratchformer.decoding.sampling import Sampling, sample
 
 transformers = pytest.importorskip("transformers")
 
@@ -64,14 +64,15 @@ def test_smollm2_greedy_continuations_equal_transformers_generate_and_cached_equ
     chat = ours.chat_prompt([{"role": "user", "content": "Name three colours."}])
     for text in [*PROMPTS, chat]:
         ids = ours.encode(text)
-        got = sample(ours.model, [ids], max_new_tokens=16, temperature=0, eos=ours.eos_id)[0]
+        got = sample(ours.model, [ids], Sampling(max_new_tokens=16, temperature=0, eos=ours.eos_id))[0]
         with torch.no_grad():
             out = theirs.generate(torch.tensor([ids]), max_new_tokens=16, do_sample=False, eos_token_id=ours.eos_id,
                                   pad_token_id=ours.eos_id)[0, len(ids):].tolist()
         expected = out[: out.index(ours.eos_id)] if ours.eos_id in out else out
         assert got == expected, (text, ours.decode(got), ours.decode(expected))
         if text == chat:
-            assert sample(ours.model, [ids], max_new_tokens=16, temperature=0, eos=ours.eos_id, use_cache=False)[0] \
+            assert sample(ours.model, [ids], Sampling(max_new_tokens=16, temperature=0, eos=ours.eos_id,
+                                                      use_cache=False))[0] \
                 == got
 
 

@@ -14,6 +14,7 @@ import torch
 from scratchformer import autotune
 from scratchformer.decoding import captured, greedy_decode
 from scratchformer.decoding.common import Seq2SeqSteps, pad_ids
+from scratchformer.decoding.spec import Search
 from scratchformer.engines import Translator, torch_engine
 from scratchformer.errors import ConfigError
 from scratchformer.runs import load_run
@@ -38,7 +39,7 @@ def test_bf16_logits_are_close_to_fp32(run):
     ~0.4% per rounding, a few roundings deep), and the same argmax almost everywhere."""
     half = copy.deepcopy(run.model).to(torch.bfloat16)
     src = pad_ids(_sources(run), 0, torch.device("cpu"))
-    tokens = greedy_decode(run.model, _sources(run), max_len=12, min_len=12)
+    tokens = greedy_decode(run.model, _sources(run), Search(max_output_len=12, min_len=12))
     tgt = pad_ids([[1, *t] for t in tokens], 0, torch.device("cpu"))
     logits = {}
     with torch.inference_mode():
@@ -93,12 +94,13 @@ def test_auto_takes_bf16_where_it_measured_clearly_faster(run, monkeypatch, fake
     assert Translator(run, run.decoding.pick(step="eager")).backend.dtype == chosen and len(clock.calls) == calls
 
 
-def test_int8_and_bf16_are_refused_together_and_int8_keeps_fp32_under_auto(run):
+def test_int8_and_bf16_are_refused_together_and_the_torch_engine_has_no_int8(run):
     with pytest.raises(ConfigError, match="int8 with --dtype bf16: int8 weights compute in fp32; choose one"):
         Translator(run, run.decoding.pick(int8=True, dtype="bf16"), cli=True)
     with pytest.raises(ConfigError, match="dtype=fp16: must be one of auto, fp32, bf16"):
         run.decoding.pick(dtype="fp16").check()
-    assert Translator(run, run.decoding.pick(int8=True, step="eager")).backend.dtype == "fp32"
+    with pytest.raises(ConfigError, match="the torch engine has no int8"):  # dropped: CTranslate2's int8 is faster
+        Translator(run, run.decoding.pick(int8=True, step="eager"))
 
 
 def test_the_captured_package_key_names_the_dtype(run):
@@ -114,8 +116,8 @@ def test_the_captured_step_in_bf16_gives_the_eager_bf16_tokens(run, tmp_path):
     half = copy.deepcopy(run.model).to(torch.bfloat16)
     package = captured.compile_step(captured.StaticStep.for_model(half, 1), tmp_path / "step.pt2")
     src = _sources(run)
-    eager = greedy_decode(half, src, max_len=30, return_logits=True)
-    fast = greedy_decode(half, src, max_len=30, return_logits=True,
-                         captured=captured.CapturedDecoder(captured.load_step(package)))
+    eager = greedy_decode(half, src, Search(max_output_len=30), return_logits=True)
+    fast = greedy_decode(half, src, Search(max_output_len=30),
+                         captured=captured.CapturedDecoder(captured.load_step(package)), return_logits=True)
     assert fast.tokens == eager.tokens
     torch.testing.assert_close(fast.logits, eager.logits, rtol=0, atol=0.05 * float(eager.logits.abs().max()))

@@ -14,6 +14,7 @@ import torch
 from scratchformer import autotune
 from scratchformer.decoding import beam_search, captured, greedy_decode
 from scratchformer.decoding.common import pad_ids
+from scratchformer.decoding.spec import Search
 from scratchformer.engines import Translator, torch_engine
 from scratchformer.runs import load_run
 
@@ -61,9 +62,10 @@ def test_greedy_tokens_and_logits_equal_the_eager_step(run, package, monkeypatch
     src = _sources(run)
     # EOS held back: each sentence runs to its own budget (its source length + 50), so the caches grow from 4 past
     # 16 and the sentences end apart (rows leave the batch) whatever this CPU's kernels trained the toy run to say
-    hold = dict(max_len=None, min_len=10_000, return_logits=True)
-    eager = greedy_decode(run.model, src, **hold)  # the lean step (fast_step.py)
-    fast = greedy_decode(run.model, src, **hold, captured=captured.CapturedDecoder(captured.load_step(package)))
+    hold = Search(max_output_len=None, min_len=10_000)
+    eager = greedy_decode(run.model, src, hold, return_logits=True)  # the lean step (fast_step.py)
+    fast = greedy_decode(run.model, src, hold, captured=captured.CapturedDecoder(captured.load_step(package)),
+                         return_logits=True)
     assert fast.tokens == eager.tokens
     lengths = sorted(map(len, fast.tokens))
     assert lengths[0] > 12 and lengths[0] < lengths[-1]  # grown twice; sentences end apart
@@ -85,7 +87,8 @@ def test_the_captured_encoder_gives_the_modules_cross_keys_and_values_and_tokens
             assert g.shape == w.shape
             torch.testing.assert_close(g * keep, w * keep, rtol=0, atol=1e-5)
     src = _sources(run)
-    assert greedy_decode(run.model, src, max_len=30, captured=dec) == greedy_decode(run.model, src, max_len=30)
+    spec = Search(max_output_len=30)
+    assert greedy_decode(run.model, src, spec, captured=dec) == greedy_decode(run.model, src, spec)
 
 
 @needs_compiler
@@ -97,11 +100,11 @@ def test_the_tuned_package_for_few_rows_gives_the_same_tokens(run, package, tmp_
     small = captured.compile_step(captured.StaticStep.for_model(run.model, 1), tmp_path / "small.pt2", tuned=True)
     step = captured.CapturedDecoder(captured.by_rows(captured.load_step(small), captured.load_step(package)))
     src = _sources(run)
-    eager = greedy_decode(run.model, src, max_len=40, return_logits=True)
-    fast = greedy_decode(run.model, src, max_len=40, return_logits=True, captured=step)
+    eager = greedy_decode(run.model, src, Search(max_output_len=40), return_logits=True)
+    fast = greedy_decode(run.model, src, Search(max_output_len=40), captured=step, return_logits=True)
     assert fast.tokens == eager.tokens
     torch.testing.assert_close(fast.logits, eager.logits, rtol=0, atol=1e-5)
-    alone = [greedy_decode(run.model, [s], max_len=40, captured=step)[0] for s in src]
+    alone = [greedy_decode(run.model, [s], Search(max_output_len=40), captured=step)[0] for s in src]
     assert alone == eager.tokens
 
 
@@ -115,8 +118,8 @@ def test_beam4_hypotheses_equal_the_eager_step(run, tmp_path, monkeypatch):
     step = captured.CapturedDecoder(captured.by_rows(small, large, 4))  # a batch ends on the small one, a
     # sentence alone runs on it
     for src in (_sources(run), _sources(run)[:1]):
-        eager = beam_search(run.model, src, beam_size=4, max_len=30, n_best=4)
-        fast = beam_search(run.model, src, beam_size=4, max_len=30, n_best=4, captured=step)
+        eager = beam_search(run.model, src, Search(beam=4, max_output_len=30, n_best=4))
+        fast = beam_search(run.model, src, Search(beam=4, max_output_len=30, n_best=4), captured=step)
         assert [[h.tokens for h in hs] for hs in fast] == [[h.tokens for h in hs] for hs in eager]
         for a, b in zip(sum(fast, []), sum(eager, [])):
             assert a.logprob == pytest.approx(b.logprob, abs=1e-4)
@@ -177,10 +180,24 @@ def test_a_failing_compile_runs_the_eager_step_with_one_line(run, private_home, 
     assert lines[-1] == "the captured decoding step failed (RuntimeError: no headers); decoding with the eager step"
 
 
-def test_uncovered_models_and_int8_take_the_eager_step(tiny_model, run, private_home):
+@pytest.mark.parametrize("beam", [1, 4])
+def test_the_static_step_run_eagerly_gives_the_lean_steps_outputs(tiny_model, tiny_sources, beam, monkeypatch):
+    """The captured step is the lean step over a static cache (fast_step.py says why they are two): run uncompiled,
+    as an nn.Module, it gives the lean step's tokens and scores, beams read through their index included."""
+    monkeypatch.setattr(captured, "START", 4)  # the static caches grow (4 -> 12 -> 20) within these outputs
+    model, src = tiny_model(seed=3), tiny_sources(seed=3)
+    step = captured.CapturedDecoder(captured.StaticStep.for_model(model, beam))  # eager: no compiler needed
+    spec = Search(beam=beam, max_output_len=20, min_len=6, n_best=beam)
+    ours, lean = beam_search(model, src, spec, captured=step), beam_search(model, src, spec)
+    assert [[h.tokens for h in hs] for hs in ours] == [[h.tokens for h in hs] for hs in lean]
+    assert [h.logprob for h in sum(ours, [])] == pytest.approx([h.logprob for h in sum(lean, [])], abs=1e-4)
+    if beam == 1:
+        assert greedy_decode(model, src, spec, captured=step) == greedy_decode(model, src, spec)
+
+
+def test_uncovered_models_take_the_eager_step(tiny_model, run, private_home):
     assert captured.StaticStep.for_model(tiny_model(seed=0, positions="rope")) is None
     assert captured.unavailable(tiny_model(seed=0, n_kv_heads=1)) is not None
-    assert Translator(run, run.decoding.pick(step="captured", int8=True)).backend.captured is None
 
 
 def test_the_package_key_changes_with_the_weights(run, monkeypatch):
@@ -240,7 +257,7 @@ def fake_compiles(package, encoder_package, monkeypatch):
     compiles = []
 
     def fake_compile(step, path, tuned=False):
-        compiles.append((step.group, tuned))
+        compiles.append((step.beam, tuned))
         shutil.copy(package, path)
         return path
 
@@ -251,7 +268,7 @@ def fake_compiles(package, encoder_package, monkeypatch):
 
     monkeypatch.setattr(captured, "compile_step", fake_compile)
     monkeypatch.setattr(captured, "compile_encoder", fake_encoder)
-    monkeypatch.setattr(torch_engine.CapturedStepCache, "_measure", lambda self, fn, group: None)
+    monkeypatch.setattr(torch_engine.CapturedStepCache, "_measure", lambda self, fn, beam: None)
     return compiles
 
 

@@ -7,6 +7,7 @@ import torch
 from scratchformer.decoding import beam_search, greedy_decode
 from scratchformer.decoding.common import Seq2SeqSteps
 from scratchformer.decoding.fast_step import LeanDecoder, modules_step
+from scratchformer.decoding.spec import Search
 
 PLACEMENTS = ["post", "pre", "seed000"]
 
@@ -25,7 +26,7 @@ def test_greedy_tokens_and_logits_equal_the_modules(monkeypatch, tiny_model, tin
     model = tiny_model(seed=1, **overrides)
     assert LeanDecoder.for_model(model).embedding is not None  # the embedding's lean path runs too
     src = tiny_sources(seed=3)
-    modules, lean = _both(monkeypatch, lambda: greedy_decode(model, src, max_len=12, return_logits=True))
+    modules, lean = _both(monkeypatch, lambda: greedy_decode(model, src, Search(max_output_len=12), return_logits=True))
     assert lean.tokens == modules.tokens
     assert any(len(t) > 1 for t in lean.tokens)  # the comparison covers several steps
     torch.testing.assert_close(lean.logits, modules.logits, rtol=0, atol=1e-5)
@@ -36,7 +37,7 @@ def test_greedy_tokens_and_logits_equal_the_modules(monkeypatch, tiny_model, tin
 def test_beam4_hypotheses_equal_the_modules(monkeypatch, tiny_model, tiny_sources, norm, batched):
     model = tiny_model(seed=2, norm=norm)
     src = tiny_sources(seed=4) if batched else tiny_sources(seed=4)[:1]
-    modules, lean = _both(monkeypatch, lambda: beam_search(model, src, beam_size=4, max_len=10, n_best=4))
+    modules, lean = _both(monkeypatch, lambda: beam_search(model, src, Search(beam=4, max_output_len=10, n_best=4)))
     assert [[h.tokens for h in hs] for hs in lean] == [[h.tokens for h in hs] for hs in modules]
     for hs_lean, hs_mod in zip(lean, modules):
         for a, b in zip(hs_lean, hs_mod):
@@ -81,7 +82,7 @@ def test_a_forward_hook_in_the_step_runs_the_modules(monkeypatch, tiny_model, ti
     handle = w_o.register_forward_pre_hook(lambda m, args: (args[0] * 0,))
     try:
         assert LeanDecoder.for_model(model) is None
-        modules, lean = _both(monkeypatch, lambda: greedy_decode(model, tiny_sources(seed=1), max_len=8,
+        modules, lean = _both(monkeypatch, lambda: greedy_decode(model, tiny_sources(seed=1), Search(max_output_len=8),
                                                                  return_logits=True))
         torch.testing.assert_close(lean.logits, modules.logits, rtol=0, atol=0)  # both ran the hooked modules
     finally:

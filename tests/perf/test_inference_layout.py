@@ -4,6 +4,7 @@ import torch
 from torch import nn
 
 from scratchformer.decoding import beam_search, greedy_decode
+from scratchformer.decoding.spec import Search
 from scratchformer.runs import load_weights, save_weights
 
 
@@ -21,9 +22,9 @@ def test_same_outputs_same_state(tiny_model, tiny_sources):
     with torch.no_grad():  # other GEMM kernels: equal to 1e-6, not to the bit
         torch.testing.assert_close(model(x, y), ref(x, y), atol=1e-6, rtol=0)
     src = tiny_sources(1)  # token ids: logits apart by ~1e-7 pick the same ids unless two are that close
-    assert greedy_decode(model, src, max_len=10) == greedy_decode(ref, src, max_len=10)
-    assert [h[0].tokens for h in beam_search(model, src, max_len=10)] == \
-        [h[0].tokens for h in beam_search(ref, src, max_len=10)]
+    assert greedy_decode(model, src, Search(max_output_len=10)) == greedy_decode(ref, src, Search(max_output_len=10))
+    assert [h[0].tokens for h in beam_search(model, src, Search(beam=4, max_output_len=10))] == \
+        [h[0].tokens for h in beam_search(ref, src, Search(beam=4, max_output_len=10))]
 
 
 def test_tied_weights_stay_tied_and_files_round_trip(tiny_model, tmp_path):

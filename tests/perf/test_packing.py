@@ -9,6 +9,7 @@ from torch import nn
 from scratchformer import autotune
 from scratchformer.decoding import beam_search, greedy_decode, packing
 from scratchformer.decoding.packing import packed_linears, packing_available
+from scratchformer.decoding.spec import Search
 
 needs_mkl = pytest.mark.skipif(not packing_available(), reason="this torch has no MKL packed GEMM")
 
@@ -50,14 +51,14 @@ def fresh_process(monkeypatch):
 def test_fixed_length_decoding_with_packs_equals_without(tiny_model, tiny_sources, monkeypatch, fake_tuner):
     model = tiny_model(0)
     src = tiny_sources(1, lengths=(3, 7, 5, 9, 2, 11, 4, 6, 8))  # 9 sentences: greedy runs 9 rows
-    ref_greedy = greedy_decode(model, src, force_len=12, return_logits=True)  # autotune off: unpacked
-    ref_beam = beam_search(model, src, beam_size=3, min_len=12, max_len=12, n_best=3)
+    ref_greedy = greedy_decode(model, src, Search(force_len=12), return_logits=True)  # autotune off: unpacked
+    ref_beam = beam_search(model, src, Search(beam=3, max_output_len=12, n_best=3, min_len=12))
     fake_tuner(**PACKED_FASTER)
     calls = _count_packed_calls(monkeypatch)
-    got_greedy = greedy_decode(model, src, force_len=12, return_logits=True)
+    got_greedy = greedy_decode(model, src, Search(force_len=12), return_logits=True)
     assert calls and set(calls) == {9}  # packed for the 9 rows, and only used at 9 rows
     calls.clear()
-    got_beam = beam_search(model, src, beam_size=3, min_len=12, max_len=12, n_best=3)
+    got_beam = beam_search(model, src, Search(beam=3, max_output_len=12, n_best=3, min_len=12))
     assert calls and set(calls) == {27}
     assert got_greedy.tokens == ref_greedy.tokens
     # other GEMM kernels, 12 steps each fed by the last: 1.4e-6 measured at 2 threads (AVX2), so 1e-5
@@ -65,15 +66,16 @@ def test_fixed_length_decoding_with_packs_equals_without(tiny_model, tiny_source
     assert [[h.tokens for h in hs] for hs in got_beam] == [[h.tokens for h in hs] for hs in ref_beam]
     assert not any("forward" in m.__dict__ for m in model.modules())  # the class forward is back everywhere
     calls.clear()
-    greedy_decode(model, src, max_len=12)  # batched free decoding: sentences finish early, no packing
-    beam_search(model, src, beam_size=3, max_len=12)
+    greedy_decode(model, src, Search(max_output_len=12))  # batched free decoding: sentences finish early, no packing
+    beam_search(model, src, Search(beam=3, max_output_len=12))
     assert calls == []
     one = src[:1]  # beam search over one sentence: its 4 beams run to its end, packed
-    got_one = [[h.tokens for h in hs] for hs in beam_search(model, one, beam_size=4, max_len=12, n_best=4)]
+    got_one = [[h.tokens for h in hs] for hs in beam_search(model, one, Search(beam=4, max_output_len=12, n_best=4))]
     assert calls and set(calls) == {4}
     monkeypatch.setenv(autotune.ENV, "0")  # the safe default: unpacked
     calls.clear()
-    assert [[h.tokens for h in hs] for hs in beam_search(model, one, beam_size=4, max_len=12, n_best=4)] == got_one
+    spec = Search(beam=4, max_output_len=12, n_best=4)
+    assert [[h.tokens for h in hs] for hs in beam_search(model, one, spec)] == got_one
     assert calls == []
     packing._PACKS.pop(model, None)
 
@@ -83,10 +85,10 @@ def test_greedy_over_one_sentence_packs_its_one_row(tiny_model, tiny_sources, mo
     """One sentence decodes one row until it ends (batch 1: interactive translation), so greedy packs for it."""
     model = tiny_model(0)
     one = tiny_sources(2)[:1]
-    ref = greedy_decode(model, one, max_len=12, return_logits=True)  # autotune off: unpacked
+    ref = greedy_decode(model, one, Search(max_output_len=12), return_logits=True)  # autotune off: unpacked
     fake_tuner(**PACKED_FASTER)
     calls = _count_packed_calls(monkeypatch)
-    got = greedy_decode(model, one, max_len=12, return_logits=True)
+    got = greedy_decode(model, one, Search(max_output_len=12), return_logits=True)
     assert calls and set(calls) == {1}
     assert got.tokens == ref.tokens
     torch.testing.assert_close(got.logits, ref.logits, atol=1e-5, rtol=0)

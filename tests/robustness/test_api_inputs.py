@@ -13,7 +13,8 @@ from scratchformer.config import ModelConfig
 from scratchformer.data.tokenizers import SPECIALS, CharTokenizer
 from scratchformer.decoding.beam import beam_search
 from scratchformer.decoding.greedy import greedy_decode
-from scratchformer.decoding.sampling import sample
+from scratchformer.decoding.sampling import Sampling, sample
+from scratchformer.decoding.spec import Search
 from scratchformer.engines import Translator
 from scratchformer.errors import InputError
 from scratchformer.model import build_model
@@ -91,27 +92,27 @@ def test_a_list_instead_of_a_tensor_is_one_line(seq2seq, gpt):
                          ids=["1-D", "zero-length", "flat-list", "ragged-types", "empty-sentence", "string", "3-D"])
 def test_searches_refuse_bad_sources(search, bad, seq2seq):
     with pytest.raises(InputError) as info:
-        search(seq2seq, bad, max_len=4)
+        search(seq2seq, bad, Search(max_output_len=4))
     _one_line(info, "src")
 
 
 @pytest.mark.parametrize("search", [greedy_decode, beam_search])
 def test_searches_keep_working_on_good_and_empty_batches(search, seq2seq):
-    assert search(seq2seq, [], max_len=4) == []
-    assert len(search(seq2seq, [[5, 6, 2], [7, 2]], max_len=4)) == 2
+    assert search(seq2seq, [], Search(max_output_len=4)) == []
+    assert len(search(seq2seq, [[5, 6, 2], [7, 2]], Search(max_output_len=4))) == 2
 
 
 @pytest.mark.parametrize("bad", [[5, 6], [[1, 5], 6], "hi", [[1, "a"]]], ids=["flat", "ragged", "string", "str-id"])
 def test_sampling_refuses_prompts_that_are_not_id_lists(bad, gpt):
     with pytest.raises(InputError) as info:
-        sample(gpt, bad, max_new_tokens=2)
+        sample(gpt, bad, Sampling(max_new_tokens=2))
     _one_line(info, "prompt")
 
 
 @pytest.mark.parametrize("temperature", [math.nan, math.inf])
 def test_sampling_refuses_a_temperature_that_is_not_finite(temperature, gpt):
     with pytest.raises(ValueError, match="temperature"):
-        sample(gpt, [[1, 5]], max_new_tokens=2, temperature=temperature)
+        sample(gpt, [[1, 5]], Sampling(max_new_tokens=2, temperature=temperature))
 
 
 def test_translate_texts_on_empty_inputs(seq2seq):

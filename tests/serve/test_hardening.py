@@ -14,6 +14,7 @@ import urllib.parse
 import pytest
 
 from scratchformer.decoding import beam_search, cancel, greedy_decode
+from scratchformer.decoding.spec import Search
 from scratchformer.runs import load_run
 from scratchformer.serve import Settings
 from scratchformer.serve.app import request_cost
@@ -148,12 +149,12 @@ def test_the_decoders_stop_at_a_cancelled_token(tiny_seq2seq, source_ids):
     with token.scope():
         plain = greedy_decode(model, src)  # not cancelled: the decoders run as ever
         token.cancel("a test")
-        for decode in (lambda: greedy_decode(model, src), lambda: beam_search(model, src, beam_size=3)):
+        for decode in (lambda: greedy_decode(model, src), lambda: beam_search(model, src, Search(beam=3))):
             with pytest.raises(cancel.Cancelled, match="a test"):
                 decode()
     assert greedy_decode(model, src) == plain  # no scope: never cancelled
     with cancel.Token(deadline=time.monotonic() - 1).scope(), pytest.raises(cancel.Cancelled, match="deadline"):
-        beam_search(model, src, beam_size=2)
+        beam_search(model, src, Search(beam=2))
 
 
 def test_slice_cost_keeps_batches_apart():

@@ -14,7 +14,7 @@ from scratchformer.i18n import N_
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from scratchformer.decoding.sampling import fit_prompts, sample
+    from scratchformer.decoding.sampling import Sampling, fit_prompts, sample
     from scratchformer.errors import ConfigError
     from scratchformer.interop.pretrained import DTYPES, is_pretrained, load_lm
 
@@ -38,8 +38,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
                               flags={"max_new": "--max-new-tokens {}", "truncate": "a shorter conversation"})
         streamer = Streamer(lm.decode, [], sys.stdout)
         try:
-            sample(lm.model, [ids], max_new_tokens=max_new, temperature=args.temperature, top_k=args.top_k,
-                   top_p=args.top_p, seed=args.seed, eos=lm.eos_id, on_token=streamer)
+            sample(lm.model, [ids], Sampling(max_new_tokens=max_new, temperature=args.temperature, top_k=args.top_k,
+                                             top_p=args.top_p, seed=args.seed, eos=lm.eos_id), on_token=streamer)
         finally:
             reply = streamer.finish()
         messages.append({"role": "assistant", "content": reply})

@@ -75,7 +75,7 @@ def check_sampling_options(args: argparse.Namespace) -> None:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from scratchformer.data.tokenizers import BOS_ID, EOS_ID
-    from scratchformer.decoding.sampling import fit_prompts, sample
+    from scratchformer.decoding.sampling import Sampling, fit_prompts, sample
     from scratchformer.errors import ConfigError
     from scratchformer.interop.pretrained import DTYPES, is_pretrained, load_lm
     from scratchformer.runs import load_run
@@ -101,21 +101,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
     prompts = [to_ids(t) for t in texts]
     max_new = fit_prompts(prompts, model.config.max_len, args.max_new_tokens, args.truncate,  # before printing
                           flags={"max_new": "--max-new-tokens {}", "truncate": "--truncate left"})
-    options = dict(max_new_tokens=max_new, temperature=args.temperature, top_k=args.top_k,
-                   top_p=args.top_p, seed=args.seed, eos=eos, truncate=args.truncate)
+    spec = Sampling(max_new_tokens=max_new, temperature=args.temperature, top_k=args.top_k,
+                    top_p=args.top_p, seed=args.seed, eos=eos, truncate=args.truncate)
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.showwarning = _warn_one_line  # restored by catch_warnings
         if len(prompts) == 1:
             streamer = Streamer(decode, prompts[0])
             try:
-                sample(model, prompts, on_token=streamer, **options)
+                sample(model, prompts, spec, on_token=streamer)
             finally:
                 streamer.finish()
             return 0
         for start in range(0, len(prompts), args.batch_size):
             chunk = prompts[start : start + args.batch_size]
-            for prompt, new in zip(chunk, sample(model, chunk, **options)):
+            for prompt, new in zip(chunk, sample(model, chunk, spec)):
                 print(decode(prompt + new), flush=True)
     return 0
 

@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from scratchformer.config.budget import PAPER_EXTRA_LEN, output_budget
 from scratchformer.config.fields import read_json, reject_unknown_fields
 from scratchformer.config.model import ModelConfig, available_memory, human_bytes
 from scratchformer.errors import ConfigError
@@ -51,7 +52,6 @@ from scratchformer.i18n import N_, _
 MEMBER_FILE = re.compile(r"[\w.-]+\.safetensors")  # a file name in the run folder, no path
 MAX_ALPHA = 10.0  # GNMT tuned alpha in [0.6, 1]; ((5 + 512) / 6) ** 10 is still a float
 MIN_PENALTY = 0.01  # and 1 / 0.01 = 100 at most: far beyond any useful value, and logits / P stay finite
-PAPER_EXTRA_LEN = 50  # section 6.1: "maximum output length to input length + 50"
 DEFAULT_MAX_NEW = 60  # generate: new tokens per prompt when none are asked for (fewer if max_len leaves no room)
 STEPS = ("auto", "eager", "captured")  # the torch engine's decoding step (decoding/captured.py)
 DTYPES = ("auto", "fp32", "bf16")  # the torch engine's decoding dtype
@@ -194,7 +194,7 @@ class DecodingOptions:
         if self.beam > config.tgt_vocab_size:
             raise ConfigError(f"{name('beam')}: wider than the {config.tgt_vocab_size}-token target vocabulary; "
                               "beams of 4-12 are usual")
-        steps = min(cap, self.max_len or cap + PAPER_EXTRA_LEN)
+        steps = output_budget(cap, self.max_len, cap)  # the longest source's budget
         need, have = members * search_bytes(config, self.batch_size * self.beam, steps), available_memory()
         if have is not None and need > have:
             raise ConfigError(f"{name('beam')} with {name('batch_size')}: the search would need about "

@@ -1,7 +1,9 @@
 """Beam search (the paper, section 6.1: beam size 4, length penalty alpha = 0.6, max length src + 50).
 
-    beam_search(model, src) -> list[list[Hypothesis]]    n_best hypotheses per sentence, best first
-    beam_search_core(step_fn, ...)                        the algorithm alone, driven by any step function
+    beam_search(model, src, Search(beam=4)) -> list[list[Hypothesis]]   n_best hypotheses per sentence, best first
+    beam_search_core(step_fn, limits, Search(beam=4))          the algorithm alone, driven by any step function
+
+What to search for (beam width, alpha, budget, n-best, repetition rules, ids) is one Search (spec.py).
 
 Length penalty (GNMT, Wu et al. 2016): score(Y) = log P(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6) ** alpha, where
 |Y| counts the emitted tokens *including* the final EOS. A hypothesis cut at the length budget has no EOS and
@@ -36,10 +38,10 @@ from scratchformer.decoding.common import (
     length_limits,
     length_penalty,
     model_device,
-    special_ids,
 )
 from scratchformer.decoding.constraints import Constraints, constrained_limits
 from scratchformer.decoding.ensemble import model_steps
+from scratchformer.decoding.spec import PAPER, Search
 from scratchformer.model.transformer import EncoderDecoder
 
 # step_fn(tokens (N, t) with BOS first, index (N,) | None) -> log-probs (N, V) of the next token.
@@ -58,49 +60,40 @@ class Hypothesis:
 def beam_search(
     model: EncoderDecoder,
     src: Tensor | Sequence[Sequence[int]],
-    beam_size: int = 4,
-    alpha: float = 0.6,
-    max_len: int | None = None,
-    eos: int | None = None,
-    bos: int | None = None,
-    pad: int | None = None,
-    n_best: int = 1,
-    use_cache: bool = True,
-    min_len: int = 0,
-    no_repeat_ngram: int = 0,
-    repetition_penalty: float = 1.0,
+    search: Search = PAPER,
     prefixes: Sequence[Sequence[int]] | None = None,
     ensemble: Sequence[EncoderDecoder] = (),
     captured: CapturedDecoder | None = None,
 ) -> list[list[Hypothesis]]:
-    """Beam search over src (B, L_src) ids (or id lists), right-padded with `pad`; n_best hypotheses each.
+    """Beam search over src (B, L_src) ids (or id lists), right-padded with the pad id; n_best hypotheses each.
 
-    max_len: most tokens per sentence, EOS not counted; None -> src_len + 50, capped at model.config.max_len.
-    PAD is never emitted; EOS is suppressed until `min_len` tokens were emitted.
-    bos / eos / pad: None -> the model's own (decoder_start_id, extra["eos_token_id"], pad_id), else ours (1, 2, 0).
-    no_repeat_ngram / repetition_penalty / prefixes (forced target ids per sentence, kept in the output; the budget
-    grows to hold them): constraints.py. Scores are then those of the penalized distribution, bans included.
+    search (spec.py; default: the paper's beam 4, alpha 0.6): beam (the width K), alpha, n_best, max_output_len (most
+    tokens per sentence, EOS not counted; None -> src_len + 50; always capped at the model's positions), min_len (EOS
+    suppressed until that many tokens were emitted), use_cache, bos / eos / pad (None -> the model's own:
+    decoder_start_id, extra["eos_token_id"], pad_id; else ours 1, 2, 0), no_repeat_ngram / repetition_penalty
+    (constraints.py; scores are then those of the penalized distribution, bans included). PAD is never emitted.
+    prefixes: forced target ids per sentence, kept in the output; the budget grows to hold them (constraints.py).
     ensemble: more models with `model`'s vocabularies; each step's distribution is the mean of all their
     probabilities (fairseq's EnsembleModel; ensemble.py). `model` sets the ids and the length budget.
-    captured: a compiled step for `beam_size` rows per sentence, and encoder (captured.py; the torch engine loads
+    captured: a compiled step for `search.beam` rows per sentence, and encoder (captured.py; the torch engine loads
     them), used with the cache and without an ensemble.
     """
-    bos, eos, pad = special_ids(model, bos, eos, pad)
+    search = search.resolved(model)  # the model's own ids where the spec leaves them None
+    pad, cap = search.pad, model.config.max_len
     with eval_mode(model):
         src = as_src_tensor(src, pad, model_device(model))
         if src.size(0) == 0:
             return []
-        constraints = Constraints(no_repeat_ngram, repetition_penalty, prefixes)
-        limits = constrained_limits(length_limits(src, pad, max_len, model.config.max_len), constraints,
-                                    model.config.max_len)  # (B,)
+        constraints = Constraints(search.no_repeat_ngram, search.repetition_penalty, prefixes)
+        limits = constrained_limits(length_limits(src, pad, search.max_output_len, cap), constraints, cap)  # (B,)
         # B*K decoding rows (sentence-major); the K beams of a sentence share its memory row
         # the row count holds until the end: one sentence (its beams run until it is done), or a fixed length
-        fixed = src.size(0) == 1 or min_len >= int(limits.max())
-        if captured is not None and use_cache and not ensemble:
+        fixed = src.size(0) == 1 or search.min_len >= int(limits.max())
+        if captured is not None and search.use_cache and not ensemble:
             src_mask = model.src_mask(src)
-            stepper = CapturedSteps(model, captured, src, src_mask, int(limits.max()), beam_size)
+            stepper = CapturedSteps(model, captured, src, src_mask, int(limits.max()), search.beam)
         else:
-            stepper = model_steps([model, *ensemble], src, use_cache, beam_size, fixed)
+            stepper = model_steps([model, *ensemble], src, search.use_cache, search.beam, fixed)
         with stepper as steps:
 
             constrained = constraints.active
@@ -113,72 +106,63 @@ def beam_search(
                     logprobs[:, pad] = NEG_INF
                 return logprobs
 
-            return beam_search_core(step_fn, src.size(0), beam_size, limits, alpha, bos, eos, n_best, min_len)
+            return beam_search_core(step_fn, limits, search)
 
 
-def beam_search_core(
-    step_fn: StepFn,
-    batch_size: int,
-    beam_size: int,
-    max_lens: Sequence[int] | Tensor,
-    alpha: float = 0.6,
-    bos: int = BOS_ID,
-    eos: int = EOS_ID,
-    n_best: int = 1,
-    min_len: int = 0,
-    device: torch.device | str | None = None,
-) -> list[list[Hypothesis]]:
-    """The search itself; see the module docstring. max_lens: (B,) token budget per sentence, EOS not counted.
+def beam_search_core(step_fn: StepFn, max_lens: Sequence[int] | Tensor, search: Search,
+                     device: torch.device | str | None = None) -> list[list[Hypothesis]]:
+    """The search itself; see the module docstring. max_lens: (B,) token budget per sentence, EOS not counted (a
+    list goes to `device`). search: beam (K), alpha, n_best, min_len, bos / eos (None: ours, 1 and 2).
 
     Scores are kept in the dtype of the first log-probs step_fn returns (float64 fakes give exact tests).
     """
-    k = beam_size
-    if k < 1 or not 1 <= n_best <= k:
-        raise ValueError(f"need beam_size >= 1 and 1 <= n_best <= beam_size, got beam_size={k}, n_best={n_best}")
+    beam, alpha, n_best, min_len = search.beam, search.alpha, search.n_best, search.min_len
+    bos = BOS_ID if search.bos is None else search.bos
+    eos = EOS_ID if search.eos is None else search.eos
     limits = torch.as_tensor(max_lens, dtype=torch.long, device=device)
     device = limits.device
-    a = batch_size  # active sentences
+    batch_size = a = limits.numel()  # active sentences
     t_max = int(limits.max()) if a else 0
     finished: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
     sents = torch.arange(a, device=device)  # (A,) original sentence of each active sentence
-    tokens = torch.full((a * k, 1), bos, dtype=torch.long, device=device)  # (A*K, t): BOS, then outputs
+    tokens = torch.full((a * beam, 1), bos, dtype=torch.long, device=device)  # (A*K, t): BOS, then outputs
     scores: Tensor | None = None  # (A, K) log-prob of each live beam
     kth_finished: Tensor | None = None  # (A, K) best K finished scores, -inf where fewer
     index: Tensor | None = None
     eos_index = torch.tensor([eos], device=device)
-    ranks = torch.arange(2 * k, device=device)  # (2K,) candidate positions
-    starts = torch.arange(a, device=device)[:, None] * k  # (A, 1) each active sentence's first row
+    ranks = torch.arange(2 * beam, device=device)  # (2K,) candidate positions
+    starts = torch.arange(a, device=device)[:, None] * beam  # (A, 1) each active sentence's first row
     for t in range(t_max):
         cancel.check()  # a caller that gave up stops the work here (cancel.py)
         logprobs = step_fn(tokens, index)  # (A*K, V)
         vocab = logprobs.size(-1)
         if scores is None:
-            scores = torch.full((a, k), NEG_INF, dtype=logprobs.dtype, device=device)
+            scores = torch.full((a, beam), NEG_INF, dtype=logprobs.dtype, device=device)
             scores[:, 0] = 0.0  # step 0: only beam 0 is live
-            kth_finished = torch.full((a, k), NEG_INF, dtype=logprobs.dtype, device=device)
+            kth_finished = torch.full((a, beam), NEG_INF, dtype=logprobs.dtype, device=device)
         if t < min_len:
             logprobs = logprobs.index_fill(1, eos_index, NEG_INF)  # a copy: step_fn's tensor may be shared
-        cand = (scores.view(-1, 1) + logprobs).view(a, k * vocab)  # (A, K*V)
-        top_val, top_idx = cand.topk(2 * k, dim=1)  # (A, 2K), best first
+        cand = (scores.view(-1, 1) + logprobs).view(a, beam * vocab)  # (A, K*V)
+        top_val, top_idx = cand.topk(2 * beam, dim=1)  # (A, 2K), best first
         top_beam, top_tok = top_idx // vocab, top_idx % vocab  # (A, 2K)
         lp = length_penalty(t + 1, alpha)  # |Y| = t + 1: t tokens + EOS, or t + 1 tokens for a live beam
-        if bool((top_tok[:, :k] == eos).any()):  # a device sync (the other: `done`); free on the CPU
+        if bool((top_tok[:, :beam] == eos).any()):  # a device sync (the other: `done`); free on the CPU
             is_eos = top_tok == eos
-            closed = is_eos[:, :k] & (top_val[:, :k] > NEG_INF)  # (A, K) EOS among the first K closes a hypothesis
-            closed_scores = torch.where(closed, top_val[:, :k] / lp, NEG_INF)
-            kth_finished = torch.cat([kth_finished, closed_scores], dim=1).topk(k, dim=1).values  # (A, K)
+            closed = is_eos[:, :beam] & (top_val[:, :beam] > NEG_INF)  # (A, K) an EOS among the first K closes one
+            closed_scores = torch.where(closed, top_val[:, :beam] / lp, NEG_INF)
+            kth_finished = torch.cat([kth_finished, closed_scores], dim=1).topk(beam, dim=1).values  # (A, K)
             # first K non-EOS candidates: sort key puts EOS after every non-EOS, order kept otherwise
-            order = is_eos.long() * (2 * k) + ranks  # (A, 2K)
-            pos = order.topk(k, dim=1, largest=False).indices  # (A, K), ascending = best first
+            order = is_eos.long() * (2 * beam) + ranks  # (A, 2K)
+            pos = order.topk(beam, dim=1, largest=False).indices  # (A, K), ascending = best first
             live_val, live_beam, live_tok = top_val.gather(1, pos), top_beam.gather(1, pos), top_tok.gather(1, pos)
         else:  # the common step: no EOS among any sentence's first K, so nothing closes and they are the live beams
             closed = None
-            live_val, live_beam, live_tok = top_val[:, :k], top_beam[:, :k], top_tok[:, :k]
+            live_val, live_beam, live_tok = top_val[:, :beam], top_beam[:, :beam], top_tok[:, :beam]
         at_limit = limits <= t + 1  # (A,)
         done = ((live_val[:, 0] / lp <= kth_finished[:, -1]) | at_limit).cpu()  # (A,)
         rows = starts[:a] + live_beam  # (A, K) row each live beam continues
         if closed is not None and bool(closed.any()):
-            _collect(finished, sents, tokens, closed.cpu(), top_beam, top_val, lp, k)
+            _collect(finished, sents, tokens, closed.cpu(), top_beam, top_val, lp, beam)
         if bool(done.any()):
             ends = (done & at_limit.cpu()).nonzero().squeeze(1).to(device)
             if ends.numel():  # budget reached: the live beams are hypotheses too (no EOS, |Y| = t + 1)
@@ -196,11 +180,11 @@ def beam_search_core(
 
 
 def _collect(finished: list[list[Hypothesis]], sents: Tensor, tokens: Tensor, closed: Tensor, top_beam: Tensor,
-             top_val: Tensor, lp: float, k: int) -> None:
+             top_val: Tensor, lp: float, beam: int) -> None:
     """Store the hypotheses closed by EOS this step; closed (A, K) bool on the CPU."""
     where = closed.nonzero()  # (n, 2): (active sentence, candidate position)
     a_idx, j_idx = where[:, 0].to(tokens.device), where[:, 1].to(tokens.device)
-    rows = a_idx * k + top_beam[a_idx, j_idx]  # (n,)
+    rows = a_idx * beam + top_beam[a_idx, j_idx]  # (n,)
     prefixes = tokens.index_select(0, rows)[:, 1:].tolist()  # without BOS
     logprobs = top_val[a_idx, j_idx].tolist()
     for s, toks, logprob in zip(sents[a_idx].tolist(), prefixes, logprobs):

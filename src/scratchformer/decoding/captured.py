@@ -1,12 +1,12 @@
 """The decoder's cached step compiled ahead of use (AOTInductor): the lean step (fast_step.py) as one pure graph over
 a static KV cache, with no Python between its kernels.
 
-    step = StaticStep.for_model(model, group)       # None when fast_step.py's lean step does not cover the model
+    step = StaticStep.for_model(model, beam)       # None when fast_step.py's lean step does not cover the model
     path = compile_step(step, package_path)          # torch.export + AOTInductor, frozen weights: ~20 s once
     small = compile_step(step, other_path, tuned=True)  # max-autotune's C++ GEMMs, for few rows: ~2 min once
-    fn = by_rows(load_step(small), load_step(path), group)  # the tuned package for few rows, the other above
+    fn = by_rows(load_step(small), load_step(path), beam)  # the tuned package for few rows, the other above
     enc = load_step(compile_encoder(StaticEncoder(model), encoder_path))  # the encoder + cross k/v: ~12 s once
-    steps = CapturedSteps(model, CapturedDecoder(fn, enc), src, src_mask, capacity, group)  # Seq2SeqSteps' contract
+    steps = CapturedSteps(model, CapturedDecoder(fn, enc), src, src_mask, capacity, beam)  # Seq2SeqSteps' contract
 
 The static cache (gpt-fast's, Hugging Face's StaticCache): one preallocated (N, h, C, d) key and value tensor per
 decoder layer, which the graph writes in place with `index_copy_` at the step's position; the new row attends to
@@ -78,29 +78,29 @@ def attend(q: Tensor, k: Tensor, v: Tensor, visible: Tensor) -> Tensor:
 class StaticStep(nn.Module):
     """One decoding step over static per-layer caches: (tok, pos, src_mask, [beams,] *cross k/v, *self k/v) -> logits.
 
-    tok (N, 1) the newest ids; pos (1,) long, their position; src_mask (B, 1, 1, S) bool with N = B * group;
+    tok (N, 1) the newest ids; pos (1,) long, their position; src_mask (B, 1, 1, S) bool with N = B * beam;
     cross k/v (B, h, S, d) per layer, the encoder's projected keys/values; self k/v (N, h, C, d) per layer, written
     in place at `pos`. The weights are the model's own (frozen into the package when compiled).
 
-    With beams (group G > 1), a beam reorder copies no cache: row r writes its new key/value into its own row, and
+    With beams (width G > 1), a beam reorder copies no cache: row r writes its new key/value into its own row, and
     `beams` (N, C) long says which beam of r's sentence holds r's key/value at each earlier position (fairseq and
     CTranslate2 gather the whole cache instead, each step). The step reads them through that index, inside the
     attention's own loop; the caller reorders only `beams` (N x C ids, not N x h x C x d floats)."""
 
-    def __init__(self, model: EncoderDecoder, lean: LeanDecoder, group: int) -> None:
+    def __init__(self, model: EncoderDecoder, lean: LeanDecoder, beam: int) -> None:
         super().__init__()
-        self.model, self.lean, self.group = model, lean, group
+        self.model, self.lean, self.beam = model, lean, beam
         self.h, self.d, self.n_layers = lean.h, lean.d, len(lean.layers)
 
     @staticmethod
-    def for_model(model: EncoderDecoder, group: int = 1) -> StaticStep | None:
+    def for_model(model: EncoderDecoder, beam: int = 1) -> StaticStep | None:
         lean = LeanDecoder.for_model(model)
         if lean is None or lean.embedding is None:
             return None
-        return StaticStep(model, lean, group)
+        return StaticStep(model, lean, beam)
 
     def forward(self, tok: Tensor, pos: Tensor, src_mask: Tensor, *inputs: Tensor) -> Tensor:
-        lean, h, d, g = self.lean, self.h, self.d, self.group
+        lean, h, d, g = self.lean, self.h, self.d, self.beam
         n_layers = self.n_layers
         beams, caches = (inputs[0], inputs[1:]) if g > 1 else (None, inputs)
         cross, selfs = caches[: 2 * n_layers], caches[2 * n_layers :]
@@ -145,23 +145,23 @@ class StaticStep(nn.Module):
     def example(self, sentences: int = MIN_ROWS, src_len: int = 16, capacity: int = 16) -> tuple[Tensor, ...]:
         """Inputs of the right kinds for export: every dynamic dimension > 1 so none is specialised."""
         p = next(self.model.parameters())
-        n, h, d = sentences * self.group, self.h, self.d
+        n, h, d = sentences * self.beam, self.h, self.d
         cross = [torch.zeros(sentences, h, src_len, d, dtype=p.dtype) for _ in range(2 * self.n_layers)]
         selfs = [torch.zeros(n, h, capacity, d, dtype=p.dtype) for _ in range(2 * self.n_layers)]
         mask = torch.ones(sentences, 1, 1, src_len, dtype=torch.bool)
-        beams = [torch.zeros(n, capacity, dtype=torch.long)] if self.group > 1 else []
+        beams = [torch.zeros(n, capacity, dtype=torch.long)] if self.beam > 1 else []
         return (torch.ones(n, 1, dtype=torch.long), torch.tensor([1]), mask, *beams, *cross, *selfs)
 
     def dynamic_shapes(self, one_sentence: bool = False) -> tuple:
-        """Rows (sentences x group), source length and capacity dynamic; one_sentence: rows fixed at one sentence."""
+        """Rows (sentences x beam), source length and capacity dynamic; one_sentence: rows fixed at one sentence."""
         dim = torch.export.Dim
         b, s, c = dim("sentences", min=1, max=4096), dim("src_len", min=1, max=4096), dim("capacity", min=2, max=4096)
         if one_sentence:
             b = dim.STATIC
-        n = b * self.group if b is not dim.STATIC and self.group > 1 else b
+        n = b * self.beam if b is not dim.STATIC and self.beam > 1 else b
         cross = [{0: b, 2: s}] * (2 * self.n_layers)
         selfs = [{0: n, 2: c}] * (2 * self.n_layers)
-        beams = [{0: n, 1: c}] if self.group > 1 else []
+        beams = [{0: n, 1: c}] if self.beam > 1 else []
         return ({0: n}, None, {0: b, 3: s}, (*beams, *cross, *selfs))  # *inputs: one tuple
 
 
@@ -169,7 +169,7 @@ def compile_step(step: StaticStep, package_path: Path, tuned: bool = False) -> P
     """torch.export the step with dynamic rows / source length / capacity, then AOTInductor with frozen weights,
     into `package_path` (a .pt2 file). tuned: max-autotune, which times inductor's C++ micro-GEMM against ATen's
     for each Linear at the example's rows and mostly keeps the C++ one: ~2x faster for 1-2 rows, slower from about
-    8 (benchmarks/RESULTS.md); `by_rows` uses it for few rows only. With beams (group > 1) its rows are one
+    8 (benchmarks/RESULTS.md); `by_rows` uses it for few rows only. With beams (beam > 1) its rows are one
     sentence's, fixed, so that the GEMMs are timed at the rows they will run."""
     configs = {"freezing": True}
     if tuned:
@@ -177,7 +177,7 @@ def compile_step(step: StaticStep, package_path: Path, tuned: bool = False) -> P
                        autotune_num_choices_displayed=0)  # its timing tables on stderr: the caller says one line
         if hasattr(torch._inductor.config, "max_autotune_report_choices_stats"):  # its "Autotune Choices Stats"
             configs["max_autotune_report_choices_stats"] = False
-    one = tuned and step.group > 1
+    one = tuned and step.beam > 1
     with inductor_home(), torch.no_grad(), warnings.catch_warnings():  # not inference_mode: export refuses those
         # inductor's own use of a deprecated torch API, on a cold compile: not the user's concern
         warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
@@ -230,12 +230,12 @@ def compile_encoder(encoder: StaticEncoder, package_path: Path) -> Path:
     return Path(path)
 
 
-def by_rows(small: Callable[..., Tensor] | None, large: Callable[..., Tensor], group: int = 1) -> Callable[..., Tensor]:
+def by_rows(small: Callable[..., Tensor] | None, large: Callable[..., Tensor], beam: int = 1) -> Callable[..., Tensor]:
     """One step from two packages of the same step: `small` (compiled `tuned`) for calls of at most SMALL_ROWS rows
     (greedy: a sentence alone, the last sentences of a batch) or, with beams, of one sentence; `large` for more."""
     if small is None:
         return large
-    most = SMALL_ROWS if group == 1 else group
+    most = SMALL_ROWS if beam == 1 else beam
 
     def step(tok: Tensor, *rest: Tensor) -> Tensor:
         return (small if tok.size(0) <= most else large)(tok, *rest)
@@ -291,9 +291,9 @@ class CapturedSteps:
     compiled StaticStep: the static caches live here, and `index` is applied to them outside the graph."""
 
     def __init__(self, model: EncoderDecoder, captured: CapturedDecoder, src: Tensor, src_mask: Tensor,
-                 capacity: int, group: int = 1) -> None:
+                 capacity: int, beam: int = 1) -> None:
         c = model.config
-        self.step, self.group = captured.step, group
+        self.step, self.beam = captured.step, beam
         self.cross = captured.cross(model, src, src_mask)  # per layer k, v (B, h, S, d): once per sentence
         kv = self.cross[0]  # (B, h, S, d): its rows, dtype and device
         self.src_mask = src_mask.contiguous()  # AOTInductor reads its inputs as contiguous: no strided views
@@ -301,15 +301,15 @@ class CapturedSteps:
         # each step's attention reads about the filled part rather than the length limit's worth of positions
         # (doubling instead: 2-3% slower at batch 32, RESULTS.md). Zeros, not empty: masked positions still enter
         # the attention's sums (as -inf), and garbage may be NaN.
-        rows, shape = kv.size(0) * group, (c.n_heads, min(max(capacity, 2), START), c.head_dim_k)
+        rows, shape = kv.size(0) * beam, (c.n_heads, min(max(capacity, 2), START), c.head_dim_k)
         self.selfs = [kv.new_zeros(rows, *shape) for _ in range(2 * c.n_decoder_layers)]  # the step writes them
         self.positions = torch.arange(max(capacity, 2), device=kv.device)
         self.sents = torch.arange(kv.size(0), device=kv.device)
         self.length = 0  # positions filled
         # with beams: which beam of its sentence holds each row's key/value per position (StaticStep's docstring)
-        self.beams = kv.new_zeros(rows, shape[1], dtype=torch.long) if group > 1 else None
+        self.beams = kv.new_zeros(rows, shape[1], dtype=torch.long) if beam > 1 else None
         self.row_ids = torch.arange(rows, device=kv.device)
-        self.own = self.row_ids % group  # each row's own beam
+        self.own = self.row_ids % beam  # each row's own beam
 
     def __enter__(self) -> CapturedSteps:
         return self
@@ -318,7 +318,7 @@ class CapturedSteps:
         pass
 
     def row_sentences(self) -> Tensor:
-        return self.sents.repeat_interleave(self.group) if self.group > 1 else self.sents
+        return self.sents.repeat_interleave(self.beam) if self.beam > 1 else self.sents
 
     def __call__(self, tokens: Tensor, index: Tensor | None = None) -> Tensor:
         if index is not None:
@@ -349,7 +349,7 @@ class CapturedSteps:
         """Rows `index` of the search (beams reordered, finished sentences out). Greedy: those rows of the caches.
         Beams: `beams` reordered alone while every sentence stays; when sentences finish, the caches keep the rows of
         the others (_keep)."""
-        g = self.group
+        g = self.beam
         shrink = index.numel() < self.selfs[0].size(0)
         if self.beams is not None:
             self.beams = self.beams.index_select(0, index)  # beam numbers within a sentence: valid while it stays
@@ -378,20 +378,20 @@ class CapturedSteps:
         return [c[:m] for c in tensors]
 
 
-def time_steps(model: EncoderDecoder, step: CapturedDecoder | None, group: int, sentences: int,
+def time_steps(model: EncoderDecoder, step: CapturedDecoder | None, beam: int, sentences: int,
                steps: int = 16, src_len: int = 24) -> Callable[[], object]:
-    """Work for autotune: `steps` decoding steps of `sentences` x `group` rows, from a fresh cache each call, with
+    """Work for autotune: `steps` decoding steps of `sentences` x `beam` rows, from a fresh cache each call, with
     the captured `step` (None: the eager lean step, common.py's Seq2SeqSteps)."""
     g = torch.Generator().manual_seed(0)
     c = model.config
     src = torch.randint(4, c.src_vocab_size, (sentences, src_len), generator=g)
-    tokens = torch.randint(4, c.tgt_vocab_size, (sentences * group, steps), generator=g)
+    tokens = torch.randint(4, c.tgt_vocab_size, (sentences * beam, steps), generator=g)
 
     def work() -> None:
         with torch.inference_mode():
             mask = model.src_mask(src)
-            run = (Seq2SeqSteps(model, model.encode(src, mask), mask, group=group) if step is None
-                   else CapturedSteps(model, step, src, mask, steps, group))
+            run = (Seq2SeqSteps(model, model.encode(src, mask), mask, beam=beam) if step is None
+                   else CapturedSteps(model, step, src, mask, steps, beam))
             for t in range(1, steps + 1):
                 run(tokens[:, :t])
 

@@ -1,7 +1,7 @@
 """What every decoder shares: the length rule, padding of id lists, and the model seen as a step function.
 
     Seq2SeqSteps   EncoderDecoder + KV cache as `step(tokens (N, t), index (N,) | None) -> logits (N, V)`
-    length_limits  per-sentence output budget: src_len + 50 (the paper), capped at model.config.max_len
+    length_limits  per-sentence output budget: config/budget.py's rule (src_len + 50, capped at the positions)
 
 The step function is the one seam between the search algorithms and the model: greedy and beam search
 only call it, so a fake with fixed probabilities can drive them in tests.
@@ -20,7 +20,7 @@ from contextlib import ExitStack, contextmanager
 import torch
 from torch import Tensor, nn
 
-from scratchformer.config.decoding import PAPER_EXTRA_LEN  # noqa: F401 (the rule's owner; decoders import it here)
+from scratchformer.config.budget import output_budget
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID, PAD_ID
 from scratchformer.decoding.fast_step import LeanDecoder
 from scratchformer.decoding.packing import packed_linears
@@ -103,13 +103,12 @@ def special_ids(model: EncoderDecoder, bos: int | None, eos: int | None, pad: in
     return bos, first(eos, c.extra.get("eos_token_id"), EOS_ID), first(pad, c.pad_id, PAD_ID)
 
 
-def length_limits(src: Tensor, pad: int, max_len: int | None, cap: int) -> Tensor:
-    """(B,) most tokens each sentence may emit, EOS not counted: src_len + 50 by default, never above `cap`."""
-    if max_len is None:
-        limits = (src != pad).sum(dim=1) + PAPER_EXTRA_LEN  # (B,)
-    else:
-        limits = torch.full((src.size(0),), max_len, dtype=torch.long, device=src.device)
-    return limits.clamp(max=cap)
+def length_limits(src: Tensor, pad: int, max_output_len: int | None, max_positions: int) -> Tensor:
+    """(B,) most tokens each sentence of src (B, L_src) may emit, EOS not counted: config/budget.py's output_budget
+    (src_len + 50 by default, never above the model's positions) of each sentence's non-pad length."""
+    src_lens = (src != pad).sum(dim=1).tolist()  # (B,)
+    return torch.tensor([output_budget(n, max_output_len, max_positions) for n in src_lens], dtype=torch.long,
+                        device=src.device)
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -120,7 +119,7 @@ def length_penalty(length: int, alpha: float) -> float:
 class Seq2SeqSteps:
     """An EncoderDecoder as a step function: (tokens (N, t) with BOS first, index) -> next-token logits (N, V).
 
-    memory (N / G, L_src, D) and src_mask (N / G, 1, 1, L_src) hold one row per sentence; the G = `group`
+    memory (N / G, L_src, D) and src_mask (N / G, 1, 1, L_src) hold one row per sentence; the G = `beam`
     consecutive decoding rows of a sentence (beam search: its beams, G = K; greedy: G = 1) share it. With
     `use_cache`, each call feeds only the newest token and reads earlier keys/values from the DecoderCache, and
     the G rows read their sentence's encoder keys/values together (no copy per beam); without, it re-runs
@@ -128,11 +127,11 @@ class Seq2SeqSteps:
     """
 
     def __init__(self, model: EncoderDecoder, memory: Tensor, src_mask: Tensor, use_cache: bool = True,
-                 group: int = 1, pack: bool = False) -> None:
-        self.model, self.memory, self.src_mask, self.group = model, memory, src_mask, group
+                 beam: int = 1, pack: bool = False) -> None:
+        self.model, self.memory, self.src_mask, self.beam = model, memory, src_mask, beam
         self.cache = model.new_cache() if use_cache else None
         self.lean = LeanDecoder.for_model(model) if use_cache else None  # the same step with less Python (fast_step.py)
-        self.rows = memory.size(0) * group
+        self.rows = memory.size(0) * beam
         self.sents = torch.arange(memory.size(0), device=memory.device)  # (N / G,) original sentence of each
         # pack=True: GEMM weights packed for the starting row count (CPU, where autotune measures it faster;
         # packing.py). It pays only when that count holds for the whole call, so the searches ask for it only
@@ -149,15 +148,15 @@ class Seq2SeqSteps:
 
     def row_sentences(self) -> Tensor:
         """(N,) the original sentence (batch row of `memory` as given) of each decoding row."""
-        return self.sents.repeat_interleave(self.group) if self.group > 1 else self.sents
+        return self.sents.repeat_interleave(self.beam) if self.beam > 1 else self.sents
 
     def __call__(self, tokens: Tensor, index: Tensor | None = None) -> Tensor:
         if index is not None:
             self._select(index)
         if self.cache is None:
             memory, src_mask = self.memory, self.src_mask
-            if self.group > 1:  # the reference path copies each sentence's memory for its rows
-                memory, src_mask = memory.repeat_interleave(self.group, 0), src_mask.repeat_interleave(self.group, 0)
+            if self.beam > 1:  # the reference path copies each sentence's memory for its rows
+                memory, src_mask = memory.repeat_interleave(self.beam, 0), src_mask.repeat_interleave(self.beam, 0)
             hidden = self.model.decode(memory, src_mask, tokens)  # (N, t, D)
             return self.model.generator.logits(hidden[:, -1]).float()  # (N, V); a bf16 model's in fp32
         return self._cached_step(tokens[:, -1:])
@@ -186,7 +185,7 @@ class Seq2SeqSteps:
             self._packing.close()  # packs only serve their own row count
         # Rows stay within their sentence, whose cross-attention keys/values serve all its rows: unless sentences
         # drop out, only the self-attention cache needs reordering.
-        sentences = index[:: self.group] // self.group if shrink else None  # (N' / G,) sentences kept
+        sentences = index[:: self.beam] // self.beam if shrink else None  # (N' / G,) sentences kept
         if self.cache is not None:
             self.cache.reorder(index, sentences)
         if sentences is not None:

@@ -41,11 +41,11 @@ class EnsembleSteps:
 
 
 class model_steps(ExitStack):  # noqa: N801 - used like a function: `with model_steps(...) as steps`
-    """`with model_steps(models, src, use_cache, group, pack) as steps`: each model encodes `src` (B, L_src) and
-    becomes a Seq2SeqSteps with `group` rows per sentence; one model is its own step function, several an
+    """`with model_steps(models, src, use_cache, beam, pack) as steps`: each model encodes `src` (B, L_src) and
+    becomes a Seq2SeqSteps with `beam` rows per sentence; one model is its own step function, several an
     EnsembleSteps. Each is in eval mode inside; their packed weights are released on exit."""
 
-    def __init__(self, models: Sequence[EncoderDecoder], src: Tensor, use_cache: bool = True, group: int = 1,
+    def __init__(self, models: Sequence[EncoderDecoder], src: Tensor, use_cache: bool = True, beam: int = 1,
                  pack: bool = False) -> None:
         super().__init__()
         first = models[0].config
@@ -56,7 +56,7 @@ class model_steps(ExitStack):  # noqa: N801 - used like a function: `with model_
                 raise InputError(f"ensemble member {i} is not an encoder-decoder with the model's vocabularies "
                                  f"({first.src_vocab_size} source, {first.tgt_vocab_size} target tokens): members "
                                  "are trainings of the same model")
-        self.models, self.src, self.options = list(models), src, dict(use_cache=use_cache, group=group, pack=pack)
+        self.models, self.src, self.options = list(models), src, dict(use_cache=use_cache, beam=beam, pack=pack)
 
     def __enter__(self) -> Seq2SeqSteps | EnsembleSteps:  # type: ignore[override]
         super().__enter__()

@@ -19,6 +19,9 @@ any activation, learned or sinusoidal positions, h_kv = h and d_k = d_v, fused a
 RMSNorm, attention pictures kept, training mode, a forward hook on any part of the step) returns None and the
 modules run, as before. The modules stay the readable reference: `with modules_step():` runs them (the equality
 tests and benchmarks/bench_decode_paths.py compare the two).
+
+Why captured.py's StaticStep (built on this one's coverage, `_sub` and weights) is a second step: a compiled graph needs
+fixed shapes (a static cache read whole, attention written out), which run eagerly lose to this growing cache + SDPA.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Greedy decoding for the encoder-decoder: at each step keep the single most likely next token.
 
     greedy_decode(model, src) -> list[list[int]]   one token list per sentence, without BOS and EOS
+    greedy_decode(model, src, Search(max_output_len=20, no_repeat_ngram=3))   what to search for: spec.py
 
 Batched: a sentence that emits EOS (or reaches its length budget) drops out of the active batch, and its
 rows leave the KV cache, so later steps only pay for sentences still running. The output equals decoding
@@ -10,7 +11,7 @@ each sentence alone (tests prove it). PAD is never emitted.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -24,9 +25,9 @@ from scratchformer.decoding.common import (
     eval_mode,
     length_limits,
     model_device,
-    special_ids,
 )
 from scratchformer.decoding.constraints import Constraints, constrained_limits
+from scratchformer.decoding.spec import GREEDY, Search
 from scratchformer.model.transformer import EncoderDecoder
 
 
@@ -43,61 +44,61 @@ class GreedyOutput:
 def greedy_decode(
     model: EncoderDecoder,
     src: Tensor | Sequence[Sequence[int]],
-    max_len: int | None = None,
-    use_cache: bool = True,
-    bos: int | None = None,
-    eos: int | None = None,
-    pad: int | None = None,
-    return_scores: bool = False,
-    min_len: int = 0,
-    force_len: int | None = None,
-    return_logits: bool = False,
-    no_repeat_ngram: int = 0,
-    repetition_penalty: float = 1.0,
+    search: Search = GREEDY,
     prefixes: Sequence[Sequence[int]] | None = None,
     captured: CapturedDecoder | None = None,
+    return_scores: bool = False,
+    return_logits: bool = False,
 ) -> list[list[int]] | GreedyOutput:
-    """Greedy translation of src (B, L_src) ids (or id lists), right-padded with `pad`.
+    """Greedy translation of src (B, L_src) ids (or id lists), right-padded with the pad id.
 
-    max_len: most tokens per sentence, EOS not counted; None -> src_len + 50 (src_len = non-pad source ids).
-    Always capped at model.config.max_len. min_len: EOS is suppressed until that many tokens were emitted.
-    force_len=N: every sentence emits exactly N tokens (EOS suppressed, budget N), for benchmarks.
-    use_cache=False re-runs the decoder on the whole prefix each step (the reference loop).
-    bos / eos / pad: None -> the model's own (decoder_start_id, extra["eos_token_id"], pad_id), else ours (1, 2, 0).
-    no_repeat_ngram / repetition_penalty / prefixes (forced target ids per sentence, kept in the output; the budget
-    grows to hold them): constraints.py. With any of them, scores are log-probs of the penalized distribution.
+    search (spec.py): beam must be 1; it reads max_output_len (most tokens per sentence, EOS not counted; None ->
+    src_len + 50, src_len = non-pad source ids; always capped at the model's positions), min_len (EOS suppressed
+    until that many tokens were emitted), force_len (every sentence emits exactly N tokens: EOS suppressed, budget
+    N; for benchmarks), use_cache (False re-runs the decoder on the whole prefix each step: the reference loop),
+    bos / eos / pad (None -> the model's own: decoder_start_id, extra["eos_token_id"], pad_id; else ours 1, 2, 0),
+    no_repeat_ngram / repetition_penalty (constraints.py; with either, scores are log-probs of the penalized
+    distribution). alpha and n_best are beam search's.
+    prefixes: forced target ids per sentence, kept in the output; the budget grows to hold them (constraints.py).
     captured: a compiled step for one row per sentence, and encoder (captured.py; the torch engine loads them), used
     with the cache.
     Returns the token lists, or a GreedyOutput when return_scores / return_logits is set.
     """
+    if search.beam != 1:
+        raise ValueError(f"greedy_decode keeps one hypothesis per sentence, got beam={search.beam}: use beam_search")
     cap = model.config.max_len
-    if force_len is not None:
-        if not 0 < force_len <= cap:
-            raise ValueError(f"force_len={force_len} must be in [1, model max_len={cap}]")
-        max_len, min_len = force_len, force_len
-    bos, eos, pad = special_ids(model, bos, eos, pad)
+    if search.force_len is not None:
+        if not 0 < search.force_len <= cap:
+            raise ValueError(f"force_len={search.force_len} must be in [1, model max_len={cap}]")
+        search = replace(search, max_output_len=search.force_len, min_len=search.force_len)
+    search = search.resolved(model)  # the model's own ids where the spec leaves them None
     with eval_mode(model):
-        src = as_src_tensor(src, pad, model_device(model))
+        src = as_src_tensor(src, search.pad, model_device(model))
         if src.size(0) == 0:
             return GreedyOutput([], [], None) if return_scores or return_logits else []
-        constraints = Constraints(no_repeat_ngram, repetition_penalty, prefixes)
-        limits = constrained_limits(length_limits(src, pad, max_len, cap), constraints, cap)  # (B,)
+        constraints = Constraints(search.no_repeat_ngram, search.repetition_penalty, prefixes)
+        limits = constrained_limits(length_limits(src, search.pad, search.max_output_len, cap), constraints,
+                                    cap)  # (B,)
         src_mask = model.src_mask(src)  # (B, 1, 1, L_src)
-        if captured is not None and use_cache:  # its encoder too, where compiled
+        if captured is not None and search.use_cache:  # its encoder too, where compiled
             stepper = CapturedSteps(model, captured, src, src_mask, int(limits.max()))
         else:  # packed GEMMs (packing.py) where the row count holds to the end: one sentence, or a forced length
             memory = model.encode(src, src_mask)  # (B, L_src, D)
-            stepper = Seq2SeqSteps(model, memory, src_mask, use_cache, pack=force_len is not None or src.size(0) == 1)
+            pack = search.force_len is not None or src.size(0) == 1
+            stepper = Seq2SeqSteps(model, memory, src_mask, search.use_cache, pack=pack)
         with stepper as steps:
-            out = _greedy_loop(steps, limits, bos, eos, pad, min_len, return_scores, return_logits,
-                               constraints if constraints.active else None)
+            out = _greedy_loop(steps, limits, search, constraints if constraints.active else None,
+                               (return_scores, return_logits))
     if return_scores or return_logits:
         return out
     return out.tokens
 
 
-def _greedy_loop(steps: Seq2SeqSteps | CapturedSteps, limits: Tensor, bos: int, eos: int, pad: int | None, min_len: int,
-                 want_scores: bool, want_logits: bool, constraints: Constraints | None) -> GreedyOutput:
+def _greedy_loop(steps: Seq2SeqSteps | CapturedSteps, limits: Tensor, search: Search, constraints: Constraints | None,
+                 wants: tuple[bool, bool]) -> GreedyOutput:
+    """The loop over `limits` (B,) budgets with `search`'s ids resolved; wants: (scores, logits) to return."""
+    bos, eos, pad, min_len = search.bos, search.eos, search.pad, search.min_len
+    want_scores, want_logits = wants
     device, b = limits.device, limits.size(0)
     t_max = int(limits.max()) if b else 0
     prefix = torch.full((b, t_max + 1), bos, dtype=torch.long, device=device)  # (A, 1 + T): BOS, then outputs

@@ -21,14 +21,13 @@ fixed-length generation). In batched free translation sentences finish after a f
 measured no gain (the shipped en-zh model, 320 test sentences, batch 32: greedy 1.18 vs 1.17 s, beam 4
 2.94 vs 2.82 s), so it stays off there.
 
-The packs live outside the modules (nothing changes in state dicts, tying or interop): while the context is
-open, each covered nn.Linear has an instance-level `forward` that uses its pack when the input has the
-packed row count and falls back to F.linear otherwise; an in-place change of a weight retires its pack.
-A no-op where torch has no MKL (ARM, some builds), on GPUs, in training mode, with gradients enabled, and for
-dynamic-int8 models (their Linear layers are not nn.Linear). The MKL ops are private to torch: if one is missing
-or raises (a changed signature), packing is off for the rest of the process and every layer runs F.linear, with
-the same outputs. Not for two threads decoding with one model at the same time (they would swap each other's
-`forward`): give each thread its own copy of the model.
+The packs live outside the modules (nothing changes in state dicts, tying or interop): while the context is open,
+each covered nn.Linear has an instance-level `forward` that uses its pack when the input has the packed row count
+and falls back to F.linear otherwise; an in-place change of a weight retires its pack. A no-op where torch has no
+MKL (ARM, some builds), on GPUs, in training mode and with gradients enabled. The MKL ops are private to torch: if
+one is missing or raises (a changed signature), packing is off for the rest of the process and every layer runs
+F.linear, with the same outputs. Not for two threads decoding with one model at the same time (they would swap
+each other's `forward`): give each thread its own copy of the model.
 """
 
 from __future__ import annotations

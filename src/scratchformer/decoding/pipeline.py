@@ -18,16 +18,23 @@ import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
+from scratchformer.config.budget import output_budget
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.data.tokenizers import EOS_ID, UNK_ID, Tokenizer
 from scratchformer.decoding.copies import repair_copies
 from scratchformer.decoding.results import Hyp, Translation, join_parts
 from scratchformer.decoding.sentences import blank, join_translations, split_sentences
+from scratchformer.decoding.spec import output_len_option
 from scratchformer.errors import ConfigError, InputError
+from scratchformer.i18n import N_, _
 
 # Options only some backends honour; a backend lists those it does in SUPPORTS. Every other option (beam, alpha,
-# max_len, batch_size, max_tokens and the text-level ones) every backend honours.
+# max_output_len, batch_size, max_tokens and the text-level ones) every backend honours.
 OPTIONAL = ("n_best", "no_repeat_ngram", "repetition_penalty", "align", "int8", "prefix", "step")
+# the torch engine's own int8 (dynamic quantisation) measured 0.39-1.16x CTranslate2 float32, CTranslate2's int8
+# 1.59-2.30x (docs/performance.md): it was dropped, and int8 is CTranslate2's
+NO_TORCH_INT8 = N_("the torch engine has no int8 (it was slower than CTranslate2's): use --engine ctranslate2 "
+                   "--dtype int8, or --dtype bf16")
 
 
 class Backend(Protocol):
@@ -48,6 +55,8 @@ def check_supported(options: DecodingOptions, engine: str, supports: frozenset[s
     changed = {**options.changed(), **({"prefix": True} if prefix else {})}
     for name in OPTIONAL:
         if name in changed and name not in supports:
+            if name == "int8" and engine == "torch":
+                raise ConfigError(_(NO_TORCH_INT8))
             value = changed[name]
             shown = named(name, value, cli) if name != "prefix" else ("--prefix" if cli else "prefix")
             raise ConfigError(f"{shown}: the {engine} backend does not have this option (--engine torch, our own "
@@ -146,13 +155,15 @@ def prefix_ids(tgt_tok: Tokenizer, prefix: str | Sequence[str | None] | None, n:
     return out
 
 
-def run_pipeline(backend: Backend, src_tok: Tokenizer, tgt_tok: Tokenizer, limit: int, texts: list[str],
+def run_pipeline(backend: Backend, tokenizers: tuple[Tokenizer, Tokenizer], limit: int, texts: list[str],
                  options: DecodingOptions, prefix: str | Sequence[str | None] | None = None,
                  structured: bool = False, progress: bool = False) -> list[str] | list[Translation]:
-    """`texts` translated, in order, through every step above (`limit`: the model's max_len). Returns strings, or
-    with `structured` one Translation per text (results.py; n_best hypotheses, empty ones of score 0 for an empty
-    text; with align the text is left as decoded, since alignments index the model's tokens)."""
-    forced = prefix_ids(tgt_tok, prefix, len(texts), options.max_len or limit)
+    """`texts` translated, in order, through every step above (tokenizers: source and target; `limit`: the model's
+    positions). Returns strings, or with `structured` one Translation per text (results.py; n_best hypotheses, empty
+    ones of score 0 for an empty text; with align the text is left as decoded, since alignments index the model's
+    tokens)."""
+    src_tok, tgt_tok = tokenizers
+    forced = prefix_ids(tgt_tok, prefix, len(texts), output_budget(limit, output_len_option(options), limit))
     owner, pieces = pieces_of(texts, options.split_sentences)  # sentence i belongs to texts[owner[i]]
     ids = src_tok.encode_batch(pieces)
     long = sum(len(s) + 1 > limit for s in ids)
@@ -202,7 +213,5 @@ def _bar(total: int, progress: bool):
     if not progress or not total:
         return _NoBar()
     from tqdm import tqdm  # late: only a run that shows progress needs it
-
-    from scratchformer.i18n import _
 
     return tqdm(total=total, unit=_("sent"), desc=_("translating"), file=sys.stderr, dynamic_ncols=True)

@@ -1,6 +1,6 @@
 """Sampling from a decoder-only (GPT-like) model: temperature, top-k, top-p (nucleus), or greedy.
 
-    sample(model, [[ids...], [ids...]], max_new_tokens=20) -> list[list[int]]   the new tokens of each prompt
+    sample(model, [[ids...], [ids...]], Sampling(max_new_tokens=20)) -> list[list[int]]   the new tokens of each prompt
 
 Prompts of different lengths are left-padded into one batch; the attention mask hides the padding and
 positions count from each prompt's first real token, so a batched prompt gives what it gives alone.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -28,6 +29,37 @@ def check_sampling_args(temperature: float, top_k: int | None, top_p: float | No
         raise ValueError(f"top_k={top_k} must be >= 1; use None to turn top-k filtering off")
     if temperature != temperature or temperature == float("inf"):  # NaN, or a division of every logit to 0
         raise ValueError(f"temperature={temperature} must be a finite number; use 0 for greedy decoding")
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """What sample() is asked to do (spec.py's Search is its twin for the encoder-decoder):
+
+    max_new_tokens  most tokens added to each prompt (EOS not returned)
+    temperature     divides the logits; <= 0 is greedy (argmax: top_k / top_p then do nothing)
+    top_k           keep only the k most likely tokens (None: off)
+    top_p           nucleus: keep the fewest tokens holding this much probability, in (0, 1] (None: off)
+    seed            a private generator seeded with it (reproducible); None: torch's global RNG
+    eos             the id that ends a row (None: rows run to max_new_tokens)
+    use_cache       False re-runs the model on the whole sequence each step (the reference loop)
+    truncate        "left": a prompt too long for the model's positions is cut on the left (a warning); "error"
+    """
+
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    eos: int | None = None
+    use_cache: bool = True
+    truncate: str = "left"
+
+    def __post_init__(self) -> None:
+        check_sampling_args(self.temperature, self.top_k, self.top_p)
+        if self.truncate not in ("left", "error"):
+            raise ValueError(f"truncate={self.truncate!r} must be 'left' or 'error'")
+        if self.max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens={self.max_new_tokens} must be >= 0")
 
 
 def pick_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
@@ -49,46 +81,30 @@ def pick_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = None
 
 
 @torch.inference_mode()
-def sample(
-    model: DecoderOnly,
-    input_ids: Sequence[Sequence[int]],
-    max_new_tokens: int,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    seed: int | None = None,
-    eos: int | None = None,
-    use_cache: bool = True,
-    on_token: Callable[[int, int], None] | None = None,
-    truncate: str = "left",
-) -> list[list[int]]:
-    """Continue each prompt by up to max_new_tokens tokens; return the new tokens only (EOS excluded).
+def sample(model: DecoderOnly, input_ids: Sequence[Sequence[int]], spec: Sampling,
+           on_token: Callable[[int, int], None] | None = None) -> list[list[int]]:
+    """Continue each prompt by up to spec.max_new_tokens tokens; return the new tokens only (EOS excluded).
 
-    temperature <= 0 is greedy decoding (top_k / top_p then do nothing). top_p must be in (0, 1].
-    seed: sampling from a private generator seeded with it (reproducible); None uses torch's global RNG.
+    spec (Sampling above): max_new_tokens, temperature (<= 0: greedy), top_k, top_p, seed, eos, use_cache, truncate.
     on_token(row, token) is called for each new token as it is chosen (streaming).
     A prompt that leaves no room for max_new_tokens within model.config.max_len is cut on the left, with a
     warning (truncate="left"), or refused (truncate="error").
     """
-    check_sampling_args(temperature, top_k, top_p)
-    if truncate not in ("left", "error"):
-        raise ValueError(f"truncate={truncate!r} must be 'left' or 'error'")
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens={max_new_tokens} must be >= 0")
+    max_new_tokens = spec.max_new_tokens
     if isinstance(input_ids, Sequence) and not isinstance(input_ids, str) and any(
             isinstance(p, Sequence) and len(p) == 0 for p in input_ids):
         raise ValueError("every prompt needs at least one token (start it with BOS)")
     check_id_lists(input_ids, "prompts")
     if max_new_tokens == 0 or not input_ids:
         return [[] for _ in input_ids]
-    fit_prompts(input_ids, model.config.max_len, max_new_tokens, truncate)
+    fit_prompts(input_ids, model.config.max_len, max_new_tokens, spec.truncate)
     prompts = _cut_left(input_ids, max_new_tokens, model.config.max_len)
     device = model_device(model)
-    generator = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
+    generator = torch.Generator(device=device).manual_seed(spec.seed) if spec.seed is not None else None
     with eval_mode(model):
-        steps = LMSteps(model, prompts, max_new_tokens, use_cache)
-        return _sample_loop(steps, len(prompts), max_new_tokens, eos, on_token,
-                            lambda logits: pick_next(logits, temperature, top_k, top_p, generator))
+        steps = LMSteps(model, prompts, max_new_tokens, spec.use_cache)
+        return _sample_loop(steps, len(prompts), spec, on_token,
+                            lambda logits: pick_next(logits, spec.temperature, spec.top_k, spec.top_p, generator))
 
 
 def fit_prompts(prompts: Sequence[Sequence[int]], max_len: int, max_new: int | None = None, truncate: str = "left",
@@ -124,8 +140,9 @@ def _cut_left(prompts: Sequence[Sequence[int]], max_new: int, max_len: int) -> l
     return [list(p[-room:]) for p in prompts]
 
 
-def _sample_loop(steps: LMSteps, b: int, max_new: int, eos: int | None,
-                 on_token: Callable[[int, int], None] | None, pick: Callable[[Tensor], Tensor]) -> list[list[int]]:
+def _sample_loop(steps: LMSteps, b: int, spec: Sampling, on_token: Callable[[int, int], None] | None,
+                 pick: Callable[[Tensor], Tensor]) -> list[list[int]]:
+    max_new, eos = spec.max_new_tokens, spec.eos
     device = steps.device
     out = torch.zeros((b, max_new), dtype=torch.long, device=device)  # (B, T) new tokens by original row
     lengths = torch.full((b,), max_new, dtype=torch.long, device=device)  # (B,)

@@ -1,5 +1,6 @@
 """Our own search as a backend of the pipeline (pipeline.py): greedy or beam search on the KV cache, with every
-option (n-best, repetition rules, forced prefixes, alignments, int8 weights, an ensemble's step function).
+option (n-best, repetition rules, forced prefixes, alignments, an ensemble's step function). The options become one
+Search (spec.py: Search.from_options), which greedy and beam search take.
 
     TorchSearch(model, members=()).decode_batch(srcs, options, prefixes, structured) -> [[Hyp], ...]
     TorchSearch(model, captured=steps_for)       steps_for(rows per sentence) -> a CapturedDecoder or None (captured.py)
@@ -19,20 +20,17 @@ from scratchformer.decoding.captured import CapturedDecoder
 from scratchformer.decoding.common import special_ids
 from scratchformer.decoding.greedy import greedy_decode
 from scratchformer.decoding.results import Hyp
+from scratchformer.decoding.spec import Search
 from scratchformer.model.transformer import EncoderDecoder
 
 
 class TorchSearch:
     """`model` (and its ensemble `members`) decoding batches of EOS-terminated source id lists."""
 
-    SUPPORTS = frozenset({"n_best", "no_repeat_ngram", "repetition_penalty", "align", "int8", "prefix", "step"})
+    SUPPORTS = frozenset({"n_best", "no_repeat_ngram", "repetition_penalty", "align", "prefix", "step"})
 
-    def __init__(self, model: EncoderDecoder, members: Sequence[EncoderDecoder] = (), int8: bool = False,
+    def __init__(self, model: EncoderDecoder, members: Sequence[EncoderDecoder] = (),
                  captured: Callable[[int], CapturedDecoder | None] | None = None) -> None:
-        if int8:
-            from scratchformer.decoding.quantize import quantize_int8
-
-            model, members = quantize_int8(model), [quantize_int8(m) for m in members]
         self.model, self.members = model, list(members)
         self.models = 1 + len(self.members)
         self.captured = captured if not self.members else None  # an ensemble steps through the modules
@@ -41,21 +39,16 @@ class TorchSearch:
                      structured: bool) -> list[list[Hyp]]:
         """Per source, its hypotheses (text empty: the pipeline detokenises): n_best scored ones from beam search
         when `structured` (beam 1 included: its scores carry the length penalty), else the best tokens alone."""
-        o = options
-        kw = dict(max_len=o.max_len, no_repeat_ngram=o.no_repeat_ngram, repetition_penalty=o.repetition_penalty,
-                  prefixes=prefixes)
-        if self.members:
-            kw["ensemble"] = self.members
-        greedy = not structured and o.beam == 1 and not self.members
-        if self.captured is not None:
-            kw["captured"] = self.captured(1 if greedy else o.beam)
+        search = Search.from_options(options, **({} if structured else {"n_best": 1}))
+        greedy = not structured and search.beam == 1 and not self.members
+        captured = self.captured(search.beam) if self.captured is not None else None
+        if greedy:
+            return [[Hyp("", 0.0, tokens)] for tokens in greedy_decode(self.model, srcs, search, prefixes, captured)]
+        found = beam_search(self.model, srcs, search, prefixes, self.members, captured)
         if not structured:
-            if greedy:
-                return [[Hyp("", 0.0, tokens)] for tokens in greedy_decode(self.model, srcs, **kw)]
-            return [[Hyp("", 0.0, hs[0].tokens)] for hs in beam_search(self.model, srcs, o.beam, o.alpha, **kw)]
-        found = beam_search(self.model, srcs, o.beam, o.alpha, n_best=o.n_best, **kw)
+            return [[Hyp("", 0.0, hs[0].tokens)] for hs in found]
         alignments: list = [None] * sum(map(len, found))
-        if o.align:
+        if options.align:
             bos, eos, pad = special_ids(self.model, None, None, None)
             alignments = word_alignments(self.model, [s for s, hs in zip(srcs, found) for _ in hs],
                                          [h.tokens for hs in found for h in hs], bos, eos, pad)

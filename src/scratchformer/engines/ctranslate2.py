@@ -1,8 +1,8 @@
 """The ctranslate2 engine: our search's semantics on `ctranslate2.Translator` (CPU), over the CTranslate2 export
 (export/ctranslate2.py) that it keeps in the run directory (written on first use, rebuilt when its stamp changes).
 
-Sources are `encode(s)[:max_len - 1] + [</s>]`, with a budget of source length + 50 tokens per sentence capped at
-the model's max_len, EOS allowed at step 0 (CT2's default min_decoding_length is 1). CT2 takes one
+Sources are `encode(s)[:max_len - 1] + [</s>]`, with config/budget.py's output budget per sentence (source length
++ 50, capped at the model's positions), EOS allowed at step 0 (CT2's default min_decoding_length is 1). CT2 takes one
 max_decoding_length per call, so a batch runs to its longest budget: greedy outputs are cut to their own (exact, a
 longer budget only appends), and a beam search that reached a shorter one of its batch is run again with it.
 
@@ -19,9 +19,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from scratchformer.config.budget import output_budget
 from scratchformer.config.decoding import DecodingOptions
-from scratchformer.decoding.common import PAPER_EXTRA_LEN, length_penalty, special_ids
+from scratchformer.decoding.common import length_penalty, special_ids
 from scratchformer.decoding.results import Hyp
+from scratchformer.decoding.spec import output_len_option
 from scratchformer.export.ctranslate2 import Scored, _token_table, cached_export, check_expressible
 from scratchformer.runs import Run
 
@@ -31,15 +33,21 @@ from scratchformer.runs import Run
 BETA = 0.75
 
 
+def int8_asked(options: DecodingOptions) -> bool:
+    """Whether the options ask for CT2's int8 compute type: dtype "int8" (the older int8 field until it is merged
+    into dtype)."""
+    return getattr(options, "dtype", None) == "int8" or bool(getattr(options, "int8", False))
+
+
 class Backend:
     """Our search's semantics on ctranslate2.Translator (CPU), exported into the run directory on first use.
 
-    options.int8: CT2's own int8 compute type (quantised when loaded; compute_type="int8" says the same); threads:
-    CT2's intra_threads (0 = its default); patience: CT2 keeps searching until K * patience hypotheses have finished,
-    and GNMT picks among them (models/en-zh, 1,000 test sentences, beam 4: outputs identical to ours for 965 at
-    patience 1, 998 at 2, 1,000 at 3; bench_engines.py of e832339). At the shipped alpha 1.5, 100 test sentences: 97
-    at patience 2, 98 at 3 and 4 (two sentences differ at any patience: one search finds its best hypothesis after
-    the other has stopped), so the default is 3: parity first; its --patience set it."""
+    options.dtype int8 (int8_asked): CT2's own int8 compute type (quantised when loaded; compute_type="int8" says
+    the same); threads: CT2's intra_threads (0 = its default); patience: CT2 keeps searching until K * patience
+    hypotheses have finished, and GNMT picks among them (models/en-zh, 1,000 test sentences, beam 4: outputs
+    identical to ours for 965 at patience 1, 998 at 2, 1,000 at 3; bench_engines.py of e832339). At the shipped
+    alpha 1.5, 100 test sentences: 97 at patience 2, 98 at 3 and 4 (two sentences differ at any patience: one search
+    finds its best hypothesis after the other has stopped), so the default is 3: parity first; its --patience set it."""
 
     SUPPORTS = frozenset({"int8"})
     models = 1
@@ -49,7 +57,7 @@ class Backend:
         import ctranslate2
 
         check_expressible(run)
-        compute_type = "int8" if options is not None and options.int8 else compute_type
+        compute_type = "int8" if options is not None and int8_asked(options) else compute_type
         self.run, self.patience = run, patience
         self.path = cached_export(run)
         self.engine = ctranslate2.Translator(str(self.path), device="cpu", compute_type=compute_type,
@@ -62,16 +70,17 @@ class Backend:
     def decode_batch(self, srcs: list[list[int]], options: DecodingOptions, prefixes: list[list[int]] | None,
                      structured: bool) -> list[list[Hyp]]:
         """The pipeline's batch (EOS-terminated ids; CT2 adds its own </s>): the best hypothesis of each."""
-        found = self.translate_ids([s[:-1] for s in srcs], options.beam, options.alpha, options.max_len, len(srcs))
+        found = self.translate_ids([s[:-1] for s in srcs], options.beam, options.alpha, output_len_option(options),
+                                   len(srcs))
         return [[Hyp("", 0.0, tokens)] for tokens in found]
 
     def translate_ids(self, srcs: Sequence[Sequence[int]], beam: int = 4, alpha: float = 0.6,
-                      max_len: int | None = None, batch_size: int = 32) -> list[list[int]]:
+                      max_output_len: int | None = None, batch_size: int = 32) -> list[list[int]]:
         """Target ids (no BOS/EOS) of source ids as `src_tok.encode` gives them (</s> is added here), in order:
-        what greedy_decode / beam_search return for `encode(s)[:max_len - 1] + [EOS]`."""
+        what greedy_decode / beam_search return for `encode(s)[:positions - 1] + [EOS]`."""
         cap = self.run.model.config.max_len
         srcs = [list(s)[: cap - 1] for s in srcs]  # CT2 appends </s> (add_source_eos)
-        limits = [min(cap, max_len if max_len is not None else len(s) + 1 + PAPER_EXTRA_LEN) for s in srcs]
+        limits = [output_budget(len(s) + 1, max_output_len, cap) for s in srcs]  # the source with its </s>
         order = sorted(range(len(srcs)), key=lambda i: -len(srcs[i]))  # longest first, batches as the pipeline
         outputs: list[list[int]] = [[] for _ in srcs]
         for start in range(0, len(order), batch_size):

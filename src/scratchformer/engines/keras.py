@@ -8,6 +8,7 @@ from typing import Any
 
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.decoding.results import Hyp
+from scratchformer.decoding.spec import output_len_option
 from scratchformer.errors import ConfigError
 from scratchformer.export.keras import check_expressible, keras_model
 from scratchformer.runs import Run
@@ -19,7 +20,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 class Backend:
     """Our translate semantics on the Keras model (scratchformer/keras/decode.py): beam (1 is greedy), alpha and
-    max_len, nothing optional (n-best, constraints, prefixes, int8 are our own decoder's)."""
+    max_output_len, nothing optional (n-best, constraints, prefixes are our own decoder's)."""
 
     SUPPORTS: frozenset[str] = frozenset()
     models = 1
@@ -34,7 +35,8 @@ class Backend:
     def decode_batch(self, srcs: list[list[int]], options: DecodingOptions, prefixes: list[list[int]] | None,
                      structured: bool) -> list[list[Hyp]]:
         """The pipeline's batch: the best hypothesis of each EOS-terminated source."""
-        return [[Hyp("", 0.0, tokens)] for tokens in self.search(srcs, options.beam, options.alpha, options.max_len)]
+        return [[Hyp("", 0.0, tokens)] for tokens in self.search(srcs, options.beam, options.alpha,
+                                                                  output_len_option(options))]
 
     def search(self, src: list[list[int]], beam: int = 4, alpha: float = 0.6,
                max_len: int | None = None) -> list[list[int]]:

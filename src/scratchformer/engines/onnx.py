@@ -6,6 +6,7 @@ export/onnx.py keeps in RUN_DIR/export/onnx/ (made on first use, again when the 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +16,8 @@ from torch import Tensor
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.decoding.beam import beam_search_core
 from scratchformer.decoding.common import NEG_INF, length_limits, pad_ids, special_ids
-from scratchformer.decoding.quantize import Int8Linear
 from scratchformer.decoding.results import Hyp
-from scratchformer.errors import ConfigError
+from scratchformer.decoding.spec import PAPER, Search
 from scratchformer.export import onnx_graphs
 from scratchformer.export.onnx import GRAPHS, cached_export, check_expressible
 from scratchformer.runs import Run
@@ -38,14 +38,14 @@ class OnnxSteps:
     """The exported decoder as decoding/common.py's step function: (tokens (N, t), index) -> logits (N, V).
 
     memory (N / G, L_src, D) and mask (N / G, L_src) hold one row per sentence; the first call repeats them for
-    the G = `group` rows of each sentence (its beams). Every call feeds only the newest token: the first one
+    the G = `beam` rows of each sentence (its beams). Every call feeds only the newest token: the first one
     runs decoder_model, later ones decoder_with_past_model on the keys/values it returned. `index` (row i
     continues row index[i]) reorders those keys/values and the mask."""
 
     def __init__(self, graphs: dict[str, object], memory: np.ndarray, mask: np.ndarray, n_layers: int,
-                 group: int = 1) -> None:
+                 beam: int = 1) -> None:
         self.graphs, self.n_layers = graphs, n_layers
-        self.memory, self.mask = np.repeat(memory, group, axis=0), np.repeat(mask, group, axis=0)  # (N, ...)
+        self.memory, self.mask = np.repeat(memory, beam, axis=0), np.repeat(mask, beam, axis=0)  # (N, ...)
         self.past: list[np.ndarray] | None = None  # 4 per layer, onnx_graphs.KINDS order
 
     def __call__(self, tokens: Tensor, index: Tensor | None = None) -> Tensor:
@@ -76,9 +76,6 @@ class Backend:
     def __init__(self, run: Run, options: DecodingOptions | None = None, folder: str | Path | None = None,
                  threads: int | None = None) -> None:
         check_expressible(run)
-        if any(isinstance(m, Int8Linear) for m in run.model.modules()):
-            raise ConfigError("--int8 quantizes the PyTorch model, which the onnxruntime engine does not export: drop "
-                              "--int8 (int8 ONNX graphs: scratchformer export RUN --format onnx --quantization int8)")
         self.run = run
         self.folder = Path(folder) if folder is not None else cached_export(run)
         self.graphs = sessions(self.folder, threads or torch.get_num_threads())
@@ -87,21 +84,22 @@ class Backend:
     def decode_batch(self, srcs: list[list[int]], options: DecodingOptions, prefixes: list[list[int]] | None,
                      structured: bool) -> list[list[Hyp]]:
         """The pipeline's batch: the best hypothesis of each EOS-terminated source."""
-        return [[Hyp("", 0.0, tokens)] for tokens in self.search(srcs, options.beam, options.alpha, options.max_len)]
+        return [[Hyp("", 0.0, tokens)] for tokens in self.search(srcs, Search.from_options(options, n_best=1))]
 
-    def search(self, src: list[list[int]], beam: int = 4, alpha: float = 0.6,
-               max_len: int | None = None) -> list[list[int]]:
-        """Token ids of the best hypothesis per source id list (EOS-terminated, as translate() builds them)."""
+    def search(self, src: list[list[int]], search: Search = PAPER) -> list[list[int]]:
+        """Token ids of the best hypothesis per source id list (EOS-terminated, as translate() builds them); search:
+        its beam, alpha and max_output_len (spec.py)."""
+        beam = search.beam
         src_ids = pad_ids(src, self.pad, torch.device("cpu"))  # (B, L_src)
         mask = (src_ids != self.pad).long().numpy()  # (B, L_src), 1 = real token
         memory = self.graphs["encoder_model"].run(None, {"input_ids": src_ids.numpy(), "attention_mask": mask})[0]
-        steps = OnnxSteps(self.graphs, memory, mask, self.run.model_config.n_decoder_layers, group=beam)
+        steps = OnnxSteps(self.graphs, memory, mask, self.run.model_config.n_decoder_layers, beam=beam)
 
         def step_fn(tokens: Tensor, index: Tensor | None) -> Tensor:  # as decoding/beam.py's beam_search
             logprobs = torch.log_softmax(steps(tokens, index).float(), dim=-1)  # (N, V)
             logprobs[:, self.pad] = NEG_INF
             return logprobs
 
-        limits = length_limits(src_ids, self.pad, max_len, self.run.model_config.max_len)  # (B,)
-        hyps = beam_search_core(step_fn, len(src), beam, limits, alpha, self.bos, self.eos)
+        limits = length_limits(src_ids, self.pad, search.max_output_len, self.run.model_config.max_len)  # (B,)
+        hyps = beam_search_core(step_fn, limits, replace(search, n_best=1, bos=self.bos, eos=self.eos, pad=self.pad))
         return [h[0].tokens for h in hyps]

@@ -62,7 +62,7 @@ def say(line: str) -> None:
 
 
 class CapturedStepCache:
-    """steps(group) -> the compiled step for `group` rows per sentence, or None (the eager step runs); loaded once.
+    """steps(beam) -> the compiled step for `beam` rows per sentence, or None (the eager step runs); loaded once.
     mode: auto, captured (module docstring); expected_tokens: the output tokens this call will decode, if known."""
 
     def __init__(self, model: torch.nn.Module, mode: str, expected_tokens: int | None = None) -> None:
@@ -76,115 +76,115 @@ class CapturedStepCache:
         if mode == "auto" and not autotune.enabled():  # SCRATCHFORMER_AUTOTUNE=0: every default, the eager step
             self._why = "off"
 
-    def __call__(self, group: int) -> captured.CapturedDecoder | None:
-        if group in self._pending:
+    def __call__(self, beam: int) -> captured.CapturedDecoder | None:
+        if beam in self._pending:
             return None
-        if group not in self.loaded:
+        if beam not in self.loaded:
             if self._why is not None:
-                self._explain(group)
-            self.loaded[group] = None if self._why is not None else self._load(group)
-        return self.loaded[group]
+                self._explain(beam)
+            self.loaded[beam] = None if self._why is not None else self._load(beam)
+        return self.loaded[beam]
 
-    def prepare(self, group: int, background: bool = False) -> None:
-        """The step for `group` loaded, compiled if no package is cached (auto and captured alike), now or in a
+    def prepare(self, beam: int, background: bool = False) -> None:
+        """The step for `beam` loaded, compiled if no package is cached (auto and captured alike), now or in a
         background thread (serve: the eager step answers until it is ready)."""
         if self._why is not None:
-            self._explain(group, always=True)
-            self.loaded[group] = None
+            self._explain(beam, always=True)
+            self.loaded[beam] = None
             return
         if not background:
-            self.loaded[group] = self._load(group, compile=True)
+            self.loaded[beam] = self._load(beam, compile=True)
             return
-        self._pending.add(group)
+        self._pending.add(beam)
 
         def work() -> None:
             try:
-                self.loaded[group] = self._load(group, compile=True)
+                self.loaded[beam] = self._load(beam, compile=True)
             finally:
-                self._pending.discard(group)
+                self._pending.discard(beam)
 
         threading.Thread(target=work, name="scratchformer-compile", daemon=True).start()
 
-    def in_use(self, group: int) -> str:
-        """"captured", "compiling" (in the background; eager meanwhile) or "eager": what decodes `group` now."""
-        if group in self._pending:
+    def in_use(self, beam: int) -> str:
+        """"captured", "compiling" (in the background; eager meanwhile) or "eager": what decodes `beam` now."""
+        if beam in self._pending:
             return "compiling"
-        return "captured" if self.loaded.get(group) is not None else "eager"
+        return "captured" if self.loaded.get(beam) is not None else "eager"
 
-    def _explain(self, group: int, always: bool = False) -> None:
+    def _explain(self, beam: int, always: bool = False) -> None:
         """One line where a compile would have run but cannot (no compiler, a model the step does not cover)."""
-        if self._why not in ("eager", "off") and (always or (self.mode == "auto" and self.pays(group)[0])):
+        if self._why not in ("eager", "off") and (always or (self.mode == "auto" and self.pays(beam)[0])):
             say(f"the captured decoding step cannot be built here ({self._why}); decoding with the eager step")
         return False
 
-    def shapes(self, group: int) -> dict[str, Any]:
+    def shapes(self, beam: int) -> dict[str, Any]:
         """What autotune's records of this choice are keyed by (besides CPU, torch, threads): the step's geometry."""
         c = self.model.config
         return {"d_model": c.d_model, "d_ff": c.d_ff, "heads": c.n_heads, "layers": c.n_decoder_layers,
-                "vocab": c.tgt_vocab_size, "group": group, "sentences": list(SENTENCES), "dtype": self.dtype()}
+                "vocab": c.tgt_vocab_size, "group": beam, "sentences": list(SENTENCES), "dtype": self.dtype()}
 
     def dtype(self) -> str:
         return str(next(self.model.parameters()).dtype).removeprefix("torch.")
 
-    def pays(self, group: int, tokens: int | None = None) -> tuple[bool, float, float]:
+    def pays(self, beam: int, tokens: int | None = None) -> tuple[bool, float, float]:
         """(compile?, the compile's estimated seconds, the estimated seconds it saves) for a call decoding `tokens`
-        output tokens (default: expected_tokens) at `group` rows per sentence: compile when cost < saving."""
+        output tokens (default: expected_tokens) at `beam` rows per sentence: compile when cost < saving."""
         tokens = self.expected if tokens is None else tokens
-        shapes = self.shapes(group)
+        shapes = self.shapes(beam)
         cost = (autotune.entry("decode-compile", shapes) or {}).get("seconds", COMPILE_SECONDS)
         per_token = (autotune.entry("decode-step", shapes) or {}).get("saving_per_token",
-                                                                       SAVING_PER_ROW_TOKEN * group)
+                                                                       SAVING_PER_ROW_TOKEN * beam)
         saving = max(0.0, float(per_token)) * (tokens or 0)
         return float(cost) < saving, float(cost), saving
 
-    def stamp(self, group: int) -> dict[str, Any]:
+    def stamp(self, beam: int) -> dict[str, Any]:
         if self._digest is None:
             self._digest = weights_digest(self.model)
         return {"format": FORMAT, "cpu": hashlib.sha256(autotune.cpu_flags().encode()).hexdigest()[:16],
-                "torch": torch.__version__, "dtype": self.dtype(), "weights": self._digest, "group": group}
+                "torch": torch.__version__, "dtype": self.dtype(), "weights": self._digest, "group": beam}
 
-    def _load(self, group: int, compile: bool | None = None) -> captured.CapturedDecoder | None:
-        """The package for `group`, from the cache, else compiled when `compile` (default: captured mode, or auto
+    def _load(self, beam: int, compile: bool | None = None) -> captured.CapturedDecoder | None:
+        """The package for `beam`, from the cache, else compiled when `compile` (default: captured mode, or auto
         where the rule says it pays), else None."""
-        if self.mode == "auto" and autotune.recorded("decode-step", self.shapes(group)) == "eager":
+        if self.mode == "auto" and autotune.recorded("decode-step", self.shapes(beam)) == "eager":
             return None  # measured slower here: nothing is compiled or loaded
         may_compile = compile if compile is not None else self.mode == "captured" or self.expected is not None
         if not may_compile and not any(autotune.user_cache_root().glob("captured-*")):
             return None  # nothing cached at all: no digest of the weights for a one-sentence call
-        stamp = self.stamp(group)
+        stamp = self.stamp(beam)
         name = "captured-" + hashlib.sha256(json.dumps(stamp, sort_keys=True).encode()).hexdigest()[:24]
         compiled = False
         try:
             folder = find_private(name, stamp)
             if folder is None:
                 if compile is None:
-                    compile = self.mode == "captured" or (self.expected is not None and self._announce(group))
+                    compile = self.mode == "captured" or (self.expected is not None and self._announce(beam))
                 if not compile:
                     return None
-                folder, compiled = self._compile(name, stamp, group), True
+                folder, compiled = self._compile(name, stamp, beam), True
             fn = captured.CapturedDecoder(
-                captured.by_rows(captured.load_step(folder / SMALL), captured.load_step(folder / PACKAGE), group),
+                captured.by_rows(captured.load_step(folder / SMALL), captured.load_step(folder / PACKAGE), beam),
                 captured.load_step(folder / ENCODER))
         except Exception as e:  # noqa: BLE001 - any failure of the optional fast path: the eager step, one line
             first = (str(e).splitlines() or [""])[0][:160]
             say(f"the captured decoding step failed ({type(e).__name__}: {first}); decoding with the eager step")
             return None
-        if compiled or (self.mode == "captured" and autotune.entry("decode-step", self.shapes(group)) is None):
-            self._measure(fn, group)  # so that auto may use the package, and knows what a compile saves
+        if compiled or (self.mode == "captured" and autotune.entry("decode-step", self.shapes(beam)) is None):
+            self._measure(fn, beam)  # so that auto may use the package, and knows what a compile saves
         return fn
 
-    def _announce(self, group: int) -> bool:
+    def _announce(self, beam: int) -> bool:
         """The rule for a call of known size, and one line saying what it decided to compile."""
-        ok, cost, saving = self.pays(group)
+        ok, cost, saving = self.pays(beam)
         if ok:
             say(f"compiling the captured decoding step: it should save about {saving:.0f} s of this call's "
                 f"{self.expected} tokens for about {cost:.0f} s of compiling, once (--step eager skips it)")
         return ok
 
-    def _compile(self, name: str, stamp: dict[str, Any], group: int) -> Path:
-        step = captured.StaticStep.for_model(self.model, group)
-        say(f"compiling the decoding step for {group} row(s) per sentence with AOTInductor (once; about "
-            f"{self.pays(group, 0)[1] / 60:.0f} minute(s)) into {user_cache_dir() / name}")
+    def _compile(self, name: str, stamp: dict[str, Any], beam: int) -> Path:
+        step = captured.StaticStep.for_model(self.model, beam)
+        say(f"compiling the decoding step for {beam} row(s) per sentence with AOTInductor (once; about "
+            f"{self.pays(beam, 0)[1] / 60:.0f} minute(s)) into {user_cache_dir() / name}")
         start = time.perf_counter()
 
         def write(tmp: Path) -> None:
@@ -199,27 +199,28 @@ class CapturedStepCache:
         folder = private_cache(name, stamp, write)
         seconds = time.perf_counter() - start
         say(f"compiled in {seconds:.0f} s")
-        autotune.record("decode-compile", self.shapes(group), {"seconds": round(seconds, 1)})
+        autotune.record("decode-compile", self.shapes(beam), {"seconds": round(seconds, 1)})
         return folder
 
-    def _measure(self, fn: captured.CapturedDecoder, group: int) -> None:
+    def _measure(self, fn: captured.CapturedDecoder, beam: int) -> None:
         """The eager and the captured step timed at SENTENCES (autotune's clock, interleaved): the verdict (captured
         only if clearly faster over both) and the seconds saved per output token at the larger batch, kept."""
-        times = {n: autotune.TUNER.seconds({"eager": captured.time_steps(self.model, None, group, n, MEASURED_STEPS),
-                                            "captured": captured.time_steps(self.model, fn, group, n,
+        times = {n: autotune.TUNER.seconds({"eager": captured.time_steps(self.model, None, beam, n, MEASURED_STEPS),
+                                            "captured": captured.time_steps(self.model, fn, beam, n,
                                                                             MEASURED_STEPS)})
                  for n in SENTENCES}
         total = {k: sum(t[k] for t in times.values()) for k in ("eager", "captured")}
         big = SENTENCES[-1]
-        autotune.record("decode-step", self.shapes(group), {
+        autotune.record("decode-step", self.shapes(beam), {
             "choice": autotune.pick(total, "eager"), "seconds": total,
             "saving_per_token": (times[big]["eager"] - times[big]["captured"]) / (big * MEASURED_STEPS)})
 
 
 def decoding_dtype(run: Run, options: DecodingOptions) -> str:
-    """"fp32" or "bf16": options.dtype, auto resolved by autotune's measured rule; int8 and ensembles: fp32. An
-    explicit bf16 on a CPU without AVX512-BF16 or AMX runs, with one line saying it will be slow."""
-    if options.int8 or run.members:
+    """"fp32" or "bf16": options.dtype, auto resolved by autotune's measured rule; ensembles: fp32. An explicit bf16
+    on a CPU without AVX512-BF16 or AMX runs, with one line saying it will be slow. (int8 is CTranslate2's: the
+    Translator refuses it here, decoding/pipeline.py's check_supported.)"""
+    if run.members:
         return "fp32"
     if options.dtype == "auto":
         c = run.model.config
@@ -230,33 +231,32 @@ def decoding_dtype(run: Run, options: DecodingOptions) -> str:
 
 
 class Backend(TorchSearch):
-    """The run's model (a bf16 copy with dtype bf16), its ensemble members (decoding.json's or --ensemble's) and,
-    with int8, both quantised; the decoding step of `options.step` (module docstring). expected_tokens: the output
-    tokens this call will decode, where known (translate --file), for the step rule."""
+    """The run's model (a bf16 copy with dtype bf16) and its ensemble members (decoding.json's or --ensemble's); the
+    decoding step of `options.step` (module docstring). expected_tokens: the output tokens this call will decode,
+    where known (translate --file), for the step rule."""
 
     def __init__(self, run: Run, options: DecodingOptions, expected_tokens: int | None = None,
                  **settings: Any) -> None:
         mode = options.step
-        if mode != "eager" and (options.int8 or run.members):
+        if mode != "eager" and run.members:
             if mode == "captured":
-                say("--step captured: not with int8 or an ensemble; decoding with the eager step")
+                say("--step captured: not with an ensemble; decoding with the eager step")
             mode = "eager"
-        self.dtype, self.int8 = decoding_dtype(run, options), options.int8
+        self.dtype = decoding_dtype(run, options)
         model = run.model if self.dtype == "fp32" else copy.deepcopy(run.model).to(torch.bfloat16)
-        self.group = 1 if options.beam == 1 else options.beam
+        self.beam = options.beam
         steps = CapturedStepCache(model, mode, expected_tokens) if mode != "eager" else None
-        super().__init__(model, run.members, int8=options.int8, captured=steps)
+        super().__init__(model, run.members, captured=steps)
         if mode == "captured" or (steps is not None and expected_tokens is not None):
-            steps(self.group)  # compiled (or loaded) now, not inside the first batch
+            steps(self.beam)  # compiled (or loaded) now, not inside the first batch
 
     def prepare_step(self, background: bool = False) -> None:
         """serve's start-up: the captured step of the server's beam loaded or compiled (in the background)."""
         if isinstance(self.captured, CapturedStepCache) and self.captured.mode == "auto" and \
                 self.captured._why != "off":
-            self.captured.prepare(self.group, background)
+            self.captured.prepare(self.beam, background)
 
     def step_in_use(self) -> str:
-        """What decodes the server's beam now: captured, compiling (eager meanwhile) or eager; with the dtype (or
-        int8)."""
-        state = self.captured.in_use(self.group) if isinstance(self.captured, CapturedStepCache) else "eager"
-        return f"{state} {'int8' if self.int8 else self.dtype}"
+        """What decodes the server's beam now: captured, compiling (eager meanwhile) or eager; with the dtype."""
+        state = self.captured.in_use(self.beam) if isinstance(self.captured, CapturedStepCache) else "eager"
+        return f"{state} {self.dtype}"

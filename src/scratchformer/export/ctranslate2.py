@@ -35,7 +35,6 @@ import torch
 from scratchformer.config.decoding import length_penalty_for
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID, UNK_ID, Tokenizer
 from scratchformer.decoding.common import special_ids
-from scratchformer.decoding.quantize import Int8Linear
 from scratchformer.errors import N_, ConfigError
 from scratchformer.export import formats
 from scratchformer.export.formats import weights_digest
@@ -74,9 +73,6 @@ def check_model(model: EncoderDecoder) -> None:
     if c.type_vocab_size:
         raise ConfigError(N_("type_vocab_size={type_vocab_size}: CTranslate2's Transformer has no token types"),
                           type_vocab_size=c.type_vocab_size)
-    if any(isinstance(m, Int8Linear) for m in model.modules()):
-        raise ConfigError(N_("the model is already quantised (quantize_int8, translate --int8): CTranslate2 "
-                             "quantises its own copy of the float weights: give the engine int8=True instead"))
 
 
 def _token_table(tok: Tokenizer, side: str) -> list[str]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from scratchformer.decoding.quantize import Int8Linear
 from scratchformer.errors import N_, ConfigError
 from scratchformer.export.hf import TEMPLATES, hf_tokenizer, save_tokenizer_json
 from scratchformer.runs import Run
@@ -37,8 +36,6 @@ def keras_model(run: Run) -> Any:
     """The run's model in Keras, with the weights the run holds in memory (model.safetensors or --weights)."""
     from scratchformer.keras.build import build_keras_model, load_state
 
-    if any(isinstance(m, Int8Linear) for m in run.model.modules()):
-        raise ConfigError(N_("--int8 quantizes the PyTorch model, which the keras engine does not read: drop --int8"))
     state = {name: t.detach().float().cpu().numpy() for name, t in run.model.state_dict().items()}
     return load_state(build_keras_model(run.model_config), state, f"{run.path}'s weights")
 

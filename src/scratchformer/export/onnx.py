@@ -22,8 +22,9 @@ import json
 from pathlib import Path
 
 from scratchformer import __version__
+from scratchformer.config.budget import PAPER_EXTRA_LEN
 from scratchformer.data.tokenizers import EOS_ID
-from scratchformer.decoding.common import PAPER_EXTRA_LEN, special_ids
+from scratchformer.decoding.common import special_ids
 from scratchformer.errors import N_, ConfigError
 from scratchformer.export import formats, hf, hf_card, onnx_graphs
 from scratchformer.export.formats import weights_digest

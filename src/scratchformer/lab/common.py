@@ -239,10 +239,11 @@ def free_running(model: Seq2Seq, src: Tensor, width: int) -> Tensor:
     """Greedy decoding of src (B, L) (decoding/greedy.py: each step reads the model's own previous output), as
     (B, width) ids, </s> included, PAD after it (a prediction that ends early or runs on differs there)."""
     from scratchformer.decoding.greedy import greedy_decode  # late: the lab's taggers need no decoder
+    from scratchformer.decoding.spec import Search
 
     model.eval()
     with torch.no_grad():
-        hyps = greedy_decode(model.model, src, max_len=width, bos=BOS, eos=EOS, pad=PAD)
+        hyps = greedy_decode(model.model, src, Search(max_output_len=width, bos=BOS, eos=EOS, pad=PAD))
     out = torch.full((len(hyps), width), PAD, dtype=torch.long)
     for row, ids in enumerate(hyps):
         ids = [*ids, EOS][:width]

@@ -25,9 +25,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
 
+from scratchformer.config.budget import output_budget
 from scratchformer.data.language import CONFIDENT, LANGUAGE_NAMES, detect, wrong_pair
 from scratchformer.decoding.cancel import Cancelled
-from scratchformer.decoding.common import PAPER_EXTRA_LEN
 from scratchformer.decoding.sentences import split_sentences
 from scratchformer.serve.batcher import Batcher
 from scratchformer.serve.bodies import CLIENT_LEFT, SHUTTING_DOWN, ServeError, request_fields
@@ -128,7 +128,7 @@ def text_costs(translator: RunTranslator, texts: list[str], beam: int) -> list[i
     budget = translator.options.max_len
     for (i, _), ids in zip(owners, translator.run.src_tok.encode_batch([p for _, p in owners])):
         n = min(len(ids) + 1, cap)  # with </s>
-        costs[i] += beam * min(cap, budget if budget is not None else n + PAPER_EXTRA_LEN)
+        costs[i] += beam * output_budget(n, budget, cap)
     return costs
 
 
