@@ -25,10 +25,6 @@ from scratchformer.decoding.results import Hyp, Translation, join_parts
 from scratchformer.decoding.sentences import blank, join_translations, split_sentences
 from scratchformer.errors import ConfigError, InputError
 
-# Options only some backends honour; a backend lists those it does in SUPPORTS. Every other option (beam, alpha,
-# max_len, batch_size, max_tokens and the text-level ones) every backend honours.
-OPTIONAL = ("n_best", "no_repeat_ngram", "repetition_penalty", "align", "int8", "prefix", "step")
-
 
 class Backend(Protocol):
     """An engine's search (engines/: torch_engine, ctranslate2, onnx)."""
@@ -40,20 +36,6 @@ class Backend(Protocol):
                      structured: bool) -> list[list[Hyp]]: ...
 
 
-def check_supported(options: DecodingOptions, engine: str, supports: frozenset[str], cli: bool = False,
-                    prefix: bool = False) -> None:
-    """One line naming the backend for an option it does not honour (set away from its default)."""
-    from scratchformer.config.decoding import named
-
-    changed = {**options.changed(), **({"prefix": True} if prefix else {})}
-    for name in OPTIONAL:
-        if name in changed and name not in supports:
-            value = changed[name]
-            shown = named(name, value, cli) if name != "prefix" else ("--prefix" if cli else "prefix")
-            raise ConfigError(f"{shown}: the {engine} backend does not have this option (--engine torch, our own "
-                              "decoder, has every option)")
-
-
 def check_texts(texts: object) -> list[str]:
     """`texts` as a list, or a one-line InputError when it is not a sequence of strings."""
     if isinstance(texts, str) or not isinstance(texts, Sequence) or not all(isinstance(t, str) for t in texts):
@@ -61,13 +43,6 @@ def check_texts(texts: object) -> list[str]:
                          + ("" if isinstance(texts, str) or not isinstance(texts, Sequence) else " holding "
                             + ", ".join(sorted({type(t).__name__ for t in texts if not isinstance(t, str)}))))
     return list(texts)
-
-
-def check_translates(model: object) -> None:
-    """A one-line InputError for a model that does not translate (a decoder or encoder, or not a model)."""
-    arch = getattr(getattr(model, "config", None), "arch", None)
-    if arch != "encoder-decoder":
-        raise InputError(f"translation needs an encoder-decoder model, got a {arch or type(model).__name__} one")
 
 
 # -- pre- and post-processors, by name (DecodingOptions.text_level) ----------------------------------------------
@@ -152,7 +127,7 @@ def run_pipeline(backend: Backend, src_tok: Tokenizer, tgt_tok: Tokenizer, limit
     """`texts` translated, in order, through every step above (`limit`: the model's max_len). Returns strings, or
     with `structured` one Translation per text (results.py; n_best hypotheses, empty ones of score 0 for an empty
     text; with align the text is left as decoded, since alignments index the model's tokens)."""
-    forced = prefix_ids(tgt_tok, prefix, len(texts), options.max_len or limit)
+    forced = prefix_ids(tgt_tok, prefix, len(texts), options.max_output_len or limit)
     owner, pieces = pieces_of(texts, options.split_sentences)  # sentence i belongs to texts[owner[i]]
     ids = src_tok.encode_batch(pieces)
     long = sum(len(s) + 1 > limit for s in ids)

@@ -25,7 +25,7 @@ from scratchformer.model.transformer import EncoderDecoder
 class TorchSearch:
     """`model` (and its ensemble `members`) decoding batches of EOS-terminated source id lists."""
 
-    SUPPORTS = frozenset({"n_best", "no_repeat_ngram", "repetition_penalty", "align", "int8", "prefix", "step"})
+    SUPPORTS = frozenset({"n_best", "no_repeat_ngram", "repetition_penalty", "align", "bf16", "prefix", "step"})
 
     def __init__(self, model: EncoderDecoder, members: Sequence[EncoderDecoder] = (), int8: bool = False,
                  captured: Callable[[int], CapturedDecoder | None] | None = None) -> None:
@@ -42,7 +42,7 @@ class TorchSearch:
         """Per source, its hypotheses (text empty: the pipeline detokenises): n_best scored ones from beam search
         when `structured` (beam 1 included: its scores carry the length penalty), else the best tokens alone."""
         o = options
-        kw = dict(max_len=o.max_len, no_repeat_ngram=o.no_repeat_ngram, repetition_penalty=o.repetition_penalty,
+        kw = dict(max_len=o.max_output_len, no_repeat_ngram=o.no_repeat_ngram, repetition_penalty=o.repetition_penalty,
                   prefixes=prefixes)
         if self.members:
             kw["ensemble"] = self.members

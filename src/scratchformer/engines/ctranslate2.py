@@ -34,7 +34,7 @@ BETA = 0.75
 class Backend:
     """Our search's semantics on ctranslate2.Translator (CPU), exported into the run directory on first use.
 
-    options.int8: CT2's own int8 compute type (quantised when loaded; compute_type="int8" says the same); threads:
+    dtype int8: CT2's own int8 compute type (quantised when loaded; compute_type="int8" says the same); threads:
     CT2's intra_threads (0 = its default); patience: CT2 keeps searching until K * patience hypotheses have finished,
     and GNMT picks among them (models/en-zh, 1,000 test sentences, beam 4: outputs identical to ours for 965 at
     patience 1, 998 at 2, 1,000 at 3; benchmarks/bench_engines.py). At the shipped alpha 1.5, 100 test sentences: 97
@@ -49,7 +49,7 @@ class Backend:
         import ctranslate2
 
         check_expressible(run)
-        compute_type = "int8" if options is not None and options.int8 else compute_type
+        compute_type = "int8" if options is not None and options.dtype == "int8" else compute_type
         self.run, self.patience = run, patience
         self.path = cached_export(run)
         self.engine = ctranslate2.Translator(str(self.path), device="cpu", compute_type=compute_type,
@@ -62,7 +62,8 @@ class Backend:
     def decode_batch(self, srcs: list[list[int]], options: DecodingOptions, prefixes: list[list[int]] | None,
                      structured: bool) -> list[list[Hyp]]:
         """The pipeline's batch (EOS-terminated ids; CT2 adds its own </s>): the best hypothesis of each."""
-        found = self.translate_ids([s[:-1] for s in srcs], options.beam, options.alpha, options.max_len, len(srcs))
+        found = self.translate_ids([s[:-1] for s in srcs], options.beam, options.alpha, options.max_output_len,
+                                   len(srcs))
         return [[Hyp("", 0.0, tokens)] for tokens in found]
 
     def translate_ids(self, srcs: Sequence[Sequence[int]], beam: int = 4, alpha: float = 0.6,

@@ -34,7 +34,8 @@ class Backend:
     def decode_batch(self, srcs: list[list[int]], options: DecodingOptions, prefixes: list[list[int]] | None,
                      structured: bool) -> list[list[Hyp]]:
         """The pipeline's batch: the best hypothesis of each EOS-terminated source."""
-        return [[Hyp("", 0.0, tokens)] for tokens in self.search(srcs, options.beam, options.alpha, options.max_len)]
+        found = self.search(srcs, options.beam, options.alpha, options.max_output_len)
+        return [[Hyp("", 0.0, tokens)] for tokens in found]
 
     def search(self, src: list[list[int]], beam: int = 4, alpha: float = 0.6,
                max_len: int | None = None) -> list[list[int]]:

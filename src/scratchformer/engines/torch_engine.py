@@ -219,7 +219,7 @@ class CapturedStepCache:
 def decoding_dtype(run: Run, options: DecodingOptions) -> str:
     """"fp32" or "bf16": options.dtype, auto resolved by autotune's measured rule; int8 and ensembles: fp32. An
     explicit bf16 on a CPU without AVX512-BF16 or AMX runs, with one line saying it will be slow."""
-    if options.int8 or run.members:
+    if (options.dtype == "int8") or run.members:
         return "fp32"
     if options.dtype == "auto":
         c = run.model.config
@@ -237,15 +237,15 @@ class Backend(TorchSearch):
     def __init__(self, run: Run, options: DecodingOptions, expected_tokens: int | None = None,
                  **settings: Any) -> None:
         mode = options.step
-        if mode != "eager" and (options.int8 or run.members):
+        if mode != "eager" and ((options.dtype == "int8") or run.members):
             if mode == "captured":
                 say("--step captured: not with int8 or an ensemble; decoding with the eager step")
             mode = "eager"
-        self.dtype, self.int8 = decoding_dtype(run, options), options.int8
+        self.dtype, self.int8 = decoding_dtype(run, options), (options.dtype == "int8")
         model = run.model if self.dtype == "fp32" else copy.deepcopy(run.model).to(torch.bfloat16)
         self.group = 1 if options.beam == 1 else options.beam
         steps = CapturedStepCache(model, mode, expected_tokens) if mode != "eager" else None
-        super().__init__(model, run.members, int8=options.int8, captured=steps)
+        super().__init__(model, run.members, int8=(options.dtype == "int8"), captured=steps)
         if mode == "captured" or (steps is not None and expected_tokens is not None):
             steps(self.group)  # compiled (or loaded) now, not inside the first batch
 
