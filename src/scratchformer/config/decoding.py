@@ -66,6 +66,7 @@ RENAMED = {"max_len": "max_output_len"}  # decoding.json keys of older versions 
 # Options only some backends honour; a backend lists those it has in SUPPORTS (dtype int8 and bf16 by those names).
 # Every other option (beam, alpha, max_output_len, batch_size, max_tokens, the text-level ones) every backend has.
 OPTIONAL = ("n_best", "no_repeat_ngram", "repetition_penalty", "align", "prefix", "step")
+OPTIONAL_DTYPES = ("bf16", "int8")  # the dtypes only some backends have (auto and fp32: every one)
 NO_INT8 = {"torch": N_("the torch engine has no int8 (it was slower than CTranslate2's): use --engine ctranslate2 "
                        "--dtype int8, or --dtype bf16"),
            "ctranslate2": N_("CTranslate2 has no bf16 on CPU: use --dtype fp32 or --dtype int8")}
@@ -250,7 +251,7 @@ class DecodingOptions:
     def check_supported(self, supports: Collection[str], prefix: bool = False) -> None:
         """One line naming the engine for an option its backend does not have (set away from its default); a
         prefix (Translator.translate's) is such an option too."""
-        if self.dtype in ("int8", "bf16") and self.dtype not in supports:
+        if self.dtype in OPTIONAL_DTYPES and self.dtype not in supports:
             template = NO_INT8.get(self.engine) if (self.engine, self.dtype) in (("torch", "int8"),
                                                                                   ("ctranslate2", "bf16")) else None
             raise ConfigError("{option}: " + (template or N_("the {engine} backend has no {dtype}")),
