@@ -97,9 +97,9 @@ def test_the_memory_check_counts_every_members_cache(make_seq2seq, monkeypatch):
     from scratchformer.errors import ConfigError
 
     model = make_seq2seq(0)
-    options = decoding.DecodingOptions(beam=4, batch_size=8, max_len=10)
+    options = decoding.DecodingOptions(beam=4, batch_size=8, max_output_len=10)
     need = decoding.search_bytes(model.config, 8 * 4, 10)  # 8 sentences x beam 4, 10 steps
     monkeypatch.setattr(decoding, "available_memory", lambda: int(1.5 * need))
-    options.check_model(model.config)
+    options.check_for(model.config, ())
     with pytest.raises(ConfigError, match="would need about"):
-        options.check_model(model.config, members=2)
+        options.check_for(model.config, (), members=2)

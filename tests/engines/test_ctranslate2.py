@@ -183,8 +183,8 @@ def test_export_float32_and_int8(tmp_path, run_dir):
     assert config["add_source_eos"] and config["decoder_start_token"] == "<s>" and config["eos_token"] == "</s>"
     assert (int8 / "model.bin").stat().st_size < 0.6 * (fp32 / "model.bin").stat().st_size
     run = load_run(run_dir)
-    engine = Translator(run, run.decoding.pick(engine="ctranslate2", int8=True), threads=1)
-    assert engine.backend.engine.compute_type.startswith("int8")  # --int8 reaches CT2 (a list of outputs is no proof)
+    engine = Translator(run, run.decoding.pick(engine="ctranslate2", dtype="int8"), threads=1)
+    assert engine.backend.engine.compute_type.startswith("int8")  # --dtype int8 reaches CT2 (outputs are no proof)
     (out,) = engine.translate(["Open"], beam=2)
     assert isinstance(out, str)
     translator = ct2.Translator(str(int8), device="cpu", intra_threads=1)  # int8 as saved; positions end at max_len

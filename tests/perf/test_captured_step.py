@@ -177,10 +177,9 @@ def test_a_failing_compile_runs_the_eager_step_with_one_line(run, private_home, 
     assert lines[-1] == "the captured decoding step failed (RuntimeError: no headers); decoding with the eager step"
 
 
-def test_uncovered_models_and_int8_take_the_eager_step(tiny_model, run, private_home):
+def test_uncovered_models_take_the_eager_step(tiny_model, run, private_home):
     assert captured.StaticStep.for_model(tiny_model(seed=0, positions="rope")) is None
     assert captured.unavailable(tiny_model(seed=0, n_kv_heads=1)) is not None
-    assert Translator(run, run.decoding.pick(step="captured", int8=True)).backend.captured is None
 
 
 def test_the_package_key_changes_with_the_weights(run, monkeypatch):
