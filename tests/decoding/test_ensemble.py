@@ -76,11 +76,12 @@ def test_translate_texts_takes_an_ensemble_at_any_beam(make_seq2seq):
     model = make_seq2seq(2)
     texts = ["abc def", "", "hello world", "lazy dog"]
     for beam in (1, 3):
-        alone = Translator.from_model(model, SRC_TOK, TGT_TOK).translate(texts, beam=beam, max_len=8)
-        twice = Translator.from_model(model, SRC_TOK, TGT_TOK, ensemble=[model]).translate(texts, beam=beam, max_len=8)
+        alone = Translator.from_model(model, SRC_TOK, TGT_TOK).translate(texts, beam=beam, max_output_len=8)
+        twice = Translator.from_model(model, SRC_TOK, TGT_TOK, ensemble=[model]).translate(texts, beam=beam,
+                                                                                          max_output_len=8)
         assert twice == alone and twice[1] == ""
         other = Translator.from_model(model, SRC_TOK, TGT_TOK, ensemble=[make_seq2seq(1)]).translate(texts, beam=beam,
-                                                                                  max_len=8)
+                                                                                  max_output_len=8)
         assert len(other) == 4 and other[1] == ""
 
 

@@ -150,8 +150,8 @@ def test_translate_texts_as_ours(trained_dir):
     texts = [QUERIES[0], "", QUERIES[5], "  ", QUERIES[-1]]
     translator = Translator(run, run.decoding.pick(engine="ctranslate2"), threads=1)
     for beam, max_len in ((1, None), (2, 2), (4, None)):
-        ours = Translator(run, run.decoding.pick(engine="torch")).translate(texts, beam=beam, max_len=max_len)
-        assert translator.translate(texts, beam=beam, max_len=max_len) == ours
+        ours = Translator(run, run.decoding.pick(engine="torch")).translate(texts, beam=beam, max_output_len=max_len)
+        assert translator.translate(texts, beam=beam, max_output_len=max_len) == ours
     assert translator.translate(texts)[1] == "" and translator.translate([]) == []
 
 

@@ -117,7 +117,7 @@ def test_sampling_refuses_a_temperature_that_is_not_finite(temperature, gpt):
 def test_translate_texts_on_empty_inputs(seq2seq):
     assert Translator.from_model(seq2seq, TOK, TOK).translate([]) == []
     for beam in (1, 3):
-        out = Translator.from_model(seq2seq, TOK, TOK).translate(["", " ", "abc", ""], beam=beam, max_len=5)
+        out = Translator.from_model(seq2seq, TOK, TOK).translate(["", " ", "abc", ""], beam=beam, max_output_len=5)
         assert len(out) == 4 and out[0] == "" and out[1] == "" and out[3] == ""
 
 
