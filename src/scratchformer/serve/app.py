@@ -265,7 +265,7 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
                                   "(format \"text\")")
         beam = _integer(fields, "beam", settings.beam, 1, settings.max_beam)
         alternatives = _integer(fields, "alternatives", 0, 0, settings.max_beam - 1)
-        words = (("beam", f'"beam": {beam}' if "beam" in fields else f"beam {beam} (this server's default)"),
+        words = (("beam", f'"beam": {beam}' if "beam" in fields else f"beam {beam}, this server's default"),
                  ("n_best", f'"alternatives": {alternatives}'))  # the options' check, in the request's words
         options = Options(beam, alternatives + 1, words)
         translator.check(options)  # the server's options picked: ScratchformerError -> 400 (the handler below)

@@ -116,7 +116,8 @@ def serve(run_dir: str | Path, settings: Settings | None = None, port: int = 500
         warnings.warn(f"--host {host}: anyone who can reach this port can use the service (no authentication); "
                       "add --api-key KEY to require a key", stacklevel=2)
     run = load_run(run_dir, weights)
-    translator = RunTranslator(run, {**(decoding or {}), "beam": settings.beam})
+    beam = {} if settings.beam is None else {"beam": settings.beam}  # Settings' beam: the API's way to give it
+    translator = RunTranslator(run, {**(decoding or {}), **beam})
     settings.beam = translator.options.beam  # the run's own unless --beam was given
     if settings.beam > settings.max_beam:  # a limit, not an option: the server's beam within what requests may ask
         raise ConfigError(f"{translator.options.name('beam')}: more than {_limit('max_beam', settings.max_beam)}")
