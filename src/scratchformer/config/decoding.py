@@ -67,9 +67,9 @@ RENAMED = {"max_len": "max_output_len"}  # decoding.json keys of older versions 
 # Every other option (beam, alpha, max_output_len, batch_size, max_tokens, the text-level ones) every backend has.
 OPTIONAL = ("n_best", "no_repeat_ngram", "repetition_penalty", "align", "prefix", "step")
 OPTIONAL_DTYPES = ("bf16", "int8")  # the dtypes only some backends have (auto and fp32: every one)
-NO_INT8 = {"torch": N_("the torch engine has no int8 (it was slower than CTranslate2's): use --engine ctranslate2 "
-                       "--dtype int8, or --dtype bf16"),
-           "ctranslate2": N_("CTranslate2 has no bf16 on CPU: use --dtype fp32 or --dtype int8")}
+NO_DTYPE = {("torch", "int8"): N_("{option}: the torch engine has no int8 (it was slower than CTranslate2's): use "
+                                   "--engine ctranslate2 --dtype int8, or --dtype bf16"),
+            ("ctranslate2", "bf16"): N_("{option}: CTranslate2 has no bf16 on CPU: use --dtype fp32 or --dtype int8")}
 # A name of how the user gave the options (`named`): False: the API (`beam=0`); True: flags; the names of the flags
 # given (the others came from decoding.json); or each name's own words (a serve request: '"beam": 4').
 Naming = bool | frozenset | Mapping
@@ -252,10 +252,8 @@ class DecodingOptions:
         """One line naming the engine for an option its backend does not have (set away from its default); a
         prefix (Translator.translate's) is such an option too."""
         if self.dtype in OPTIONAL_DTYPES and self.dtype not in supports:
-            template = NO_INT8.get(self.engine) if (self.engine, self.dtype) in (("torch", "int8"),
-                                                                                  ("ctranslate2", "bf16")) else None
-            raise ConfigError("{option}: " + (template or N_("the {engine} backend has no {dtype}")),
-                              option=self.name("dtype"), engine=self.engine, dtype=self.dtype)
+            template = NO_DTYPE.get((self.engine, self.dtype), N_("{option}: the {engine} backend has no {dtype}"))
+            raise ConfigError(template, option=self.name("dtype"), engine=self.engine, dtype=self.dtype)
         changed = {**self.changed(), **({"prefix": True} if prefix else {})}
         for option in OPTIONAL:
             if option in changed and option not in supports:
