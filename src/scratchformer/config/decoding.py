@@ -41,7 +41,7 @@ import math
 import numbers
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -187,9 +187,8 @@ class DecodingOptions:
 
     def changed(self) -> dict[str, Any]:
         """The options that differ from the defaults, by name (what an engine must support)."""
-        default = DecodingOptions()
         return {name: getattr(self, name) for name in OPTION_NAMES
-                if name != "chosen" and getattr(self, name) != getattr(default, name)}
+                if name != "chosen" and getattr(self, name) != DEFAULTS[name]}
 
     def to_dict(self) -> dict[str, Any]:
         """The options as decoding.json holds them."""
@@ -280,6 +279,7 @@ class DecodingOptions:
 
 
 OPTION_NAMES = tuple(f.name for f in fields(DecodingOptions) if f.name != "named_as")
+DEFAULTS = {f.name: f.default_factory() if f.default is MISSING else f.default for f in fields(DecodingOptions)}
 CHOICES = {"engine": Engine, "step": Step, "dtype": Dtype}
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scratchformer.config.decoding import ENGINES, OPTION_NAMES, DecodingOptions
+from scratchformer.config.decoding import DEFAULTS, ENGINES, OPTION_NAMES, DecodingOptions
 from scratchformer.errors import ConfigError
 from scratchformer.i18n import N_, _
 
@@ -92,8 +92,8 @@ def _shown(value: Any) -> str:
 
 def set_keys(command: str, extra: Extra | None = None) -> dict[str, tuple[Any, Any, str]]:
     """The --set keys of `command`: name -> (type hint, default, help), the decoding options' then `extra`'s."""
-    hints, default = typing.get_type_hints(DecodingOptions), DecodingOptions()
-    keys = {f.name: (hints[f.name], getattr(default, f.name), f.help) for f in FLAGS
+    hints = typing.get_type_hints(DecodingOptions)
+    keys = {f.name: (hints[f.name], DEFAULTS[f.name], f.help) for f in FLAGS
             if not f.flag and command in f.commands}
     return {**keys, **(extra or {})}
 
@@ -103,8 +103,6 @@ def add_decoding_args(group: Any, command: str, engines: Any = (), extra: Extra 
     serve's limits): each defaults to None, which means the run's decoding.json (and the default above where the
     file says nothing), so --help shows that one default. Every flag that became a key is retired (one line naming
     it). `engines`: unused (the choices are config's Engine)."""
-    default = DecodingOptions()
-
     def help_of(f_help: str, value: Any) -> str:
         return _("{help} (default: the run's decoding.json, else {value})").format(help=_(f_help),
                                                                                   value=_(_shown(value)))
@@ -112,7 +110,7 @@ def add_decoding_args(group: Any, command: str, engines: Any = (), extra: Extra 
     for f in FLAGS:
         if command not in f.commands or not f.flag:
             continue
-        help = help_of(f.help, getattr(default, f.name))
+        help = help_of(f.help, DEFAULTS[f.name])
         if f.metavar is None:
             group.add_argument(_dash(f.name), action=argparse.BooleanOptionalAction, default=None, help=help)
         elif f.name == "engine":
