@@ -123,7 +123,9 @@ def test_translate_texts_on_empty_inputs(seq2seq):
 
 @pytest.mark.parametrize("options, needle", [
     ({"alpha": math.nan}, "alpha"), ({"alpha": math.inf}, "alpha"), ({"alpha": -0.5}, "alpha"),
-    ({"max_len": 10**9}, "max_len"), ({"beam": 10**5}, "beam"), ({"beam": 0}, "beam"), ({"batch_size": 0}, "batch"),
+    ({"max_output_len": 10**9}, "max_output_len"),
+    ({"max_len": 5}, "max_len is max_output_len now"), ({"beam": 10**5}, "beam"), ({"beam": 0}, "beam"),
+    ({"batch_size": 0}, "batch"),
     ({"max_tokens": 0}, "max_tokens"),
 ])
 def test_translate_texts_refuses_options_that_cannot_work(options, needle, seq2seq):

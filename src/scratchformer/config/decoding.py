@@ -175,6 +175,10 @@ class DecodingOptions:
         """These options with each flag that was given (not None) in place of the run's value, checked;
         named_as: how messages name them from now on (default: as these are named)."""
         given = {k: v for k, v in flags.items() if v is not None}
+        unknown = sorted(set(given) - set(OPTION_NAMES))
+        if unknown:
+            renamed = "".join(f"; {old} is {RENAMED[old]} now" for old in unknown if old in RENAMED)
+            raise ConfigError(f"unknown decoding option(s) {unknown}{renamed}; the options: {', '.join(OPTION_NAMES)}")
         return replace(self, **given, **({} if named_as is None else {"named_as": named_as}))
 
     def text_level(self) -> list[str]:
