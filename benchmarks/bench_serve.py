@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The service under load: `scratchformer serve` on 127.0.0.1 with 1, 4, 16 and 64 concurrent clients, batching on
-(--batch-wait-ms 10, the default) and off (--batch-wait-ms 0).
+(--set batch_wait_ms=10, the default) and off (--set batch_wait_ms=0).
 
     .venv/bin/python benchmarks/bench_serve.py [--run-dir models/en-zh] [--seconds 10] [--clients 1,4,16,64]
                                                [--beam 4] [--wait-ms 10] [--threads auto|N] [--quick]
@@ -39,7 +39,7 @@ def start(run_dir: Path, threads: int, wait_ms: float, beam: int, step: str = "a
     """`scratchformer serve` on 127.0.0.1 and a free port, in a child process; (process, port) once it listens."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     proc = subprocess.Popen([sys.executable, "-m", "scratchformer", "serve", str(run_dir), "--host", "127.0.0.1",
-                             "--port", "0", "--threads", str(threads), "--batch-wait-ms", str(wait_ms), "--beam",
+                             "--port", "0", "--threads", str(threads), "--set", f"batch_wait_ms={wait_ms}", "--beam",
                              str(beam), "--step", step], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
     for line in proc.stderr:
@@ -133,7 +133,7 @@ def main() -> None:
     p.add_argument("--beam", type=int, default=4, help="the server's beam (default 4, as `translate`)")
     p.add_argument("--step", default="auto", help="the server's --step: auto, eager or captured (compiled at start-up "
                    "unless this user's cache has it)")
-    p.add_argument("--wait-ms", type=float, default=10.0, help="--batch-wait-ms with batching on")
+    p.add_argument("--wait-ms", type=float, default=10.0, help="serve's batch_wait_ms with batching on")
     args = p.parse_args()
     threads = setup_threads(args.threads)
     seconds = 3.0 if args.quick else args.seconds

@@ -5,8 +5,8 @@ a normal request takes while they hang on.
 
     PYTHONPATH=src .venv/bin/python benchmarks/serve_slow_clients.py [RUN_DIR] [--each 20] [--nofile 256]
 
-It starts the server itself (`--port 0`, loopback only) with short limits (--header-timeout 2, --body-timeout 3,
---keep-alive-timeout 1 by default, so a run takes seconds), then opens `--each` connections of each kind:
+It starts the server itself (`--port 0`, loopback only) with short limits (--set header_timeout=2 --set body_timeout=3
+--set keep_alive_timeout=1 by default, so a run takes seconds), then opens `--each` connections of each kind:
 
     slow-body    headers, 7 bytes of a 100-byte body, then one byte every --every seconds
     slow-header  a request line, then one header byte every --every seconds
@@ -124,7 +124,7 @@ def main() -> None:
     parser.add_argument("--each", type=int, default=20, help="connections of each kind (at most 200; default 20)")
     parser.add_argument("--every", type=float, default=0.5, help="seconds between trickled bytes (default 0.5)")
     parser.add_argument("--nofile", type=int, default=None, help="the server's open-files limit (prlimit --nofile)")
-    parser.add_argument("--flags", default="--header-timeout 2 --body-timeout 3 --keep-alive-timeout 1",
+    parser.add_argument("--flags", default="--set header_timeout=2 --set body_timeout=3 --set keep_alive_timeout=1",
                         help="serve's limits (default: %(default)s)")
     args = parser.parse_args()
     each = max(1, min(args.each, 200))

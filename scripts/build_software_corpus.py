@@ -53,8 +53,8 @@ from scratchformer.decoding.sentences import split_sentences as _split  # noqa: 
 
 
 def split_sentences(text: str) -> list[str]:
-    """The sentence rule the bundle was cut with (commit 9c65179): `translate --split-sentences`' rule as it was
-    then, before a section number ("3.2.") stayed with its sentence. Pinned, so that a change to how translate
+    """The sentence rule the bundle was cut with (commit 9c65179): `translate --set split_sentences=true`'s rule as it
+    was then, before a section number ("3.2.") stayed with its sentence. Pinned, so that a change to how translate
     splits cannot change the bundle that `--check` rebuilds byte for byte (it did once, unnoticed)."""
     return _split(text, join_labels=False)
 
@@ -489,7 +489,7 @@ def _sentence_keys(text: str, side: str) -> set[str]:
 def add_sentence_pairs(built: list[Built]) -> None:
     """More, shorter training pairs for the DocBook sources: a train paragraph, or one dropped as too long, whose
     English and Chinese have the same number of sentences (decoding/sentences.py's rule, the one `translate
-    --split-sentences` uses) gives each sentence as a pair of its own, appended to that source's train split.
+    --set split_sentences=true` uses) gives each sentence as a pair of its own, appended to that source's train split.
     Kept only if it passes filter_pair, its English is new to the bundle, and neither sentence occurs, whole or
     as a sentence of a paragraph, in any source's test or valid split. Run after every source is split, so the
     paragraph-level splits (and so every test and valid file) are the same as without it."""

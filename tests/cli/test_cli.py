@@ -81,16 +81,17 @@ def test_train_translate_evaluate(capsys, toy_run, tmp_path):
     assert code == 0 and result["bleu"] == 100.0 and result["bleu_ci95"] >= 0 and "bs:100" in result["bleu_signature"]
     code, _, err = run(capsys, "translate", str(toy_run), "--show-attention", str(tmp_path / "a.png"), "i love you")
     assert code == 0 and (tmp_path / "a.png").exists()
-    code, out, _ = run(capsys, "translate", str(toy_run), "--batch-size", "1", "--max-tokens", "8", "--threads",
+    code, out, _ = run(capsys, "translate", str(toy_run), "--batch-size", "1", "--set", "max_tokens=8", "--threads",
                        "1", "--beam", "4", "hello", "", "good night")
     assert code == 0 and out.split("\n")[:3] == ["你好", "", "晚安"]  # same outputs, one sentence per batch
-    code, out, _ = run(capsys, "translate", str(toy_run), "--max-len", "1", "--beam", "1", "good night")
+    code, out, _ = run(capsys, "translate", str(toy_run), "--set", "max_output_len=1", "--beam", "1", "good night")
     assert code == 0 and out.split("\n")[0] == "晚"  # one output token
 
 
-@pytest.mark.parametrize("flag", ["--batch-size", "--max-tokens", "--max-len", "--threads"])
+@pytest.mark.parametrize("flag", ["--batch-size", "--set max_tokens", "--set max_output_len", "--threads"])
 def test_translate_rejects_non_positive_sizes(capsys, toy_run, flag):
-    code, out, err = run(capsys, "translate", str(toy_run), flag, "0", "hello")
+    given = [flag, "0"] if " " not in flag else ["--set", flag.split()[1] + "=0"]
+    code, out, err = run(capsys, "translate", str(toy_run), *given, "hello")
     assert code == 2 and flag.lstrip("-").replace("-", "_") in err.replace("-", "_") and err.count("\n") == 1
 
 

@@ -263,11 +263,12 @@ def test_a_merged_flag_fails_in_one_line_naming_its_replacement(capsys):
 
 def test_serve_has_one_token_budget_flag(capsys):
     """serve's --max-tokens (padded tokens per batch) and --max-batch-tokens (tokens merged into one call) did one
-    job: --max-batch-tokens stays (decoding.json's max_tokens still caps each batch), --max-tokens names it."""
+    job: max_batch_tokens stays, a --set key (decoding.json's max_tokens still caps each batch), --max-tokens names
+    it."""
     serve = build_parser()._subparsers._group_actions[0].choices["serve"].format_help()
-    assert "--max-batch-tokens" in serve and "--max-tokens" not in serve
+    assert "max_batch_tokens: " in serve and "--max-tokens" not in serve and "max_tokens: " not in serve
     with pytest.raises(SystemExit) as e:
         main(["serve", "en-zh", "--max-tokens", "100"])
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.count("\n") == 1, err
-    assert err.startswith("scratchformer serve: error: --max-tokens is gone: use --max-batch-tokens")
+    assert err.startswith("scratchformer serve: error: --max-tokens is gone: use --set max_batch_tokens=N")

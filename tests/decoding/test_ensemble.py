@@ -77,11 +77,12 @@ def test_translate_texts_takes_an_ensemble_at_any_beam(make_seq2seq):
     model = make_seq2seq(2)
     texts = ["abc def", "", "hello world", "lazy dog"]
     for beam in (1, 3):
-        alone = Translator.from_model(model, SRC_TOK, TGT_TOK).translate(texts, beam=beam, max_len=8)
-        twice = Translator.from_model(model, SRC_TOK, TGT_TOK, ensemble=[model]).translate(texts, beam=beam, max_len=8)
+        alone = Translator.from_model(model, SRC_TOK, TGT_TOK).translate(texts, beam=beam, max_output_len=8)
+        twice = Translator.from_model(model, SRC_TOK, TGT_TOK, ensemble=[model]).translate(texts, beam=beam,
+                                                                                          max_output_len=8)
         assert twice == alone and twice[1] == ""
         other = Translator.from_model(model, SRC_TOK, TGT_TOK, ensemble=[make_seq2seq(1)]).translate(texts, beam=beam,
-                                                                                  max_len=8)
+                                                                                  max_output_len=8)
         assert len(other) == 4 and other[1] == ""
 
 
@@ -98,9 +99,9 @@ def test_the_memory_check_counts_every_members_cache(make_seq2seq, monkeypatch):
     from scratchformer.errors import ConfigError
 
     model = make_seq2seq(0)
-    options = decoding.DecodingOptions(beam=4, batch_size=8, max_len=10)
+    options = decoding.DecodingOptions(beam=4, batch_size=8, max_output_len=10)
     need = decoding.search_bytes(model.config, 8 * 4, 10)  # 8 sentences x beam 4, 10 steps
     monkeypatch.setattr(decoding, "available_memory", lambda: int(1.5 * need))
-    options.check_model(model.config)
+    options.check_for(model.config, ())
     with pytest.raises(ConfigError, match="would need about"):
-        options.check_model(model.config, members=2)
+        options.check_for(model.config, (), members=2)

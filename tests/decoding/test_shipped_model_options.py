@@ -129,9 +129,9 @@ def test_cli_jsonl_in_and_out(capsys, monkeypatch):
 
 @pytest.mark.parametrize("args,message", [
     (["--n-best", "5"], "--n-best 5: beam search keeps only 4 hypotheses (beam=4 from decoding.json)"),
-    (["--repetition-penalty", "-1"], "--repetition-penalty -1.0: the penalty must be a positive number"),
-    (["--no-repeat-ngram", "-3"], "--no-repeat-ngram -3"),
-    (["--max-len", "3", "--prefix", "打开文件。"], "prefix '打开文件。': 5 target tokens, more than the 3"),
+    (["--set", "repetition_penalty=-1"], "--set repetition_penalty=-1.0: the penalty must be a positive number"),
+    (["--set", "no_repeat_ngram=-3"], "--set no_repeat_ngram=-3"),
+    (["--set", "max_output_len=3", "--prefix", "打开文件。"], "prefix '打开文件。': 5 target tokens, more than the 3"),
     (["--engine", "ctranslate2", "--n-best", "2"], "--n-best 2: the ctranslate2 backend does not have this option"),
     (["--engine", "onnxruntime", "--align"], "--align: the onnxruntime backend does not have this option"),
     (["--input-format", "jsonl"], "input line 1 is not JSON"),

@@ -36,8 +36,8 @@ def src_ids(text: str) -> list[int]:
 
 
 def test_n_best_scores_are_beam_searchs_own_and_non_increasing(model):
-    out = by(model).translate(TEXTS, beam=4, n_best=3, max_len=10, batch_size=1)
-    batched = by(model).translate(TEXTS, beam=4, n_best=3, max_len=10)
+    out = by(model).translate(TEXTS, beam=4, n_best=3, max_output_len=10, batch_size=1)
+    batched = by(model).translate(TEXTS, beam=4, n_best=3, max_output_len=10)
     assert [t.src for t in out] == TEXTS and all(isinstance(t, Translation) for t in out)
     for text, translation, in_batch in zip(TEXTS, out, batched):
         assert len(translation.hyps) == 3
@@ -52,13 +52,13 @@ def test_n_best_scores_are_beam_searchs_own_and_non_increasing(model):
         scores = [h.score for h in translation.hyps]
         assert scores == sorted(scores, reverse=True)
     assert len({h.text for t in out for h in t.hyps}) > 3
-    best = by(model).translate(TEXTS, beam=4, max_len=10)
+    best = by(model).translate(TEXTS, beam=4, max_output_len=10)
     assert [t.hyps[0].text for t in out] == best  # hypothesis 1 is the plain output
 
 
 def test_return_hyps_with_beam_1_is_greedy(model):
-    out = by(model).translate(TEXTS, beam=1, max_len=10, return_hyps=True)
-    plain = by(model).translate(TEXTS, beam=1, max_len=10)
+    out = by(model).translate(TEXTS, beam=1, max_output_len=10, return_hyps=True)
+    plain = by(model).translate(TEXTS, beam=1, max_output_len=10)
     assert [t.hyps[0].text for t in out] == plain
     assert out[0].hyps[0].tokens == greedy_decode(model, [src_ids(TEXTS[0])], Search(max_output_len=10))[0]
     assert out[0].to_dict() == {"src": "abc def", "hyps": [{"text": plain[0], "score": out[0].hyps[0].score,
@@ -66,11 +66,11 @@ def test_return_hyps_with_beam_1_is_greedy(model):
 
 
 def test_a_prefix_starts_every_output(model):
-    out = by(model).translate(TEXTS, beam=3, max_len=10, prefix="山水")
+    out = by(model).translate(TEXTS, beam=3, max_output_len=10, prefix="山水")
     assert all(o.startswith("山水") for t, o in zip(TEXTS, out) if t.strip())
     assert [o for t, o in zip(TEXTS, out) if not t.strip()] == ["", ""]  # empty in, empty out
     per_line = ["一", None, "二三", "", "天", None, "地", "人"]
-    out = by(model).translate(TEXTS, max_len=10, prefix=per_line, return_hyps=True)
+    out = by(model).translate(TEXTS, max_output_len=10, prefix=per_line, return_hyps=True)
     for text, p, translation in zip(TEXTS, per_line, out):
         if text.strip():
             assert translation.hyps[0].text.startswith(p or "")
@@ -83,7 +83,7 @@ def test_a_prefix_starts_every_output(model):
     (dict(n_best=0), ConfigError, "n_best=0: must be >= 1"),
     (dict(no_repeat_ngram=-3), ConfigError, "no_repeat_ngram=-3"),
     (dict(repetition_penalty=-1.0), ConfigError, "repetition_penalty=-1.0: the penalty must be a positive"),
-    (dict(prefix="一" * 11, max_len=10), ConfigError, "11 target tokens, more than the 10"),
+    (dict(prefix="一" * 11, max_output_len=10), ConfigError, "11 target tokens, more than the 10"),
     (dict(prefix="x"), InputError, "the target vocabulary lacks"),
     (dict(prefix=["一"]), InputError, "one per text"),
 ])
@@ -114,8 +114,8 @@ def test_sentence_splitting_rule():
 def test_split_sentences_translates_every_sentence_of_a_short_paragraph_on_its_own(make_seq2seq):
     model = make_seq2seq(2)
     paragraph, parts = "Abe egg. A cab.", ["Abe egg.", "A cab."]
-    split = by(model).translate([paragraph, "abc", ""], max_len=5, split_sentences=True)
-    alone = by(model).translate(parts + ["abc"], max_len=5)
+    split = by(model).translate([paragraph, "abc", ""], max_output_len=5, split_sentences=True)
+    alone = by(model).translate(parts + ["abc"], max_output_len=5)
     assert split == [join_translations(alone[:2]), alone[2], ""]
 
 
@@ -126,15 +126,15 @@ def test_split_sentences_translates_a_long_paragraph_whole(make_seq2seq):
     assert split_sentences(paragraph) == parts
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "cut" warning
-        whole = by(short).translate([paragraph, "abc"], max_len=5, split_sentences=True)
-    one_by_one = by(short).translate(parts, max_len=5)
-    assert whole == [join_translations(one_by_one), by(short).translate(["abc"], max_len=5)[0]]
+        whole = by(short).translate([paragraph, "abc"], max_output_len=5, split_sentences=True)
+    one_by_one = by(short).translate(parts, max_output_len=5)
+    assert whole == [join_translations(one_by_one), by(short).translate(["abc"], max_output_len=5)[0]]
     with pytest.warns(UserWarning, match="cut 1 source"):
-        assert by(short).translate([paragraph], max_len=5) != whole[:1]
+        assert by(short).translate([paragraph], max_output_len=5) != whole[:1]
     # structured: the k-th hypotheses of the parts joined, scores summed, tokens and alignments concatenated
-    (joined,) = by(short).translate([paragraph], beam=2, n_best=2, max_len=5,
+    (joined,) = by(short).translate([paragraph], beam=2, n_best=2, max_output_len=5,
                                 split_sentences=True, align=True, prefix="天")
-    alone = by(short).translate(parts, beam=2, n_best=2, max_len=5, align=True,
+    alone = by(short).translate(parts, beam=2, n_best=2, max_output_len=5, align=True,
                             prefix=["天", None, None, None])
     for k, h in enumerate(joined.hyps):
         assert h.text == join_translations([t.hyps[k].text for t in alone]) and h.text.startswith("天")
@@ -148,7 +148,7 @@ def test_split_sentences_translates_a_long_paragraph_whole(make_seq2seq):
 
 def test_alignment_is_the_argmax_of_the_last_layers_head_mean(model):
     texts = ["hello world", "quick brown fox", "a"]
-    out = by(model).translate(texts, beam=3, n_best=2, max_len=10, align=True)
+    out = by(model).translate(texts, beam=3, n_best=2, max_output_len=10, align=True)
     run = types.SimpleNamespace(model=model, src_tok=SRC_TOK, tgt_tok=TGT_TOK)
     for text, translation in zip(texts, out):
         for h in translation.hyps:
@@ -164,12 +164,12 @@ def test_alignment_is_the_argmax_of_the_last_layers_head_mean(model):
 
 
 def test_repetition_options_reach_the_search(model):
-    plain = by(model).translate(TEXTS, beam=2, max_len=10)
-    banned = by(model).translate(TEXTS, beam=2, max_len=10, no_repeat_ngram=1)
+    plain = by(model).translate(TEXTS, beam=2, max_output_len=10)
+    banned = by(model).translate(TEXTS, beam=2, max_output_len=10, no_repeat_ngram=1)
     assert all(len(set(o)) == len(o) for o in banned)
     assert any(len(set(o)) < len(o) for o in plain)
     ids = [src_ids(t) for t in TEXTS if t.strip()]
     spec = Search(beam=2, max_output_len=10, repetition_penalty=2.0)
     expected = [TGT_TOK.decode(h[0].tokens) for h in beam_search(model, ids, spec)]
-    got = by(model).translate(TEXTS, beam=2, max_len=10, repetition_penalty=2.0)
+    got = by(model).translate(TEXTS, beam=2, max_output_len=10, repetition_penalty=2.0)
     assert [o for t, o in zip(TEXTS, got) if t.strip()] == expected

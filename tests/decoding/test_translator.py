@@ -13,8 +13,9 @@ import shutil
 import pytest
 
 from scratchformer.cli import build_parser, main
-from scratchformer.config.decoding import FLAGS, DecodingOptions
-from scratchformer.decoding.pipeline import OPTIONAL, batches, chunks, run_pipeline
+from scratchformer.config.decoding import OPTIONAL, OPTIONAL_DTYPES, DecodingOptions
+from scratchformer.config.decoding_flags import BY_NAME, FLAGS
+from scratchformer.decoding.pipeline import batches, chunks, run_pipeline
 from scratchformer.decoding.results import Hyp
 from scratchformer.engines import ENGINES, Translator
 from scratchformer.engines.backends import engine_module
@@ -24,7 +25,7 @@ from scratchformer.runs import load_decoding, load_run
 from scratchformer.serve.decoder import Options, RunTranslator
 
 TEXTS = ["i love you. How are you", "hello", "", "good night. What is this. Good morning", "what is this"]
-GRID = [dict(zip(("beam", "alpha", "split_sentences", "repair_copies", "max_len"), values))
+GRID = [dict(zip(("beam", "alpha", "split_sentences", "repair_copies", "max_output_len"), values))
         for values in itertools.product((1, 4), (0.6, 1.5), (False, True), (False, True), (None, 3))]
 
 
@@ -36,11 +37,13 @@ def installed(engine: str) -> bool:
 
 
 def flags(options: dict) -> list[str]:
-    """`options` as command-line flags."""
+    """`options` as command-line flags, and `--set KEY=VALUE` for the options that are not flags."""
     out = []
     for name, value in options.items():
         flag = "--" + name.replace("_", "-")
-        if isinstance(value, bool):
+        if not BY_NAME[name].flag:
+            out += ["--set", f"{name}={'none' if value is None else str(value).lower()}"]
+        elif isinstance(value, bool):
             out.append(flag if value else "--no-" + flag[2:])
         elif value is not None:
             out += [flag, str(value)]
@@ -86,12 +89,12 @@ def test_the_grid_tells_its_options_apart(untrained_run):
     The run is untrained: the fitted one's beam and greedy outputs can agree on all five texts, as they did under
     ATen's baseline kernels (`make test-kernels`), while an untrained run's part on four of five under each."""
     run = load_run(untrained_run)
-    base = dict(beam=1, alpha=0.6, split_sentences=False, repair_copies=False, max_len=None)
+    base = dict(beam=1, alpha=0.6, split_sentences=False, repair_copies=False, max_output_len=None)
     plain = Translator(run, DecodingOptions(**base)).translate(TEXTS)
     # a budget one token short of the longest output cuts it, whatever this CPU's kernels trained the run to say
     longest = max(len(run.tgt_tok.encode(t)) for t in plain)
     assert longest >= 2, plain
-    for change in (dict(beam=4), dict(split_sentences=True), dict(max_len=longest - 1)):
+    for change in (dict(beam=4), dict(split_sentences=True), dict(max_output_len=longest - 1)):
         assert Translator(run, DecodingOptions(**{**base, **change})).translate(TEXTS) != plain, change
 
 
@@ -101,7 +104,7 @@ def test_an_unsupported_option_is_one_line_naming_the_backend(own_run, engine, c
         pytest.skip(f"{engine} is not installed")
     run = load_run(own_run)
     supports = engine_module(engine).Backend.SUPPORTS
-    on = {"n_best": 2, "no_repeat_ngram": 2, "repetition_penalty": 1.5, "align": True, "int8": True}
+    on = {"n_best": 2, "no_repeat_ngram": 2, "repetition_penalty": 1.5, "align": True}
     for name, value in on.items():
         options = DecodingOptions(engine=engine, **{name: value})
         if (engine, name) == ("torch", "int8"):
@@ -118,18 +121,28 @@ def test_an_unsupported_option_is_one_line_naming_the_backend(own_run, engine, c
     if "prefix" not in supports:
         with pytest.raises(ConfigError, match=f"prefix: the {engine} backend"):
             Translator(run, DecodingOptions(engine=engine)).translate(["hello"], prefix="你")
-    assert set(supports) <= set(OPTIONAL)
+    for dtype in OPTIONAL_DTYPES:  # bf16, int8: the dtype is the search itself; one line where it has none
+        options = DecodingOptions(engine=engine, dtype=dtype)
+        if dtype in supports:
+            continue
+        with pytest.raises(ConfigError, match=f"^dtype={dtype}: ") as e:
+            Translator(run, options)
+        assert "\n" not in str(e.value)
+        assert main(["translate", str(own_run), "hello", "--engine", engine, "--dtype", dtype]) == 2
+        err = capsys.readouterr().err
+        assert f"--dtype {dtype}: " in err and err.count("\n") == 1
+    assert set(supports) <= set(OPTIONAL) | set(OPTIONAL_DTYPES)
 
 
-def test_torch_supports_every_option_but_int8():
-    assert engine_module("torch").Backend.SUPPORTS == frozenset(OPTIONAL) - {"int8"}  # int8 is CTranslate2's
+def test_torch_supports_every_option():
+    assert engine_module("torch").Backend.SUPPORTS == frozenset(OPTIONAL) | {"bf16"}  # int8: CTranslate2's
 
 
 def test_torch_int8_is_refused_in_one_line_naming_the_way(own_run, capsys):
     """The torch engine's own int8 was dropped (slower than CTranslate2's): one line says what to use instead."""
     run = load_run(own_run)
     with pytest.raises(ConfigError, match="the torch engine has no int8 .*--engine ctranslate2 --dtype int8") as e:
-        Translator(run, run.decoding.pick(engine="torch", int8=True))
+        Translator(run, run.decoding.pick(engine="torch", dtype="int8"))
     assert "\n" not in str(e.value)
     assert importlib.util.find_spec("scratchformer.decoding.quantize") is None
 
@@ -146,8 +159,8 @@ def test_old_decoding_files_load(own_run):
         loaded = load_decoding(own_run)
         assert loaded == DecodingOptions(**old) and loaded.beam == 4
     every = DecodingOptions(alpha=1.2, split_sentences=True, repair_copies=True, chosen="all", engine="onnxruntime",
-                            beam=3, max_len=20, batch_size=8, max_tokens=500, n_best=2, no_repeat_ngram=3,
-                            repetition_penalty=1.2, align=True, int8=True)
+                            beam=3, max_output_len=20, batch_size=8, max_tokens=500, n_best=2, no_repeat_ngram=3,
+                            repetition_penalty=1.2, align=True, dtype="int8")
     (own_run / "decoding.json").write_text(json.dumps(every.to_dict()))
     assert load_decoding(own_run) == every
 
@@ -156,7 +169,7 @@ def test_one_default_beam_everywhere(own_run):
     parser = build_parser()
     commands = {"translate": [str(own_run), "x"], "evaluate": [str(own_run)], "serve": [str(own_run)],
                 "report": [str(own_run), "--out", "r.html"]}
-    from scratchformer.config.decoding import from_args
+    from scratchformer.config.decoding_flags import from_args
 
     for beam_in_file in (None, 2):
         if beam_in_file:
@@ -178,13 +191,15 @@ def test_the_decoding_flags_are_made_from_the_table():
     sub = next(a for a in parser._actions if a.dest == "command")
     for command in ("translate", "evaluate", "serve", "report"):
         actions = {a.dest: a for a in sub.choices[command]._actions}
-        made = {f.name for f in FLAGS if command in f.commands}
+        made = {f.name for f in FLAGS if command in f.commands and f.flag}
         assert made <= set(actions), command
         for name in made:
             assert actions[name].default is None  # the run's decoding.json decides
             assert actions[name].help.count("default") == 1, (command, name)  # one default shown
+        keys = {f.name for f in FLAGS if command in f.commands and not f.flag}
+        assert not keys & set(actions) and all(f"{k}: " in actions["set"].help for k in keys)  # --set's keys
         assert list(actions["engine"].choices) == list(ENGINES)
-    assert {f.name for f in FLAGS} == {f for f in DecodingOptions.__dataclass_fields__} - {"chosen", "ensemble"}
+    assert {f.name for f in FLAGS} == set(DecodingOptions.__dataclass_fields__) - {"chosen", "ensemble", "named_as"}
 
 
 def test_max_tokens_caps_padded_source_tokens_per_batch():
@@ -255,7 +270,7 @@ def test_evaluate_shows_progress(own_run, capsys):
 
 
 def test_serve_accepts_what_decoding_json_holds(own_run):
-    every = dict(beam=2, alpha=1.2, split_sentences=True, repair_copies=True, max_len=1, batch_size=3,
+    every = dict(beam=2, alpha=1.2, split_sentences=True, repair_copies=True, max_output_len=1, batch_size=3,
                  max_tokens=40, no_repeat_ngram=2, repetition_penalty=1.3)
     (own_run / "decoding.json").write_text(json.dumps(every))
     run = load_run(own_run)

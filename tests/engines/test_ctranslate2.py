@@ -151,8 +151,8 @@ def test_translate_texts_as_ours(trained_dir):
     texts = [QUERIES[0], "", QUERIES[5], "  ", QUERIES[-1]]
     translator = Translator(run, run.decoding.pick(engine="ctranslate2"), threads=1)
     for beam, max_len in ((1, None), (2, 2), (4, None)):
-        ours = Translator(run, run.decoding.pick(engine="torch")).translate(texts, beam=beam, max_len=max_len)
-        assert translator.translate(texts, beam=beam, max_len=max_len) == ours
+        ours = Translator(run, run.decoding.pick(engine="torch")).translate(texts, beam=beam, max_output_len=max_len)
+        assert translator.translate(texts, beam=beam, max_output_len=max_len) == ours
     assert translator.translate(texts)[1] == "" and translator.translate([]) == []
 
 
@@ -184,8 +184,8 @@ def test_export_float32_and_int8(tmp_path, run_dir):
     assert config["add_source_eos"] and config["decoder_start_token"] == "<s>" and config["eos_token"] == "</s>"
     assert (int8 / "model.bin").stat().st_size < 0.6 * (fp32 / "model.bin").stat().st_size
     run = load_run(run_dir)
-    engine = Translator(run, run.decoding.pick(engine="ctranslate2", int8=True), threads=1)
-    assert engine.backend.engine.compute_type.startswith("int8")  # --int8 reaches CT2 (a list of outputs is no proof)
+    engine = Translator(run, run.decoding.pick(engine="ctranslate2", dtype="int8"), threads=1)
+    assert engine.backend.engine.compute_type.startswith("int8")  # --dtype int8 reaches CT2 (outputs are no proof)
     (out,) = engine.translate(["Open"], beam=2)
     assert isinstance(out, str)
     translator = ct2.Translator(str(int8), device="cpu", intra_threads=1)  # int8 as saved; positions end at max_len

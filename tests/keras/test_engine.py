@@ -55,8 +55,9 @@ def test_keras_is_a_format_and_an_engine_that_declares_its_options():
 
 @pytest.mark.parametrize("beam, max_len", [(1, None), (1, 3), (2, None), (4, None)])
 def test_translate_gives_the_torch_engines_texts(run, engine, beam, max_len):
-    ours = Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate(TEXTS, beam=beam, max_len=max_len)
-    assert engine.translate(TEXTS, beam=beam, max_len=max_len, batch_size=4) == ours
+    ours = Translator.from_model(run.model, run.src_tok, run.tgt_tok).translate(TEXTS, beam=beam,
+                                                                                max_output_len=max_len)
+    assert engine.translate(TEXTS, beam=beam, max_output_len=max_len, batch_size=4) == ours
     assert ours[2] == "" and any(ours)
 
 

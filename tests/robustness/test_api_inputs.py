@@ -118,13 +118,15 @@ def test_sampling_refuses_a_temperature_that_is_not_finite(temperature, gpt):
 def test_translate_texts_on_empty_inputs(seq2seq):
     assert Translator.from_model(seq2seq, TOK, TOK).translate([]) == []
     for beam in (1, 3):
-        out = Translator.from_model(seq2seq, TOK, TOK).translate(["", " ", "abc", ""], beam=beam, max_len=5)
+        out = Translator.from_model(seq2seq, TOK, TOK).translate(["", " ", "abc", ""], beam=beam, max_output_len=5)
         assert len(out) == 4 and out[0] == "" and out[1] == "" and out[3] == ""
 
 
 @pytest.mark.parametrize("options, needle", [
     ({"alpha": math.nan}, "alpha"), ({"alpha": math.inf}, "alpha"), ({"alpha": -0.5}, "alpha"),
-    ({"max_len": 10**9}, "max_len"), ({"beam": 10**5}, "beam"), ({"beam": 0}, "beam"), ({"batch_size": 0}, "batch"),
+    ({"max_output_len": 10**9}, "max_output_len"),
+    ({"max_len": 5}, "max_len is max_output_len now"), ({"beam": 10**5}, "beam"), ({"beam": 0}, "beam"),
+    ({"batch_size": 0}, "batch"),
     ({"max_tokens": 0}, "max_tokens"),
 ])
 def test_translate_texts_refuses_options_that_cannot_work(options, needle, seq2seq):

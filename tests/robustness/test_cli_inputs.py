@@ -212,14 +212,14 @@ def test_training_a_model_bigger_than_the_machine_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("flags, needles", [
-    (["--max-len", "1000000000"], ["--max-len", "max_len"]),
+    (["--set", "max_output_len=1000000000"], ["--set max_output_len=1000000000", "positions end at"]),
     (["--beam", "100000"], ["--beam"]),
     (["--threads", "100000"], ["--threads"]),
-    (["--alpha", "nan"], ["--alpha"]),
-    (["--alpha", "inf"], ["--alpha"]),
-    (["--alpha", "-1"], ["--alpha"]),
+    (["--set", "alpha=nan"], ["--set alpha=nan"]),
+    (["--set", "alpha=inf"], ["--set alpha=inf"]),
+    (["--set", "alpha=-1"], ["--set alpha=-1"]),
     (["--batch-size", "0"], ["--batch-size"]),
-    (["--max-tokens", "0"], ["--max-tokens"]),
+    (["--set", "max_tokens=0"], ["--set max_tokens=0"]),
 ])
 def test_absurd_translate_sizes_are_one_line(flags, needles, toy_run):
     assert_one_line_error(cli("translate", str(toy_run), *flags, "hello", timeout=120), *needles, code=2)

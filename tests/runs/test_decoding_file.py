@@ -87,5 +87,5 @@ def test_translate_cli_uses_the_runs_choice_and_the_flag_turns_it_off(own_run, c
     (own_run / "decoding.json").write_text(json.dumps({"split_sentences": True}))
     assert main(["translate", str(own_run), text]) == 0
     assert capsys.readouterr().out == split + "\n"
-    assert main(["translate", str(own_run), "--no-split-sentences", text]) == 0
+    assert main(["translate", str(own_run), "--set", "split_sentences=false", text]) == 0
     assert capsys.readouterr().out == whole + "\n"

@@ -209,7 +209,7 @@ def test_the_worst_request_at_the_default_limits_is_refused_by_its_cost(tiny_run
     assert cost == 16 * 1664 * 48  # every sentence's budget: its tokens + 50, capped at the model's max_len 48
     out = run_service(translator, defaults, lambda app: asgi(app, "POST", "/translate", json.dumps(
         {"q": worst, "beam": 16, "alternatives": 15}).encode(), content_type="application/json"))
-    assert out.status == 413 and "--max-cost" in out.body["error"], out
+    assert out.status == 413 and "max_cost" in out.body["error"], out
     assert request_cost(translator, TEXTS, 4) <= defaults.max_cost  # ordinary requests are far below it
 
 
@@ -266,7 +266,7 @@ def test_api_keys_compare_as_utf8_bytes(translator):
 
 @pytest.mark.parametrize("flags,words", [(["--api-key", ""], "--api-key ''"),
                                          (["--allowed-host", "a/b"], "--allowed-host 'a/b'"),
-                                         (["--max-cost", "0"], "--max-cost 0")])
+                                         (["--set", "max_cost=0"], "--set max_cost=0")])
 def test_serve_flags_for_keys_hosts_and_cost_are_checked(capsys, tiny_run, flags, words):
     from scratchformer.cli import main
 
@@ -367,11 +367,16 @@ def test_a_beam_of_superscript_two_gets_our_message(translator):
 
 
 def test_too_many_alternatives_are_named_in_the_requests_words(translator):
-    """Issue 42: `alternatives: 15` at the default beam was reported as `--n-best 16`, a flag nobody gave."""
+    """Issue 42: `alternatives: 15` at the default beam was reported as `--n-best 16`, a flag nobody gave. Issue 43:
+    the options' own check says it (a pick of the server's options), in the request's words."""
     out = run_service(translator, settings(), lambda app: asgi(app, "POST", "/translate", json.dumps(
         {"q": "Hi", "alternatives": 15}).encode(), content_type="application/json"))
-    assert out.status == 400 and out.body["error"].startswith("alternatives 15 needs a beam of at least 16"), out
-    assert "--" not in out.body["error"] and "this server's default" in out.body["error"]
+    assert out.status == 400 and out.body["error"] == ('"alternatives": 15: beam search keeps only 4 hypotheses '
+                                                      "(beam 4, this server's default); give a beam of at least 16")
+    out = run_service(translator, settings(), lambda app: asgi(app, "POST", "/translate", json.dumps(
+        {"q": "Hi", "alternatives": 3, "beam": 2}).encode(), content_type="application/json"))
+    assert out.status == 400 and out.body["error"].startswith('"alternatives": 3: beam search keeps only 2 hypotheses '
+                                                              '("beam": 2)'), out
 
 
 # --- wrong-language input: a JSON field LibreTranslate clients ignore, and a log line; source "auto" -------------

@@ -25,7 +25,7 @@ def queued(url: str) -> int:
 
 def test_sigterm_answers_the_requests_in_flight_and_exits_0(tiny_run):
     # A 3 s merging window holds the requests in the queue: SIGTERM arrives while all of them are in flight.
-    server = start_server(tiny_run, *LANGS, "--batch-wait-ms", "3000", "--beam", "1")
+    server = start_server(tiny_run, *LANGS, "--set", "batch_wait_ms=3000", "--beam", "1")
     jobs = [TEXTS[:3], [TEXTS[3]], TEXTS[4:]]
     answers: dict[int, tuple] = {}
 
@@ -54,7 +54,7 @@ def test_sigterm_answers_the_requests_in_flight_and_exits_0(tiny_run):
 
 
 def test_api_key_and_timeout(tiny_run):
-    server = start_server(tiny_run, *LANGS, "--host", "0.0.0.0", "--api-key", "s3cret", "--timeout", "0.001")
+    server = start_server(tiny_run, *LANGS, "--host", "0.0.0.0", "--api-key", "s3cret", "--set", "timeout=0.001")
     url = "http://127.0.0.1:" + server.url.rsplit(":", 1)[1]
     try:
         assert not any("no authentication" in line for line in server.stderr)  # a key: no warning
@@ -62,7 +62,7 @@ def test_api_key_and_timeout(tiny_run):
             status, out, _ = request(url, "/translate", {"q": "Hello", **fields})
             assert (status, out) == (403, {"error": "Invalid API key"})
         status, out, _ = request(url, "/translate", {"q": TEXTS[5] * 3, "api_key": "s3cret"})
-        assert status == 408 and "--timeout" in out["error"]  # a 48-step decoding takes more than 1 ms
+        assert status == 408 and "timeout" in out["error"]  # a 48-step decoding takes more than 1 ms
         status, health, _ = request(url, "/health")
         assert status == 200  # /health needs no key
     finally:
@@ -77,12 +77,15 @@ def test_host_without_key_warns_in_one_line(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("flags,words", [
-    (["--batch-wait-ms", "-1"], "--batch-wait-ms"), (["--timeout", "0"], "--timeout"),
-    (["--port", "70000"], "65535"), (["--max-chars", "0"], "--max-chars"), (["--beam", "0"], "--beam"),
-    (["--beam", "20"], "--max-beam"), (["--alpha", "-1"], "--alpha -1"), (["--source", "en"], "--target"),
-    (["--batch-size", "0"], "--batch-size 0"), (["--header-timeout", "0"], "--header-timeout"),
-    (["--body-timeout", "nan"], "--body-timeout"), (["--keep-alive-timeout", "-1"], "--keep-alive-timeout"),
-    (["--max-connections", "0"], "--max-connections"),
+    (["--set", "batch_wait_ms=-1"], "--set batch_wait_ms=-1"), (["--set", "timeout=0"], "--set timeout=0"),
+    (["--port", "70000"], "65535"), (["--set", "max_chars=0"], "--set max_chars=0"), (["--beam", "0"], "--beam 0"),
+    (["--beam", "20"], "--beam 20: more than --set max_beam=16"), (["--set", "alpha=-1"], "--set alpha=-1"),
+    (["--source", "en"], "--target"),
+    (["--batch-size", "0"], "--batch-size 0"), (["--set", "header_timeout=0"], "--set header_timeout=0"),
+    (["--set", "body_timeout=nan"], "--set body_timeout=nan"),
+    (["--set", "keep_alive_timeout=-1"], "--set keep_alive_timeout=-1"),
+    (["--set", "max_connections=0"], "--set max_connections=0"), (["--set", "max_beam=x"], "max_beam takes"),
+    (["--set", "beam=2"], "--set beam=2: give KEY=VALUE with one of the keys alpha, max_output_len"),
 ])
 def test_flags_that_cannot_work_are_one_line(capsys, tiny_run, flags, words):
     assert main(["serve", str(tiny_run), *flags]) == 2

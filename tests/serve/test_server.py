@@ -15,8 +15,8 @@ from .conftest import TEXTS, cli_lines, request, start_server
 
 @pytest.fixture(scope="module")
 def server(tiny_run):
-    s = start_server(tiny_run, "--source", "en", "--target", "zh", "--max-sentences", "8", "--max-chars", "400",
-                     "--batch-wait-ms", "20")
+    s = start_server(tiny_run, "--source", "en", "--target", "zh", "--set", "max_sentences=8", "--set", "max_chars=400",
+                     "--set", "batch_wait_ms=20")
     yield s
     assert s.stop() == 0
 

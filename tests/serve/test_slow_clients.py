@@ -19,7 +19,7 @@ import pytest
 from .conftest import request, start_server
 
 LANGS = ("--source", "en", "--target", "zh")
-SHORT = ("--header-timeout", "1", "--body-timeout", "2", "--keep-alive-timeout", "1")
+SHORT = ("--set", "header_timeout=1", "--set", "body_timeout=2", "--set", "keep_alive_timeout=1")
 HANG = 60.0  # seconds: an upper bound that only a hang passes
 
 
@@ -94,7 +94,7 @@ def metrics(url: str) -> str:
 
 @pytest.fixture(scope="module")
 def server(tiny_run):
-    server = start_server(tiny_run, *LANGS, *SHORT, "--max-connections", "6")
+    server = start_server(tiny_run, *LANGS, *SHORT, "--set", "max_connections=6")
     yield server
     assert server.stop() == 0
     assert "Traceback" not in "".join(server.stderr), "".join(server.stderr)[-3000:]
@@ -105,7 +105,7 @@ def test_a_slow_body_gets_408_and_is_closed(server):
     translate_ok(server.url)  # meanwhile
     for held in slow:
         status, out = held.wait()
-        assert status == 408 and "body" in out["error"] and "--body-timeout" in out["error"], out
+        assert status == 408 and "body" in out["error"] and "body_timeout" in out["error"], out
 
 
 def test_idle_and_slow_header_connections_are_closed(server):
@@ -146,7 +146,7 @@ def test_a_normal_request_is_answered_with_few_file_descriptors(tiny_run):
     """Under a low open-files limit (as `prlimit --nofile`), more held connections than the limit allows: the
     server never runs out of descriptors (the oldest idle connections are closed to make room), a normal request
     gets an answer meanwhile, and a translation once the idle ones are closed."""
-    server = start_server(tiny_run, *LANGS, *SHORT, "--max-connections", "1000", nofile=128)
+    server = start_server(tiny_run, *LANGS, *SHORT, "--set", "max_connections=1000", nofile=128)
     try:
         held = []
         for _ in range(150):  # more than 128 descriptors' worth
@@ -169,7 +169,7 @@ def test_a_normal_request_is_answered_with_few_file_descriptors(tiny_run):
 
 
 def test_sigterm_while_bodies_arrive_answers_503_and_exits(tiny_run):
-    server = start_server(tiny_run, *LANGS, "--body-timeout", "600")
+    server = start_server(tiny_run, *LANGS, "--set", "body_timeout=600")
     try:
         slow = [Held(server.url, head(100) + b'{"q": "', b"x" * 93, every=0.5) for _ in range(3)]
         end = time.monotonic() + HANG

@@ -30,7 +30,7 @@ def rss(pid: int) -> int:
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the RSS from /proc (Linux)")
 def test_steady_load_keeps_memory_flat(tiny_run):
-    server = start_server(tiny_run, "--source", "en", "--target", "zh", "--batch-wait-ms", "5")
+    server = start_server(tiny_run, "--source", "en", "--target", "zh", "--set", "batch_wait_ms=5")
     deadline = time.monotonic() + SECONDS
     counts, failures, samples = [0] * CLIENTS, [], []
 

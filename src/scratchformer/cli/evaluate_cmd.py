@@ -19,18 +19,13 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise ConfigError("--limit {limit}: give a number of sentences >= 1 (leave it out for all)", limit=args.limit)
     if args.show < 0:
         raise ConfigError("--show {show}: give a number of samples >= 0", show=args.show)
-    from scratchformer.config.decoding import DecodingOptions, from_args
+    from scratchformer.config.decoding import DecodingOptions
+    from scratchformer.config.decoding_flags import from_args
 
-    from_args(DecodingOptions(), args).check(cli=True)  # the flags alone, before any loading
+    from_args(DecodingOptions(), args)  # the flags alone, made (so checked) before any loading
     if not 2 <= args.confidence_n <= MAX_BOOTSTRAP_RESAMPLES:
         raise ConfigError("--confidence-n {n}: give the number of bootstrap resamples, 2 or more, at most {most:,} "
                           "(1000 is usual)", n=args.confidence_n, most=MAX_BOOTSTRAP_RESAMPLES)
-
-
-def _flags() -> list:
-    from scratchformer.config.decoding import FLAGS
-
-    return [f for f in FLAGS if "evaluate" in f.commands]
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -43,7 +38,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from scratchformer.errors import ConfigError
 
         raise ConfigError(f"--explain takes BLEU apart: {args.run_dir} holds a {arch} model, which has no BLEU")
-    given = [("--" + f.name.replace("_", "-"), getattr(args, f.name)) for f in _flags()]
+    from scratchformer.config.decoding_flags import flag_of, given_flags
+
+    given = [(flag_of(name, value), value) for name, value in given_flags(args).items()]
     for flag, value in (*given, ("--confidence", args.confidence), ("--ensemble", args.ensemble)):
         if value not in (None, False) and arch != "encoder-decoder":
             from scratchformer.errors import ConfigError
@@ -58,12 +55,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         result = evaluate_encoder(args.run_dir, args.split, weights=args.weights, corpus=args.corpus)
     else:
-        from scratchformer.config.decoding import given_flags
-        from scratchformer.evaluation.translation import evaluate_run
+        from scratchformer.evaluation.translation import Scoring, evaluate_run
 
+        scoring = Scoring(args.explain, args.confidence_n if args.confidence else 0, progress=True)
         result = evaluate_run(args.run_dir, args.split, args.limit, args.show, args.corpus, args.weights,
-                              explain=args.explain, confidence=args.confidence_n if args.confidence else 0,
-                              ensemble=args.ensemble, progress=True, **given_flags(args))
+                              args.ensemble, scoring, **given_flags(args))
     if args.json:
         print(json.dumps(result, ensure_ascii=False))
         return 0
@@ -81,7 +77,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `evaluate` subcommand."""
-    from scratchformer.cli.common import add_decoding_args
+    from scratchformer.config.decoding_flags import add_decoding_args
 
     p = sub.add_parser("evaluate", help="BLEU/chrF (translation), perplexity (language model) or accuracy "
                        "(encoder tasks) on a split")

@@ -72,7 +72,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     if translation is None:  # as `translate` would say it: the run's decoding.json, through the one door
         from scratchformer.engines import Translator
 
-        translation = Translator(run, cli=True).translate([args.sentence])[0]
+        translation = Translator(run, run.decoding.pick(named_as=frozenset())).translate([args.sentence])[0]
     path = plot_sentence_attention(run, args.sentence, translation, out, args.kind, layer, head)
     print(f"{args.sentence} -> {translation}\n" + _("wrote {path}").format(path=path))
     return 0

@@ -10,7 +10,7 @@ from scratchformer.i18n import _
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Write the report and say where."""
-    from scratchformer.config.decoding import given_flags
+    from scratchformer.config.decoding_flags import given_flags
     from scratchformer.evaluation.report import write_run_report
     from scratchformer.runs.folders import check_file
 
@@ -31,7 +31,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `report` subcommand."""
-    from scratchformer.cli.common import add_decoding_args
+    from scratchformer.config.decoding_flags import add_decoding_args
 
     p = sub.add_parser("report", help="a self-contained HTML report of a translation run (config, curves, "
                        "attention of every kind, samples, test scores)")

@@ -1,9 +1,10 @@
 """`scratchformer translate RUN_DIR "text" ...`: one line in, one line out (arguments, a file, or stdin).
 
-The decoding flags are made from config/decoding.py's table and default to the run's own (RUN_DIR/decoding.json);
-everything goes through engines.Translator, which refuses, in one line naming the backend, an option the chosen
-engine does not have. A file or stdin is read, translated and printed in chunks of CHUNK lines, so a file of any
-size streams. With --n-best, --align or --format jsonl, one input gives its hypotheses (decoding/results.py).
+The decoding flags and `--set KEY=VALUE` are made from config/decoding_flags.py's table and default to the run's own
+(RUN_DIR/decoding.json); everything goes through engines.Translator, which refuses, in one line naming the backend,
+an option the chosen engine does not have (the options' one check against the model and backend). A file or stdin
+is read, translated and printed in chunks of CHUNK lines, so a file of any size streams. With --n-best, --align or
+--format jsonl, one input gives its hypotheses (decoding/results.py).
 """
 
 from __future__ import annotations
@@ -76,17 +77,6 @@ def _check_engine(args: argparse.Namespace, engine: str) -> None:
                               "as text")
 
 
-def _check_arch(args: argparse.Namespace, arch: str) -> None:
-    from scratchformer.errors import ConfigError
-
-    if arch == "decoder":
-        raise ConfigError("{run} holds a decoder (language-model) run, which continues text rather than translating "
-                          "it: use `scratchformer generate {run} ...`", run=args.run_dir)
-    if arch == "encoder":
-        raise ConfigError("{run} holds an encoder (classifier / masked-LM) run, which does not generate text: use "
-                          "`scratchformer evaluate {run}`", run=args.run_dir)
-
-
 def _expected_tokens(args: argparse.Namespace, run) -> int | None:
     """--file's work for the torch engine's step rule (engines/torch_engine.py: compile the captured step when it
     pays): its lines x the mean source tokens (with </s>) of its first CHUNK lines, as an estimate of the output
@@ -121,10 +111,9 @@ def translate_stream(translate: Callable[[list[str]], list], lines: Iterable[str
 
 def cmd_translate(args: argparse.Namespace) -> int:
     from scratchformer.cli.common import set_threads
-    from scratchformer.config.decoding import from_args, given_flags
+    from scratchformer.config.decoding_flags import from_args
     from scratchformer.data.language import prefetch
     from scratchformer.engines import Translator
-    from scratchformer.engines.translator import check_options
     from scratchformer.runs import load_decoding, load_run
 
     _check_flags(args)
@@ -135,16 +124,12 @@ def cmd_translate(args: argparse.Namespace) -> int:
                                              flag="--show-attention"))
     prefetch()  # the language check's model loads while the run does
     set_threads(args.threads)
-    given = frozenset(given_flags(args))  # messages name these as flags, the rest as decoding.json's
-    if Path(args.run_dir).is_dir():  # before the (slow) model load: what the engine cannot do
-        options = from_args(load_decoding(Path(args.run_dir)), args)
-        _check_engine(args, options.engine)
-        check_options(options, cli=given)
+    if Path(args.run_dir).is_dir():  # before the (slow) model load: the options made (so checked), the engine's
+        _check_engine(args, from_args(load_decoding(Path(args.run_dir)), args).engine)  # output options
     run = load_run(args.run_dir, args.weights, ensemble=args.ensemble)
-    _check_arch(args, run.model_config.arch)
-    options = from_args(run.decoding, args)
+    options = from_args(run.decoding, args)  # messages name the options given as flags, the rest decoding.json's
     expected = _expected_tokens(args, run) if options.engine == "torch" else None
-    translator = Translator(run, options, cli=given, **({"expected_tokens": expected} if expected else {}))
+    translator = Translator(run, options, **({"expected_tokens": expected} if expected else {}))
     structured = translator.options.n_best > 1 or translator.options.align or args.format == "jsonl"
 
     from scratchformer.data.language import warn_wrong_language  # a mostly-CJK input to an en->zh model: one line
@@ -204,7 +189,7 @@ def _print(outputs: list, args: argparse.Namespace, scores: bool) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from scratchformer.cli.common import add_decoding_args
+    from scratchformer.config.decoding_flags import add_decoding_args
 
     p = sub.add_parser("translate", help="translate text with a trained run")
     p.add_argument("run_dir")

@@ -1,13 +1,13 @@
 """DecodingOptions: every knob of translation in one frozen object, kept beside a run as RUN_DIR/decoding.json (as
 Hugging Face keeps generation_config.json beside a model). translate, evaluate, serve and report start from the
-run's file; a flag given on the command line wins; the flags themselves are made from FLAGS below.
+run's file; a flag or a `--set KEY=VALUE` given on the command line wins; both are made from FLAGS below.
 
     {"alpha": 1.5, "split_sentences": true, "repair_copies": true, "chosen": "mean valid BLEU ..."}   (models/en-zh)
 
-    engine              torch (our own decoder), ctranslate2 or onnxruntime (engines/backends.py: ENGINES)
+    engine              torch (our own decoder), ctranslate2, onnxruntime or keras (Engine; engines/backends.py)
     beam                beam width, 1 = greedy (the paper: 4)
     alpha               the GNMT length penalty's exponent ((5 + |Y|) / 6) ** alpha (the paper: 0.6)
-    max_len             most output tokens per sentence; None: source length + 50, the paper's rule
+    max_output_len      most output tokens per sentence; None: source length + 50, the paper's rule
     batch_size          most sentences decoded together
     max_tokens          most *padded source tokens* in one decoding batch (rows x longest source); None: no cap
     n_best              hypotheses per input (<= beam)
@@ -16,45 +16,63 @@ run's file; a flag given on the command line wins; the flags themselves are made
     align               word alignments from cross-attention with each hypothesis
     split_sentences     a pre-processor: each text translated sentence by sentence (decoding/sentences.py)
     repair_copies       a post-processor: names, numbers, paths the model miscopied put back (decoding/copies.py)
-    int8                dynamic int8 weights (torch: quantize_int8; ctranslate2: its own int8 compute type)
     ensemble            more weights files of the run folder, averaged with model.safetensors (decoding/ensemble.py)
     step                torch's decoding step: eager (the lean step), captured (compiled ahead with AOTInductor and
                         cached per user, CPU, torch, dtype and weights; compiles on first use, saying so), or auto
                         (a cached package unless measured slower here; with none, a compile only where it pays:
                         engines/torch_engine.py's rule, docs/performance.md)
-    dtype               torch's weights and activations while decoding: fp32, bf16, or auto (bf16 where this CPU
-                        has AVX512-BF16 or AMX and it measured faster: autotune.decoding_dtype)
+    dtype               what decodes in, as CTranslate2's compute_type: auto, fp32, bf16 (torch: where this CPU has
+                        AVX512-BF16 or AMX; auto picks it where it measured faster) or int8 (CTranslate2's own)
     chosen              free text: how these values were chosen (people only)
 
-An old file (the four keys alpha, split_sentences, repair_copies, chosen, or with ensemble) loads as it is; every
-key it leaves out takes the default above. A file is checked once when loaded (types, ranges: a one-line
-ConfigError naming it) and the options once more against the model they decode (`check_model`: beam vs the
-vocabulary, max_len vs the positions, the search's memory) where the Translator is made.
+Checked once: a DecodingOptions checks itself whenever one is made (`__post_init__`: types, choices, ranges, n_best
+vs beam), however it is made (`pick`, `load`, the flags), and once more against the model and the backend where a
+Translator is made (`check_for`, its only caller): the architecture, max_output_len vs the positions, beam vs the
+vocabulary, the search's memory, the options the backend does not have. A message names each option the way the
+user gave it (`named`): `--beam 0`, `--set alpha=-1`, `beam=4 from decoding.json`, `beam=0`.
+
+An old file loads: every key it leaves out takes the default above, `max_len` is read as max_output_len and
+`"int8": true` as dtype int8 (RENAMED, upgrade).
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import numbers
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Collection, Mapping
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from scratchformer.config.budget import PAPER_EXTRA_LEN, output_budget
-from scratchformer.config.fields import read_json, reject_unknown_fields
+from scratchformer.config.fields import check_field_types, literal_names, read_json, reject_unknown_fields
 from scratchformer.config.model import ModelConfig, available_memory, human_bytes
-from scratchformer.errors import ConfigError
-from scratchformer.i18n import N_, _
+from scratchformer.errors import ConfigError, InputError
+from scratchformer.i18n import N_
 
 MEMBER_FILE = re.compile(r"[\w.-]+\.safetensors")  # a file name in the run folder, no path
 MAX_ALPHA = 10.0  # GNMT tuned alpha in [0.6, 1]; ((5 + 512) / 6) ** 10 is still a float
 MIN_PENALTY = 0.01  # and 1 / 0.01 = 100 at most: far beyond any useful value, and logits / P stay finite
 DEFAULT_MAX_NEW = 60  # generate: new tokens per prompt when none are asked for (fewer if max_len leaves no room)
-STEPS = ("auto", "eager", "captured")  # the torch engine's decoding step (decoding/captured.py)
-DTYPES = ("auto", "fp32", "bf16")  # the torch engine's decoding dtype
+
+# The typed choices, each written once: engines/backends.py's ENGINES is keyed by Engine's names.
+Engine = Literal["torch", "ctranslate2", "onnxruntime", "keras"]
+Step = Literal["auto", "eager", "captured"]  # the torch engine's decoding step (decoding/captured.py)
+Dtype = Literal["auto", "fp32", "bf16", "int8"]  # as CTranslate2's compute_type
+ENGINES, STEPS, DTYPES = get_args(Engine), get_args(Step), get_args(Dtype)
+RENAMED = {"max_len": "max_output_len"}  # decoding.json keys of older versions -> today's names
+
+# Options only some backends honour; a backend lists those it has in SUPPORTS (dtype int8 and bf16 by those names).
+# Every other option (beam, alpha, max_output_len, batch_size, max_tokens, the text-level ones) every backend has.
+OPTIONAL = ("n_best", "no_repeat_ngram", "repetition_penalty", "align", "prefix", "step")
+OPTIONAL_DTYPES = ("bf16", "int8")  # the dtypes only some backends have (auto and fp32: every one)
+NO_DTYPE = {("torch", "int8"): N_("{option}: the torch engine has no int8 (it was slower than CTranslate2's): use "
+                                   "--engine ctranslate2 --dtype int8, or --dtype bf16"),
+            ("ctranslate2", "bf16"): N_("{option}: CTranslate2 has no bf16 on CPU: use --dtype fp32 or --dtype int8")}
+# A name of how the user gave the options (`named`): False: the API (`beam=0`); True: flags; the names of the flags
+# given (the others came from decoding.json); or each name's own words (a serve request: '"beam": 4').
+Naming = bool | frozenset | Mapping
 
 
 # Hugging Face and CTranslate2 rank finished beams by logP / |Y|^lp, GNMT (ours) by logP / ((5 + |Y|) / 6)^alpha.
@@ -105,32 +123,63 @@ def search_bytes(config: ModelConfig, rows: int, steps: int) -> int:
     return rows * (kv + 3 * config.tgt_vocab_size * 4 + steps * 8)
 
 
+
+def upgrade(data: Mapping[str, Any]) -> dict[str, Any]:
+    """An older decoding.json's keys under today's names: RENAMED (max_len -> max_output_len), and the retired
+    `"int8": true` as dtype int8 (`false` said nothing: dropped). A key given under both names: one line."""
+    data = dict(data)
+    for old, new in RENAMED.items():
+        if old in data:
+            if new in data:
+                raise ConfigError(f"{old} and {new}: the same option under its old and new name; keep {new}")
+            data[new] = data.pop(old)
+    if "int8" in data:
+        int8 = data.pop("int8")
+        if not isinstance(int8, bool):
+            raise ConfigError(f"int8={int8!r} must be true or false (today: \"dtype\": \"int8\")")
+        if int8 and data.get("dtype", "auto") not in ("auto", "int8"):
+            raise ConfigError(f"int8=true with dtype={data['dtype']!r}: int8 is a dtype today; keep one")
+        if int8:
+            data["dtype"] = "int8"
+    return data
+
+
 @dataclass(frozen=True)
 class DecodingOptions:
-    """Every decoding option (the module docstring says each); `pick` lays flags over them. The first five fields
-    keep the order of the file's first version (positional construction still works)."""
+    """Every decoding option (the module docstring says each); `pick` lays flags over them. Made = checked
+    (`__post_init__`); `named_as` is how messages name the options (Naming above; not an option, never saved).
+    The first five fields keep the order of the file's first version (positional construction still works)."""
 
     alpha: float = 0.6
     split_sentences: bool = False
     repair_copies: bool = False
     chosen: str = ""
     ensemble: list[str] = field(default_factory=list)
-    engine: str = "torch"
+    engine: Engine = "torch"
     beam: int = 4
-    max_len: int | None = None
+    max_output_len: int | None = None
     batch_size: int = 32
     max_tokens: int | None = None
     n_best: int = 1
     no_repeat_ngram: int = 0
     repetition_penalty: float = 1.0
     align: bool = False
-    int8: bool = False
-    step: str = "auto"
-    dtype: str = "auto"
+    step: Step = "auto"
+    dtype: Dtype = "auto"
+    named_as: Naming = field(default=False, compare=False, repr=False, kw_only=True)
 
-    def pick(self, **flags: Any) -> DecodingOptions:
-        """These options with each flag that was given (not None) in place of the run's value."""
-        return replace(self, **{k: v for k, v in flags.items() if v is not None})
+    def __post_init__(self) -> None:
+        self.check()
+
+    def pick(self, named_as: Naming | None = None, **flags: Any) -> DecodingOptions:
+        """These options with each flag that was given (not None) in place of the run's value, checked;
+        named_as: how messages name them from now on (default: as these are named)."""
+        given = {k: v for k, v in flags.items() if v is not None}
+        unknown = sorted(set(given) - set(OPTION_NAMES))
+        if unknown:
+            renamed = "".join(f"; {old} is {RENAMED[old]} now" for old in unknown if old in RENAMED)
+            raise ConfigError(f"unknown decoding option(s) {unknown}{renamed}; the options: {', '.join(OPTION_NAMES)}")
+        return replace(self, **given, **({} if named_as is None else {"named_as": named_as}))
 
     def text_level(self) -> list[str]:
         """The pre- and post-processors turned on, by name (they run around any engine's search)."""
@@ -142,32 +191,31 @@ class DecodingOptions:
 
     def changed(self) -> dict[str, Any]:
         """The options that differ from the defaults, by name (what an engine must support)."""
-        default = DecodingOptions()
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name != "chosen" and getattr(self, f.name) != getattr(default, f.name)}
+        return {name: getattr(self, name) for name in OPTION_NAMES
+                if name != "chosen" and getattr(self, name) != DEFAULTS[name]}
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The options as decoding.json holds them."""
+        return {k: v for k, v in asdict(self).items() if k != "named_as"}
 
-    def _namer(self, cli: bool | Collection[str]) -> Callable[[str], str]:
-        return lambda n: named(n, getattr(self, n), cli)
+    def name(self, option: str) -> str:
+        """How a message names `option` with its value (`named`)."""
+        return named(option, getattr(self, option), self.named_as)
 
-    def check(self, cli: bool | Collection[str] = False) -> None:
-        """One-line ConfigErrors for options that cannot work on any model: sizes < 1, a bad alpha, n_best outside
-        [1, beam], bad repetition options. `cli` names them as flags (`--beam 0`), else as fields (`beam=0`)."""
-        name = self._namer(cli)
+    def check(self) -> None:
+        """One-line ConfigErrors for options that cannot work on any model: types, choices, sizes < 1, a bad alpha,
+        n_best outside [1, beam], bad repetition options. Run once for every DecodingOptions made (__post_init__)."""
+        name = self.name
+        check_field_types(type(self), {n: getattr(self, n) for n in OPTION_NAMES}, name)
+        for option, hint in CHOICES.items():
+            if getattr(self, option) not in literal_names(hint):
+                raise ConfigError(f"{name(option)}: must be one of {', '.join(literal_names(hint))}")
         for size in ("beam", "batch_size"):
-            if not isinstance(getattr(self, size), int) or getattr(self, size) < 1:
+            if getattr(self, size) < 1:
                 raise ConfigError(f"{name(size)}: must be >= 1" + (" (1 = greedy)" if size == "beam" else ""))
-        for size in ("max_tokens", "max_len"):
+        for size in ("max_tokens", "max_output_len"):
             if getattr(self, size) is not None and getattr(self, size) < 1:
                 raise ConfigError(f"{name(size)}: must be >= 1 (or left unset)")
-        if self.step not in STEPS:
-            raise ConfigError(f"{name('step')}: must be one of {', '.join(STEPS)}")
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"{name('dtype')}: must be one of {', '.join(DTYPES)}")
-        if self.int8 and self.dtype == "bf16":
-            raise ConfigError(f"{name('int8')} with {name('dtype')}: int8 weights compute in fp32; choose one")
         if self.n_best < 1:
             raise ConfigError(f"{name('n_best')}: must be >= 1")
         if self.n_best > self.beam:
@@ -177,132 +225,79 @@ class DecodingOptions:
                          (name("no_repeat_ngram"), name("repetition_penalty")))
         check_alpha(self.alpha, name("alpha"))
 
-    def check_model(self, config: ModelConfig, members: int = 1, cli: bool | Collection[str] = False) -> None:
-        """check(), then against the model that decodes: it must translate, max_len within its positions, a beam no
-        wider than its vocabulary, and the worst batch's search within this machine's memory (`members`: models
-        decoded together, an ensemble, each with its own KV cache)."""
-        if config.arch != "encoder-decoder":
-            from scratchformer.errors import InputError
-
-            raise InputError(f"translation needs an encoder-decoder model, got a {config.arch} one")
-        self.check(cli)
-        name = self._namer(cli)
-        cap = config.max_len
-        if self.max_len is not None and self.max_len > cap:
-            raise ConfigError(f"{name('max_len')}: the model's positions end at max_len={cap}; give at most {cap} "
+    def check_for(self, config: ModelConfig | None, supports: Collection[str], members: int = 1) -> None:
+        """The options against the model and the backend that decode them (engines/translator.py's Translator is
+        the one caller): the model must translate; the backend must have every option set away from its default
+        (SUPPORTS; dtype int8 / bf16 by those names); max_output_len within the positions, a beam no wider than the
+        vocabulary, and the worst batch's search within this machine's memory (`members`: models decoded
+        together, an ensemble, each with its own KV cache)."""
+        arch = getattr(config, "arch", None)
+        if config is None or arch != "encoder-decoder":
+            hint = {"decoder": " (a language model continues text: use `scratchformer generate`)",
+                    "encoder": " (a classifier / masked LM: use `scratchformer evaluate`)"}.get(arch, "")
+            raise InputError(f"translation needs an encoder-decoder model, got a {arch or 'model-less'} one{hint}")
+        self.check_supported(supports)
+        name, cap = self.name, config.max_len
+        if self.max_output_len is not None and self.max_output_len > cap:
+            raise ConfigError(f"{name('max_output_len')}: the model's positions end at {cap}; give at most {cap} "
                               f"output tokens (unset: source length + {PAPER_EXTRA_LEN})")
         if self.beam > config.tgt_vocab_size:
             raise ConfigError(f"{name('beam')}: wider than the {config.tgt_vocab_size}-token target vocabulary; "
                               "beams of 4-12 are usual")
-        steps = output_budget(cap, self.max_len, cap)  # the longest source's budget
+        steps = output_budget(cap, self.max_output_len, cap)  # the longest source's budget
         need, have = members * search_bytes(config, self.batch_size * self.beam, steps), available_memory()
         if have is not None and need > have:
             raise ConfigError(f"{name('beam')} with {name('batch_size')}: the search would need about "
                               f"{human_bytes(need)}; this machine has {human_bytes(have)} available: lower the beam "
                               "or the batch size")
 
+    def check_supported(self, supports: Collection[str], prefix: bool = False) -> None:
+        """One line naming the engine for an option its backend does not have (set away from its default); a
+        prefix (Translator.translate's) is such an option too."""
+        if self.dtype in OPTIONAL_DTYPES and self.dtype not in supports:
+            template = NO_DTYPE.get((self.engine, self.dtype), N_("{option}: the {engine} backend has no {dtype}"))
+            raise ConfigError(template, option=self.name("dtype"), engine=self.engine, dtype=self.dtype)
+        changed = {**self.changed(), **({"prefix": True} if prefix else {})}
+        for option in OPTIONAL:
+            if option in changed and option not in supports:
+                shown = self.name(option) if option != "prefix" else "--prefix" if self.named_as else "prefix"
+                raise ConfigError(f"{shown}: the {self.engine} backend does not have this option (--engine torch, "
+                                  "our own decoder, has every option)")
+
     @classmethod
     def load(cls, path: str | Path, model_file: str) -> DecodingOptions:
         """decoding.json checked (`model_file`: the run's weights, which no ensemble member may name); a one-line
-        ConfigError naming the file for anything wrong in it."""
+        ConfigError naming the file for anything wrong in it. Older files' keys are upgraded first (upgrade)."""
         data = read_json(path, "decoding config")
         try:
+            data = upgrade(data) if isinstance(data, Mapping) else data
             reject_unknown_fields(cls, data, "decoding config field(s)")
+            if "named_as" in data:
+                raise ConfigError(f"unknown decoding config field(s) ['named_as']; known fields: "
+                                  f"{', '.join(sorted(OPTION_NAMES))}")
             options = cls(**{**data, **({"alpha": float(data["alpha"])} if "alpha" in data else {})})
-            options.check()
             check_members(options.ensemble, model_file)
             return options
         except ConfigError as e:
             raise ConfigError(f"decoding config {path}: {e}") from None
 
 
-def named(name: str, value: object, cli: bool | Collection[str]) -> str:
-    """How a message names an option: `--max-len 7` for the command line, `max_len=7` for the API. `cli` may be
-    the names of the flags the user gave: another option came from the run's decoding.json and is named so
-    (`batch_size=100000 from decoding.json`), never as a flag the user did not type."""
+OPTION_NAMES = tuple(f.name for f in fields(DecodingOptions) if f.name != "named_as")
+DEFAULTS = {f.name: f.default_factory() if f.default is MISSING else f.default for f in fields(DecodingOptions)}
+CHOICES = {"engine": Engine, "step": Step, "dtype": Dtype}
+
+
+def named(name: str, value: object, cli: Naming) -> str:
+    """How a message names an option: `--beam 7` for a flag, `--set alpha=1.5` for a --set key, `beam=7` for the
+    API. `cli` may be the names of the flags the user gave: another option came from the run's decoding.json and is
+    named so (`batch_size=100000 from decoding.json`), never as a flag the user did not type; or a mapping of each
+    name to its own words (a serve request's), where a name it lacks is the server's (`beam=4 of this server`)."""
+    if isinstance(cli, Mapping):
+        return cli.get(name, f"{name}={value} of this server")
     if cli is False:
         return f"{name}={value}"
     if cli is not True and name not in cli:
         return f"{name}={value} from decoding.json"
-    flag = f"--{name.replace('_', '-')}"
-    return flag if isinstance(value, bool) else f"{flag} {value}"
+    from scratchformer.config.decoding_flags import flag_of
 
-
-# -- the flags of translate, evaluate, serve and report, made from one table ------------------------------------------
-
-@dataclass(frozen=True)
-class Flag:
-    """One decoding option as a command-line flag; `commands` lists those that take it."""
-
-    name: str
-    help: str
-    commands: frozenset[str]
-    kind: Callable[[str], Any] | None = None  # None: a --x / --no-x switch
-    metavar: str | None = None
-
-
-ALL = frozenset({"translate", "evaluate", "serve", "report"})
-TEXT = frozenset({"translate", "evaluate", "report"})  # serve: a request sets n_best (alternatives) itself
-FLAGS: tuple[Flag, ...] = (
-    Flag("engine", N_("decode with our PyTorch code or an exported copy (cached in the run directory)"), ALL, str),
-    Flag("beam", N_("beam size (1 = greedy; the paper uses 4)"), ALL, int, "K"),
-    Flag("alpha", N_("GNMT length penalty ((5+|Y|)/6)^alpha"), ALL, float, "A"),
-    Flag("max_len", N_("most output tokens per sentence (unset: source length + 50, the paper's rule)"), ALL, int, "N"),
-    Flag("batch_size", N_("most sentences decoded together"), ALL, int, "N"),
-    Flag("max_tokens", N_("most padded source tokens (sentences x the longest) in one decoding batch (unset: no cap)"),
-         TEXT, int, "N"),  # serve: --max-batch-tokens is its budget (decoding.json's max_tokens still applies)
-    Flag("n_best", N_("the N best hypotheses (N <= --beam), each as a line `text<TAB>score`"), frozenset({"translate"}),
-         int, "N"),
-    Flag("no_repeat_ngram", N_("never repeat an n-gram of N target tokens (fairseq's; 0 = off, 3 is usual)"), ALL, int,
-         "N"),
-    Flag("repetition_penalty", N_("divide the logits of tokens already output by P (CTRL's; 1 = off)"), ALL, float,
-         "P"),
-    Flag("align", N_("add word alignments `i-j` (source-target subword indices, from the last decoder layer's "
-         "cross-attention averaged over heads) after a TAB, or as \"alignment\" in jsonl"), frozenset({"translate"})),
-    Flag("split_sentences", N_("translate each line sentence by sentence (cut after . ! ? before a capital or digit, "
-         "after 。！？) and join the parts"), ALL),
-    Flag("repair_copies", N_("put back names, numbers, paths and options the model miscopied from the source "
-         "(outputs with CJK text only; decoding/copies.py)"), ALL),
-    Flag("int8", N_("dynamic int8 quantisation of the Linear layers (CPU)"), ALL),
-    Flag("step", N_("torch's decoding step: eager, captured (compiled once with AOTInductor, cached in your cache "
-         "folder; the first use says it compiles) or auto (a cached package; with none, translate --file compiles "
-         "when the measured compile cost is below the time it saves, serve compiles in the background)"), ALL, str,
-         "{auto,eager,captured}"),
-    Flag("dtype", N_("torch's decoding dtype: fp32, bf16 (outputs may differ slightly) or auto (bf16 where the "
-         "CPU has AVX512-BF16 or AMX and it measured faster)"), ALL, str, "{auto,fp32,bf16}"),
-)
-
-
-def _shown(value: Any) -> str:
-    return N_("unset") if value is None else N_("on") if value is True else N_("off") if value is False else str(value)
-
-
-def add_decoding_args(group: Any, command: str, engines: Iterable[str] = ()) -> None:
-    """The decoding flags `command` takes, from FLAGS: each defaults to None, which means the run's decoding.json
-    (and the default above where the file says nothing), so --help shows that one default. `engines`: the choices of
-    --engine (engines/backends.py's ENGINES; any container, looked up only when used)."""
-    default = DecodingOptions()
-    for f in FLAGS:
-        if command not in f.commands:
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        help = _("{help} (default: the run's decoding.json, else {value})").format(
-            help=_(f.help), value=_(_shown(getattr(default, f.name))))
-        if f.kind is None:
-            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help)
-        elif f.name == "engine":  # a metavar: argparse would read the choices (import torch) to make one
-            group.add_argument(flag, default=None, choices=engines or None, metavar="ENGINE",
-                               help=help.replace(" (default", ": %(choices)s (default", 1))
-        else:
-            group.add_argument(flag, type=f.kind, default=None, metavar=f.metavar, help=help)
-
-
-def given_flags(args: argparse.Namespace | Mapping[str, Any]) -> dict[str, Any]:
-    """The decoding flags that were given (not None), by option name."""
-    get = args.get if isinstance(args, Mapping) else (lambda name: getattr(args, name, None))
-    return {f.name: get(f.name) for f in FLAGS if get(f.name) is not None}
-
-
-def from_args(run_options: DecodingOptions, args: argparse.Namespace | Mapping[str, Any]) -> DecodingOptions:
-    """The run's options with every decoding flag that was given laid over them."""
-    return run_options.pick(**given_flags(args))
+    return flag_of(name, value)

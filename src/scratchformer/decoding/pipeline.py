@@ -24,17 +24,8 @@ from scratchformer.data.tokenizers import EOS_ID, UNK_ID, Tokenizer
 from scratchformer.decoding.copies import repair_copies
 from scratchformer.decoding.results import Hyp, Translation, join_parts
 from scratchformer.decoding.sentences import blank, join_translations, split_sentences
-from scratchformer.decoding.spec import output_len_option
 from scratchformer.errors import ConfigError, InputError
-from scratchformer.i18n import N_, _
-
-# Options only some backends honour; a backend lists those it does in SUPPORTS. Every other option (beam, alpha,
-# max_output_len, batch_size, max_tokens and the text-level ones) every backend honours.
-OPTIONAL = ("n_best", "no_repeat_ngram", "repetition_penalty", "align", "int8", "prefix", "step")
-# the torch engine's own int8 (dynamic quantisation) measured 0.39-1.16x CTranslate2 float32, CTranslate2's int8
-# 1.59-2.30x (docs/performance.md): it was dropped, and int8 is CTranslate2's
-NO_TORCH_INT8 = N_("the torch engine has no int8 (it was slower than CTranslate2's): use --engine ctranslate2 "
-                   "--dtype int8, or --dtype bf16")
+from scratchformer.i18n import _
 
 
 class Backend(Protocol):
@@ -47,22 +38,6 @@ class Backend(Protocol):
                      structured: bool) -> list[list[Hyp]]: ...
 
 
-def check_supported(options: DecodingOptions, engine: str, supports: frozenset[str], cli: bool = False,
-                    prefix: bool = False) -> None:
-    """One line naming the backend for an option it does not honour (set away from its default)."""
-    from scratchformer.config.decoding import named
-
-    changed = {**options.changed(), **({"prefix": True} if prefix else {})}
-    for name in OPTIONAL:
-        if name in changed and name not in supports:
-            if name == "int8" and engine == "torch":
-                raise ConfigError(_(NO_TORCH_INT8))
-            value = changed[name]
-            shown = named(name, value, cli) if name != "prefix" else ("--prefix" if cli else "prefix")
-            raise ConfigError(f"{shown}: the {engine} backend does not have this option (--engine torch, our own "
-                              "decoder, has every option)")
-
-
 def check_texts(texts: object) -> list[str]:
     """`texts` as a list, or a one-line InputError when it is not a sequence of strings."""
     if isinstance(texts, str) or not isinstance(texts, Sequence) or not all(isinstance(t, str) for t in texts):
@@ -70,13 +45,6 @@ def check_texts(texts: object) -> list[str]:
                          + ("" if isinstance(texts, str) or not isinstance(texts, Sequence) else " holding "
                             + ", ".join(sorted({type(t).__name__ for t in texts if not isinstance(t, str)}))))
     return list(texts)
-
-
-def check_translates(model: object) -> None:
-    """A one-line InputError for a model that does not translate (a decoder or encoder, or not a model)."""
-    arch = getattr(getattr(model, "config", None), "arch", None)
-    if arch != "encoder-decoder":
-        raise InputError(f"translation needs an encoder-decoder model, got a {arch or type(model).__name__} one")
 
 
 # -- pre- and post-processors, by name (DecodingOptions.text_level) ----------------------------------------------
@@ -163,7 +131,7 @@ def run_pipeline(backend: Backend, tokenizers: tuple[Tokenizer, Tokenizer], limi
     ones of score 0 for an empty text; with align the text is left as decoded, since alignments index the model's
     tokens)."""
     src_tok, tgt_tok = tokenizers
-    forced = prefix_ids(tgt_tok, prefix, len(texts), output_budget(limit, output_len_option(options), limit))
+    forced = prefix_ids(tgt_tok, prefix, len(texts), output_budget(limit, options.max_output_len, limit))
     owner, pieces = pieces_of(texts, options.split_sentences)  # sentence i belongs to texts[owner[i]]
     ids = src_tok.encode_batch(pieces)
     long = sum(len(s) + 1 > limit for s in ids)

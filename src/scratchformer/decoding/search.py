@@ -27,7 +27,7 @@ from scratchformer.model.transformer import EncoderDecoder
 class TorchSearch:
     """`model` (and its ensemble `members`) decoding batches of EOS-terminated source id lists."""
 
-    SUPPORTS = frozenset({"n_best", "no_repeat_ngram", "repetition_penalty", "align", "prefix", "step"})
+    SUPPORTS = frozenset({"n_best", "no_repeat_ngram", "repetition_penalty", "align", "bf16", "prefix", "step"})
 
     def __init__(self, model: EncoderDecoder, members: Sequence[EncoderDecoder] = (),
                  captured: Callable[[int], CapturedDecoder | None] | None = None) -> None:

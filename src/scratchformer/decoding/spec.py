@@ -18,12 +18,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 
-def output_len_option(options: Any) -> int | None:
-    """The most output tokens DecodingOptions asks for (None: the paper's rule); the one place that reads the field,
-    so its rename (max_len -> max_output_len) is one line here."""
-    return getattr(options, "max_output_len", getattr(options, "max_len", None))
-
-
 @dataclass(frozen=True)
 class Search:
     """A greedy or beam search over an encoder-decoder:
@@ -69,7 +63,7 @@ class Search:
     def from_options(cls, options: Any, **fields: Any) -> Search:
         """The search a DecodingOptions asks for (its beam, alpha, output budget, n-best and repetition rules), with
         `fields` in place of any of them (e.g. n_best=1 where only the best output is wanted)."""
-        spec = dict(beam=options.beam, alpha=options.alpha, max_output_len=output_len_option(options),
+        spec = dict(beam=options.beam, alpha=options.alpha, max_output_len=options.max_output_len,
                     n_best=options.n_best, no_repeat_ngram=options.no_repeat_ngram,
                     repetition_penalty=options.repetition_penalty)
         return cls(**{**spec, **fields})

@@ -1,18 +1,18 @@
 """The registry of decoding engines: name -> the module whose `Backend` class searches (with what it SUPPORTS) for
-engines/translator.py's Translator. The `--engine` flag of translate, evaluate, serve and report knows only this
-table; torch_engine.py is our own search, the others decode with an export (export/) kept in the run directory."""
+engines/translator.py's Translator, keyed by config/decoding.py's Engine names (the typed choice of `engine`, checked
+there); torch_engine.py is our own search, the others decode with an export (export/) kept in the run directory."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from scratchformer.config.decoding import DecodingOptions
+from scratchformer.config.decoding import DecodingOptions, Engine
 from scratchformer.decoding.pipeline import Backend
 from scratchformer.export.formats import load_module, warn_members
 from scratchformer.runs import Run
 
 # name -> (module under scratchformer.engines, the pip package it needs, or None)
-ENGINES: dict[str, tuple[str, str | None]] = {
+ENGINES: dict[Engine, tuple[str, str | None]] = {
     "torch": ("torch_engine", None),
     "ctranslate2": ("ctranslate2", "ctranslate2"),
     "onnxruntime": ("onnx", "onnxruntime onnx onnxscript"),

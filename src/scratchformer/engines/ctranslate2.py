@@ -23,7 +23,6 @@ from scratchformer.config.budget import output_budget
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.decoding.common import length_penalty, special_ids
 from scratchformer.decoding.results import Hyp
-from scratchformer.decoding.spec import output_len_option
 from scratchformer.export.ctranslate2 import Scored, _token_table, cached_export, check_expressible
 from scratchformer.runs import Run
 
@@ -33,16 +32,10 @@ from scratchformer.runs import Run
 BETA = 0.75
 
 
-def int8_asked(options: DecodingOptions) -> bool:
-    """Whether the options ask for CT2's int8 compute type: dtype "int8" (the older int8 field until it is merged
-    into dtype)."""
-    return getattr(options, "dtype", None) == "int8" or bool(getattr(options, "int8", False))
-
-
 class Backend:
     """Our search's semantics on ctranslate2.Translator (CPU), exported into the run directory on first use.
 
-    options.dtype int8 (int8_asked): CT2's own int8 compute type (quantised when loaded; compute_type="int8" says
+    options.dtype int8: CT2's own int8 compute type (quantised when loaded; compute_type="int8" says
     the same); threads: CT2's intra_threads (0 = its default); patience: CT2 keeps searching until K * patience
     hypotheses have finished, and GNMT picks among them (models/en-zh, 1,000 test sentences, beam 4: outputs
     identical to ours for 965 at patience 1, 998 at 2, 1,000 at 3; bench_engines.py of e832339). At the shipped
@@ -57,7 +50,7 @@ class Backend:
         import ctranslate2
 
         check_expressible(run)
-        compute_type = "int8" if options is not None and int8_asked(options) else compute_type
+        compute_type = "int8" if options is not None and options.dtype == "int8" else compute_type
         self.run, self.patience = run, patience
         self.path = cached_export(run)
         self.engine = ctranslate2.Translator(str(self.path), device="cpu", compute_type=compute_type,
@@ -70,7 +63,7 @@ class Backend:
     def decode_batch(self, srcs: list[list[int]], options: DecodingOptions, prefixes: list[list[int]] | None,
                      structured: bool) -> list[list[Hyp]]:
         """The pipeline's batch (EOS-terminated ids; CT2 adds its own </s>): the best hypothesis of each."""
-        found = self.translate_ids([s[:-1] for s in srcs], options.beam, options.alpha, output_len_option(options),
+        found = self.translate_ids([s[:-1] for s in srcs], options.beam, options.alpha, options.max_output_len,
                                    len(srcs))
         return [[Hyp("", 0.0, tokens)] for tokens in found]
 

@@ -8,7 +8,6 @@ from typing import Any
 
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.decoding.results import Hyp
-from scratchformer.decoding.spec import output_len_option
 from scratchformer.errors import ConfigError
 from scratchformer.export.keras import check_expressible, keras_model
 from scratchformer.runs import Run
@@ -36,7 +35,7 @@ class Backend:
                      structured: bool) -> list[list[Hyp]]:
         """The pipeline's batch: the best hypothesis of each EOS-terminated source."""
         return [[Hyp("", 0.0, tokens)] for tokens in self.search(srcs, options.beam, options.alpha,
-                                                                  output_len_option(options))]
+                                                                  options.max_output_len)]
 
     def search(self, src: list[list[int]], beam: int = 4, alpha: float = 0.6,
                max_len: int | None = None) -> list[list[int]]:

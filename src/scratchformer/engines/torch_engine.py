@@ -219,7 +219,7 @@ class CapturedStepCache:
 def decoding_dtype(run: Run, options: DecodingOptions) -> str:
     """"fp32" or "bf16": options.dtype, auto resolved by autotune's measured rule; ensembles: fp32. An explicit bf16
     on a CPU without AVX512-BF16 or AMX runs, with one line saying it will be slow. (int8 is CTranslate2's: the
-    Translator refuses it here, decoding/pipeline.py's check_supported.)"""
+    Translator refuses it here, config/decoding.py's check_for.)"""
     if run.members:
         return "fp32"
     if options.dtype == "auto":

@@ -11,9 +11,10 @@ in memory (training's end-of-run samples, the lab's masked heads, tests), on our
     Translator(run).translate(texts, progress=True)                    # a tqdm bar with an ETA on stderr
     Translator.from_model(model, src_tok, tgt_tok).translate(texts, beam=1)  # no run folder: DecodingOptions()
 
-The options (config/decoding.py: DecodingOptions) are checked once, here: against the model (beam vs its
-vocabulary, max_len vs its positions, the memory of the worst batch) and against the backend, which declares what
-it supports (`SUPPORTS`): an option it does not honour is one line naming it. The steps themselves are
+The options (config/decoding.py: DecodingOptions) checked themselves when they were made; here they are checked
+once more, against the model and the backend (`DecodingOptions.check_for`, called nowhere else): the architecture,
+beam vs the vocabulary, max_output_len vs the positions, the memory of the worst batch, and what the backend
+declares it supports (`SUPPORTS`): an option it does not honour is one line naming it. The steps themselves are
 decoding/pipeline.py's: sentences (pre-processor), ids, one token-budget batcher, the backend's search,
 detokenise, post-processing.
 """
@@ -27,7 +28,7 @@ from typing import Any
 
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.data.tokenizers import Tokenizer
-from scratchformer.decoding.pipeline import Backend, check_supported, check_texts, check_translates, run_pipeline
+from scratchformer.decoding.pipeline import Backend, check_texts, run_pipeline
 from scratchformer.decoding.results import Translation
 from scratchformer.engines.backends import engine_module, make_backend
 from scratchformer.errors import ConfigError
@@ -36,36 +37,30 @@ from scratchformer.runs import Run
 IN_MEMORY = Path("<a model in memory>")  # the path of from_model's run: it has no folder
 
 
-def check_options(options: DecodingOptions, cli: bool = False) -> None:
-    """The options' own checks and the engine's SUPPORTS, before any model is loaded (a one-line error each)."""
-    options.check(cli)
-    supports = engine_module(options.engine).Backend.SUPPORTS
-    check_supported(options, options.engine, supports, cli)
-
-
 class Translator:
     """A run, its decoding options (default: the run's decoding.json) and the search of `options.engine`.
 
-    cli: messages name options as flags (`--beam 0`) rather than fields (`beam=0`); settings: the engine's own
-    (threads; CTranslate2's patience; onnxruntime's export folder); backend: a search to share (evolve)."""
+    Messages name the options as the options say (their `named_as`: `--beam 0` from flags, `beam=0` from the API);
+    settings: the engine's own (threads; CTranslate2's patience; onnxruntime's export folder); backend: a search to
+    share (evolve)."""
 
-    def __init__(self, run: Run, options: DecodingOptions | None = None, *, cli: bool = False,
-                 backend: Backend | None = None, **settings: Any) -> None:
-        check_translates(run.model)
-        self.run, self.options, self.cli = run, options or run.decoding, cli
-        self.options.check(cli)
+    def __init__(self, run: Run, options: DecodingOptions | None = None, *, backend: Backend | None = None,
+                 **settings: Any) -> None:
+        self.run, self.options = run, options or run.decoding
+        kind = (type(backend) if backend is not None else engine_module(self.options.engine).Backend
+                if getattr(run.model_config, "arch", None) == "encoder-decoder" else None)  # else check_for says
+        members = getattr(backend, "models", None) or getattr(kind, "models", 1 + len(run.members))
+        # the one check against the model and the backend, before the backend exports or compiles anything
+        self.options.check_for(run.model_config, getattr(kind, "SUPPORTS", ()), members=members)
         self.backend = backend or make_backend(run, self.options, **settings)
-        check_supported(self.options, self.options.engine, self.backend.SUPPORTS, cli)
-        self.options.check_model(run.model_config, members=self.backend.models, cli=cli)
 
     @classmethod
     def from_model(cls, model: Any, src_tok: Tokenizer, tgt_tok: Tokenizer, options: DecodingOptions | None = None,
-                   *, ensemble: Sequence[Any] = (), cli: bool = False) -> Translator:
+                   *, ensemble: Sequence[Any] = ()) -> Translator:
         """The Translator of a model in memory with its tokenizers (no run folder, so no decoding.json: `options`,
         default DecodingOptions()). Our own engine only (the others decode an export of a run folder), on the eager
         step: a compiled step is cached by run, and would not see a hook on the model (the lab masks heads so).
         ensemble: more models with the same vocabularies, averaged with `model` at every step."""
-        check_translates(model)
         options = options or DecodingOptions()
         if options.engine != "torch":
             raise ConfigError(f"engine={options.engine}: a model in memory decodes on our own engine (torch); "
@@ -74,8 +69,8 @@ class Translator:
             warnings.warn("a model in memory runs the eager step; step='captured' is chosen by Translator(run, "
                           "options)", stacklevel=2)
         options = options.pick(step="eager")
-        run = Run(IN_MEMORY, model, model.config, src_tok, tgt_tok, None, options, list(ensemble))
-        return cls(run, options, cli=cli)
+        run = Run(IN_MEMORY, model, getattr(model, "config", None), src_tok, tgt_tok, None, options, list(ensemble))
+        return cls(run, options)
 
     @property
     def engine(self) -> str:
@@ -83,11 +78,11 @@ class Translator:
 
     def evolve(self, **changes: Any) -> Translator:
         """The same run and search with some options changed (checked again): serve's per-request beam and n-best.
-        The engine and int8 stay (they are the search itself)."""
+        The engine and dtype stay (they are the search itself)."""
         options = self.options.pick(**changes)
-        if (options.engine, options.int8) != (self.options.engine, self.options.int8):
-            raise ConfigError("engine and int8 are the search itself: make another Translator to change them")
-        return Translator(self.run, options, cli=self.cli, backend=self.backend)
+        if (options.engine, options.dtype) != (self.options.engine, self.options.dtype):
+            raise ConfigError("engine and dtype are the search itself: make another Translator to change them")
+        return Translator(self.run, options, backend=self.backend)
 
     def translate(self, texts: Sequence[str], prefix: str | Sequence[str | None] | None = None,
                   return_hyps: bool = False, progress: bool = False, **changes: Any) -> list[str] | list[Translation]:
@@ -99,7 +94,7 @@ class Translator:
             return self.evolve(**changes).translate(texts, prefix, return_hyps, progress)
         texts = check_texts(texts)
         if prefix is not None and any(prefix if not isinstance(prefix, str) else [prefix]):
-            check_supported(self.options, self.engine, self.backend.SUPPORTS, self.cli, prefix=True)
+            self.options.check_supported(self.backend.SUPPORTS, prefix=True)
         o = self.options
         structured = o.n_best > 1 or o.align or return_hyps
         return run_pipeline(self.backend, (self.run.src_tok, self.run.tgt_tok), self.run.model_config.max_len, texts,

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from scratchformer.config.decoding import DecodingOptions, from_args
+from scratchformer.config.decoding import DecodingOptions
+from scratchformer.config.decoding_flags import from_args
 from scratchformer.data.corpus import load_pairs
 from scratchformer.errors import ConfigError
 from scratchformer.runs import Run, load_run

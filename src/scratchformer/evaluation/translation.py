@@ -4,6 +4,7 @@ exact match, timing, and for Chinese targets two checks that the model uses its 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,21 +60,27 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], options: DecodingOpti
     return result
 
 
+@dataclass(frozen=True)
+class Scoring:
+    """What evaluate_run measures beyond BLEU, chrF and exact match (evaluate_pairs says each)."""
+
+    explain: bool = False
+    confidence: int = 0
+    progress: bool = False
+
+
 def evaluate_run(run_dir: str | Path, split: str = "test", limit: int | None = None, show: int = 0,
-                 corpus: str | None = None, weights: str | Path | None = None, explain: bool = False,
-                 confidence: int = 0, ensemble: list[str] | None = None, progress: bool = False,
-                 **changes: Any) -> dict[str, Any]:
+                 corpus: str | None = None, weights: str | Path | None = None, ensemble: list[str] | None = None,
+                 scoring: Scoring = Scoring(), **changes: Any) -> dict[str, Any]:
     """Translation scores of a run on `split` of its training corpus (or of `corpus`), the first `limit` pairs;
     the decoding options are the run's own (decoding.json) with `changes` (beam=1, engine=..., any option)
-    laid over them; confidence, progress: evaluate_pairs'; ensemble: more members' weights (load_run; None:
-    decoding.json's)."""
+    laid over them; scoring: explain, confidence, progress (evaluate_pairs'); ensemble: more members' weights
+    (load_run; None: decoding.json's). The options are checked where the Translator is made (the architecture
+    too)."""
     if ensemble and changes.get("engine") not in (None, "torch"):
         raise ConfigError(f"--ensemble: only --engine torch (our own decoder) decodes an ensemble, not "
                           f"{changes['engine']}")
     run = load_run(run_dir, weights, ensemble=ensemble)
-    if run.model_config.arch != "encoder-decoder":
-        raise ConfigError(f"{run_dir} holds a {run.model_config.arch} model: translation metrics need an "
-                          "encoder-decoder (use `scratchformer evaluate --task lm` for perplexity)")
     source = corpus or (run.train_config.corpus if run.train_config else None)
     if source is None:
         raise ConfigError(f"{run_dir} has no train_config.json naming its corpus: pass --corpus")
@@ -82,8 +89,8 @@ def evaluate_run(run_dir: str | Path, split: str = "test", limit: int | None = N
     if limit:
         pairs = pairs[:limit]
     return {"run_dir": str(run_dir), "corpus": source, "split": split,
-            **evaluate_pairs(run, pairs, show=show, train_targets=train_targets(run), explain=explain,
-                             confidence=confidence, progress=progress, **changes)}
+            **evaluate_pairs(run, pairs, show=show, train_targets=train_targets(run), explain=scoring.explain,
+                             confidence=scoring.confidence, progress=scoring.progress, **changes)}
 
 
 def train_targets(run: Run) -> list[str] | None:

@@ -11,7 +11,7 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -127,7 +127,7 @@ def setting_name(key: str) -> str:
 def save_decoding(run_dir: Path, decoding: DecodingOptions) -> Path:
     """Write `decoding` as RUN_DIR/decoding.json (atomically); returns its path."""
     path = Path(run_dir) / DECODING_FILE
-    write_json(path, asdict(decoding))
+    write_json(path, decoding.to_dict())
     return path
 
 

@@ -53,7 +53,7 @@ class Settings:
     max_beam: int = 16
     timeout: float = 60.0
     api_key: str | None = None
-    max_cost: int = 200_000  # decoding row-steps a request may cost at most (request_cost); see --max-cost
+    max_cost: int = 200_000  # decoding row-steps a request may cost at most (request_cost); see `--set max_cost`
     slice_cost: int = 8192  # row-steps per decoding call of a long request (batcher.py): ~32 sentences at beam 4
     host: str = "127.0.0.1"  # the address the server is bound to: a Host header naming it is this server
     allowed_hosts: tuple[str, ...] = ()  # more names clients may reach it by (--allowed-host; "*": any)
@@ -95,11 +95,11 @@ def _texts(fields: dict, settings: Settings) -> tuple[list[str], bool]:
                             if isinstance(texts, list) else ""))
     if len(texts) > settings.max_sentences:
         raise ServeError(413, f"{len(texts)} sentences: this server takes at most {settings.max_sentences} per "
-                              "request (--max-sentences)")
+                              "request (max_sentences)")
     chars = sum(map(len, texts))
     if chars > settings.max_chars:
         raise ServeError(413, f"{chars} characters: this server takes at most {settings.max_chars} per request "
-                              "(--max-chars)")
+                              "(max_chars)")
     for i, t in enumerate(texts):
         try:
             t.encode("utf-8")
@@ -125,7 +125,7 @@ def text_costs(translator: RunTranslator, texts: list[str], beam: int) -> list[i
     costs = [0] * len(texts)
     if not owners:
         return costs
-    budget = translator.options.max_len
+    budget = translator.options.max_output_len
     for (i, _), ids in zip(owners, translator.run.src_tok.encode_batch([p for _, p in owners])):
         n = min(len(ids) + 1, cap)  # with </s>
         costs[i] += beam * output_budget(n, budget, cap)
@@ -135,10 +135,10 @@ def text_costs(translator: RunTranslator, texts: list[str], beam: int) -> list[i
 def request_cost(translator: RunTranslator, texts: list[str], beam: int) -> int:
     """The most decoding row-steps `texts` can take at `beam`: beam x the sum, over the sentences the decoder will
     see (each text split into sentences as the run's decoding.json says), of each one's output budget (the
-    server's --max-len, else its source tokens + 50, never above the model's max_len). Alternatives cost nothing
+    server's max_output_len, else its source tokens + 50, never above the model's max_len). Alternatives cost nothing
     more: an n-best list comes out of the same beams. At the shipped defaults (128 sentences, 5,000 characters,
     beam 16) the worst text is ~1,660 three-character sentences ("A. B. C. ..." split), i.e. 16 x 1,660 x 53
-    ~ 1.4 million row-steps (minutes on one core); --max-cost (200,000) refuses it up front."""
+    ~ 1.4 million row-steps (minutes on one core); max_cost (200,000) refuses it up front."""
     return sum(text_costs(translator, texts, beam))
 
 
@@ -265,22 +265,19 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
                                   "(format \"text\")")
         beam = _integer(fields, "beam", settings.beam, 1, settings.max_beam)
         alternatives = _integer(fields, "alternatives", 0, 0, settings.max_beam - 1)
-        if alternatives + 1 > beam:  # in the request's own words, not the CLI's --n-best / --beam
-            default = "" if "beam" in fields else " (this server's default)"
-            raise ServeError(400, f"alternatives {alternatives} needs a beam of at least {alternatives + 1} (the "
-                                  f"best translation and its alternatives come out of the beams), and the beam is "
-                                  f"{beam}{default}: send \"beam\": {alternatives + 1} or fewer alternatives")
-        options = Options(beam, alternatives + 1)
-        translator.check(options)  # ScratchformerError -> 400 (the handler below)
+        words = (("beam", f'"beam": {beam}' if "beam" in fields else f"beam {beam}, this server's default"),
+                 ("n_best", f'"alternatives": {alternatives}'))  # the options' check, in the request's words
+        options = Options(beam, alternatives + 1, words)
+        translator.check(options)  # the server's options picked: ScratchformerError -> 400 (the handler below)
         costs = text_costs(translator, texts, beam)
         if (cost := sum(costs)) > settings.max_cost:
             raise ServeError(413, f"this request may take {cost} decoding steps x beams (sentences x beam x their "
-                                  f"output budgets), over this server's --max-cost {settings.max_cost}: send fewer "
+                                  f"output budgets), over this server's max_cost {settings.max_cost}: send fewer "
                                   "or shorter sentences, or a smaller beam")
         try:
             hyps = await asyncio.wait_for(batcher.submit(texts, options, costs), settings.timeout)
         except asyncio.TimeoutError:
-            raise ServeError(408, f"the translation took longer than this server's --timeout of "
+            raise ServeError(408, f"the translation took longer than this server's timeout of "
                                   f"{settings.timeout:g} s: send fewer or shorter sentences") from None
         best = [h[0][0] for h in hyps]
         out: dict[str, Any] = {"translatedText": best[0] if single else best}
@@ -315,7 +312,7 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
     @app.get("/health")
     async def health() -> JSONResponse:
         """200 "ok" while a request can be served; 503 "busy" once the decoding call running now is older than
-        --timeout (a new request would time out behind it). The run's name only, never its path. No key."""
+        the timeout (a new request would time out behind it). The run's name only, never its path. No key."""
         since = batcher.busy_since
         busy = 0.0 if since is None else max(0.0, time.monotonic() - since)
         stuck = busy > settings.timeout
@@ -344,7 +341,8 @@ def create_app(translator: RunTranslator, settings: Settings) -> FastAPI:
             found = await asyncio.wait_for(batcher.run_exclusive(translator.attention, source, translation),
                                            settings.timeout)
         except asyncio.TimeoutError:
-            raise ServeError(408, f"the attention took longer than --timeout {settings.timeout:g} s") from None
+            raise ServeError(408, f"the attention took longer than this server's timeout of "
+                                  f"{settings.timeout:g} s") from None
         return JSONResponse(found)
 
     @app.get("/", response_class=HTMLResponse)

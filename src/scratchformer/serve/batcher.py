@@ -12,7 +12,7 @@ the previous batch ended, whichever is later (so the clients that batch answered
 `wait_ms` after the latest arrival, at most 5 x wait_ms after it opened, or as soon as it is full. wait_ms=0 turns
 merging off: one request per decoding call.
 
-A request that gives up (its --timeout passed, its client left) stops its own work: each decoding call runs under
+A request that gives up (its timeout passed, its client left) stops its own work: each decoding call runs under
 a cancellation token (decoding/cancel.py) that is cancelled once every request of the call gave up, and at
 shutdown; the decoders check it between steps. A long request is decoded in slices of at most `slice_cost`
 decoding row-steps (and max_tokens source tokens), and after each slice the requests that arrived meanwhile go

@@ -12,7 +12,7 @@ ServeError (an HTTP status and one line).
   and a file part is refused, so no upload is ever spooled to a temporary file.
 - Text must be valid UTF-8 everywhere: JSON, form fields (%ff%fe included), multipart parts, the query string.
 - JSON nested too deep for the parser is 400, not a RecursionError (a 500).
-- A body must be in within `timeout` seconds (--body-timeout): else 408, and the connection is closed. A client
+- A body must be in within `timeout` seconds (body_timeout): else 408, and the connection is closed. A client
   that leaves before its body is in is a 499 (one log line, never a 500), and a server that is shutting down
   answers a body still arriving 503 at once (`stopping` set).
 """
@@ -79,7 +79,7 @@ async def read_body(request: Request, limit: int, timeout: float | None = None,
         except StopAsyncIteration:
             return bytes(body)
         except TimeoutError:
-            raise ServeError(408, f"the request body did not arrive within {timeout:g} s (--body-timeout): "
+            raise ServeError(408, f"the request body did not arrive within {timeout:g} s (this server's body_timeout): "
                                   f"{len(body)} bytes came" + (f" of {length}" if length.isdigit() else ""),
                              close=True) from None
         except ClientDisconnect:

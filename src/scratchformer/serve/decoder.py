@@ -1,18 +1,19 @@
 """The serve room's decoding side: one loaded run and its engines.Translator (the CLI's own door), so the service
 prints what `scratchformer translate` prints for the same options. The server-wide options are the run's
 decoding.json with serve's flags over it (every option the file holds is honoured); a request may choose its beam
-and n-best (Options), each checked once by `Translator.evolve`."""
+and n-best (Options): a `pick` of the server's options (so the options' one check runs, in the request's words)
+and a Translator made with it (the one check against the model and the backend)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from scratchformer.config.decoding import from_args
+from scratchformer.config.decoding_flags import from_args
 from scratchformer.data.corpus import corpus_languages
 from scratchformer.engines import Translator
-from scratchformer.errors import ConfigError, InputError
+from scratchformer.errors import ConfigError
 from scratchformer.runs import Run
 
 # Codes clients use for the same language (LibreTranslate >= 1.6 calls Simplified Chinese "zh-Hans").
@@ -21,10 +22,12 @@ ALIASES = {"zh-hans": "zh", "zh-cn": "zh", "zh_cn": "zh", "en-us": "en", "en-gb"
 
 @dataclass(frozen=True)
 class Options:
-    """The decoding options one request may choose; requests with equal Options share a decoding batch."""
+    """The decoding options one request may choose; requests with equal Options share a decoding batch. `words`:
+    how the request named them (`"beam": 2`), for messages; not compared."""
 
     beam: int
     n_best: int = 1
+    words: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
 
 def run_languages(run: Run, source: str | None, target: str | None) -> tuple[str, str]:
@@ -40,14 +43,11 @@ def run_languages(run: Run, source: str | None, target: str | None) -> tuple[str
 
 class RunTranslator:
     """A run and its Translator: the run's decoding.json with `flags` (serve's decoding flags, by option name; None
-    or absent: the file's) over it, checked once here."""
+    or absent: the file's) over it, checked by the Translator as any other."""
 
     def __init__(self, run: Run, flags: Mapping[str, Any] | None = None) -> None:
-        if run.model_config.arch != "encoder-decoder":
-            raise ConfigError(f"{run.path} holds a {run.model_config.arch} run, which does not translate: serve "
-                              "an encoder-decoder (translation) run")
         self.run = run
-        self.translator = Translator(run, from_args(run.decoding, flags or {}).pick(n_best=1, align=False), cli=True)
+        self.translator = Translator(run, from_args(run.decoding, flags or {}).pick(n_best=1, align=False))
         self.options = self.translator.options
         self.engine = self.options.engine
         self._for: dict[Options, Translator] = {}
@@ -65,10 +65,8 @@ class RunTranslator:
         """The Translator of a request's options, or a one-line error for options that cannot work (before they
         join a batch)."""
         if options not in self._for:
-            if options.n_best > 1 and "n_best" not in self.translator.backend.SUPPORTS:
-                raise InputError(f"alternatives: only --engine torch (our own decoder) gives n-best lists; this "
-                                 f"server decodes with {self.engine}")
-            self._for[options] = self.translator.evolve(beam=options.beam, n_best=options.n_best)
+            picked = self.options.pick(named_as=dict(options.words), beam=options.beam, n_best=options.n_best)
+            self._for[options] = Translator(self.run, picked, backend=self.translator.backend)
         return self._for[options]
 
     def translate(self, texts: list[str], options: Options) -> list[list[tuple[str, float | None]]]:
@@ -79,7 +77,7 @@ class RunTranslator:
         return [[(h.text, h.score) for h in t.hyps] for t in out]
 
     def count_tokens(self, texts: list[str]) -> int:
-        """Source tokens (with </s>) of `texts`: what --max-batch-tokens counts."""
+        """Source tokens (with </s>) of `texts`: what max_batch_tokens counts."""
         return sum(len(ids) + 1 for ids in self.run.src_tok.encode_batch(texts))
 
     def attention(self, source: str, translation: str) -> dict:

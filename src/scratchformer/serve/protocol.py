@@ -64,7 +64,7 @@ def limited_protocol(limits: Limits, metrics: Metrics) -> type[H11Protocol]:
     """uvicorn's H11Protocol with `limits` (see the module docstring), counting what it closes in `metrics`."""
 
     async def over_cap(scope, receive, send) -> None:  # the ASGI app a connection over the cap gets
-        body = json.dumps({"error": f"this server is answering {limits.cap} connections already (--max-connections):"
+        body = json.dumps({"error": f"this server is answering {limits.cap} connections already (max_connections):"
                                     " try again shortly"}).encode()
         await send({"type": "http.response.start", "status": 503,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),

@@ -26,29 +26,29 @@ ACCEPT_BURST = 4  # connections asyncio accepts per loop turn: each holds a desc
 SHUTDOWN_GRACE = 10.0  # seconds SIGTERM leaves the requests in flight (as a process manager's stop timeout does)
 
 
+def _limit(name: str, value: object) -> str:
+    """A server limit as the command line sets it: `--set max_chars=0`."""
+    return f"--set {name}={value}"
+
+
 def check_settings(settings: Settings, port: int) -> None:
-    """One-line ConfigErrors for flags that cannot work, before the (slow) model load."""
-    beam = 1 if settings.beam is None else settings.beam  # None: the run's own, checked when the run is loaded
-    for flag, value, low in (("--port", port, 0), ("--max-batch-tokens", settings.max_batch_tokens, 1),
-                             ("--max-chars", settings.max_chars, 1), ("--max-sentences", settings.max_sentences, 1),
-                             ("--max-beam", settings.max_beam, 1), ("--beam", beam, 1),
-                             ("--max-cost", settings.max_cost, 1)):
-        if value < low:
-            raise ConfigError(f"{flag} {value}: must be >= {low}")
-    if port > 65535:
-        raise ConfigError(f"--port {port}: a TCP port is at most 65535 (0 picks a free one)")
+    """One-line ConfigErrors for server settings that cannot work, before the (slow) model load (the decoding
+    options check themselves: config/decoding.py)."""
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--port {port}: a TCP port is 0 to 65535 (0 picks a free one)")
+    for name in ("max_batch_tokens", "max_chars", "max_sentences", "max_beam", "max_cost", "max_connections"):
+        if getattr(settings, name) < 1:
+            raise ConfigError(f"{_limit(name, getattr(settings, name))}: must be >= 1")
     if not 0 <= settings.batch_wait_ms <= 10_000:  # NaN fails too
-        raise ConfigError(f"--batch-wait-ms {settings.batch_wait_ms}: give 0 (no merging) to 10000 milliseconds")
+        raise ConfigError(f"{_limit('batch_wait_ms', settings.batch_wait_ms)}: give 0 (no merging) to 10000 "
+                          "milliseconds")
     if not 0 < settings.timeout <= 86_400:
-        raise ConfigError(f"--timeout {settings.timeout}: give seconds > 0 (a request that waits longer gets 408)")
-    for flag, value in (("--header-timeout", settings.header_timeout), ("--body-timeout", settings.body_timeout),
-                        ("--keep-alive-timeout", settings.keep_alive_timeout)):
-        if not 0 < value <= 86_400:  # NaN fails too
-            raise ConfigError(f"{flag} {value}: give seconds > 0 (a connection slower than that is closed)")
-    if settings.max_connections < 1:
-        raise ConfigError(f"--max-connections {settings.max_connections}: must be >= 1")
-    if settings.beam is not None and settings.beam > settings.max_beam:  # the run's own beam: checked once loaded
-        raise ConfigError(f"--beam {settings.beam}: more than --max-beam {settings.max_beam}")
+        raise ConfigError(f"{_limit('timeout', settings.timeout)}: give seconds > 0 (a request that waits longer "
+                          "gets 408)")
+    for name in ("header_timeout", "body_timeout", "keep_alive_timeout"):
+        if not 0 < getattr(settings, name) <= 86_400:  # NaN fails too
+            raise ConfigError(f"{_limit(name, getattr(settings, name))}: give seconds > 0 (a connection slower "
+                              "than that is closed)")
     if settings.api_key is not None:
         if not settings.api_key:
             raise ConfigError("--api-key '': give a key clients must send, or leave --api-key out")
@@ -102,25 +102,26 @@ def _uvicorn_server(config, on_exit):
     return Server(config)
 
 
-def serve(run_dir: str | Path, settings: Settings | None = None, host: str = "127.0.0.1", port: int = 5000,
-          weights: str | None = None, source: str | None = None, target: str | None = None,
+def serve(run_dir: str | Path, settings: Settings | None = None, port: int = 5000, weights: str | None = None,
           log_level: str = "warning", decoding: Mapping[str, Any] | None = None) -> int:
-    """Serve the run in `run_dir` until SIGTERM or Ctrl-C; returns 0 after a graceful stop. `settings.source` /
-    `.target` are filled from `source` / `target` or the run's corpus name; `decoding`: decoding options by name
-    (serve's flags; engine, alpha, int8, ...) over the run's decoding.json."""
+    """Serve the run in `run_dir` on `settings.host`:`port` until SIGTERM or Ctrl-C; returns 0 after a graceful stop.
+    `settings.source` / `.target` (empty: from the run's corpus name); `decoding`: decoding options by name (serve's
+    flags and --set keys; engine, beam, alpha, dtype, ...) over the run's decoding.json."""
     import uvicorn  # late: only this command needs the web stack
 
     settings = settings or Settings("", "")
-    settings.host = host
+    host = settings.host
     check_settings(settings, port)
     if not is_loopback(host) and settings.api_key is None:
         warnings.warn(f"--host {host}: anyone who can reach this port can use the service (no authentication); "
                       "add --api-key KEY to require a key", stacklevel=2)
     run = load_run(run_dir, weights)
-    translator = RunTranslator(run, {**(decoding or {}), "beam": settings.beam})
+    beam = {} if settings.beam is None else {"beam": settings.beam}  # Settings' beam: the API's way to give it
+    translator = RunTranslator(run, {**(decoding or {}), **beam})
     settings.beam = translator.options.beam  # the run's own unless --beam was given
-    check_settings(settings, port)
-    settings.source, settings.target = run_languages(run, source or settings.source, target or settings.target)
+    if settings.beam > settings.max_beam:  # a limit, not an option: the server's beam within what requests may ask
+        raise ConfigError(f"{translator.options.name('beam')}: more than {_limit('max_beam', settings.max_beam)}")
+    settings.source, settings.target = run_languages(run, settings.source, settings.target)
     sock = bind(host, port)
     where = f"[{host}]" if ":" in host else host
     print(f"scratchformer serve: {run_dir} ({settings.source}->{settings.target}, engine {translator.engine}, beam "
@@ -137,7 +138,7 @@ def serve(run_dir: str | Path, settings: Settings | None = None, host: str = "12
                             timeout_keep_alive=settings.keep_alive_timeout,  # type: ignore[arg-type] (a float works)
                             timeout_graceful_shutdown=math.ceil(SHUTDOWN_GRACE) + 3, backlog=ACCEPT_BURST)
     if limits.cap < settings.max_connections:
-        warnings.warn(f"--max-connections {settings.max_connections}: the open-files limit (ulimit -n) leaves room "
+        warnings.warn(f"--set max_connections={settings.max_connections}: the open-files limit (ulimit -n) leaves room "
                       f"for {limits.cap} connections; serving at most that many", stacklevel=2)
 
     def on_exit() -> None:
