@@ -41,6 +41,7 @@ from torch.utils import _pytree as pytree
 from scratchformer.decoding.common import Seq2SeqSteps
 from scratchformer.decoding.compile_home import inductor_home
 from scratchformer.decoding.fast_step import LeanDecoder, _hooked
+from scratchformer.errors import N_
 from scratchformer.model.transformer import EncoderDecoder, check_ids
 
 START = 16  # positions a static cache holds at first
@@ -53,11 +54,11 @@ def unavailable(model: nn.Module) -> str | None:
     """Why the captured step cannot serve `model` here (no C++ compiler, a part the lean step does not cover), or
     None when it can."""
     if not compiler_available():
-        return "no C++ compiler"
+        return N_("no C++ compiler")
     if not isinstance(model, EncoderDecoder) or StaticStep.for_model(model) is None:
-        return "the model has a part the lean step does not cover (rope, GQA, RMSNorm, hooks ...)"
+        return N_("the model has a part the lean step does not cover (rope, GQA, RMSNorm, hooks ...)")
     if next(model.parameters()).device.type != "cpu":
-        return "not on the CPU"
+        return N_("not on the CPU")
     return None
 
 

@@ -76,6 +76,12 @@ class LeanDecoder:
         self.placement = c.norm_placement
         self.layers = list(model.decoder.layers)
         self.final = model.decoder.norm
+        # each layer's parts looked up once (an nn.Module attribute costs a __getattr__ call, ~100 a step): the
+        # three sublayers' norms as (weight, bias, eps), then the Linear modules themselves (packing.py swaps
+        # their forward while a call runs, so the module, not its bound forward, is kept)
+        self.plan = [(tuple(_norm(s.norm) for s in layer.sublayer), layer.self_attn.w_qkv, layer.self_attn.w_o,
+                      layer.cross_attn, layer.cross_attn.w_q, layer.cross_attn.w_o, layer.feed_forward.forward)
+                     for layer in self.layers]
         emb = model.tgt_embed
         plain = emb.token_type is None and emb.norm is None and emb.position is not None
         position = getattr(emb.position, "table", getattr(emb.position, "weight", None))  # (max_len, D)
@@ -117,7 +123,11 @@ class LeanDecoder:
 
     def _sub(self, x: Tensor, norm: LayerNorm, f: Callable[..., Tensor], *args: object) -> Tensor:
         """SublayerConnection.forward without dropout (eval mode), F = f(., *args): the norm where `placement` says."""
-        w, b, eps = _norm(norm)
+        return self._sub_with(x, _norm(norm), f, *args)
+
+    def _sub_with(self, x: Tensor, norm: tuple[Tensor, Tensor, float], f: Callable[..., Tensor], *args: object
+                  ) -> Tensor:
+        w, b, eps = norm
         p = self.placement
         if p == "pre":
             return x + f(F.layer_norm(x, x.shape[-1:], w, b, eps), *args)
@@ -125,17 +135,17 @@ class LeanDecoder:
             return x + F.layer_norm(f(x, *args), x.shape[-1:], w, b, eps)
         return F.layer_norm(x + f(x, *args), x.shape[-1:], w, b, eps)  # post (the paper)
 
-    def _self_attn(self, y: Tensor, a: MultiHeadAttention, cache: KVCache) -> Tensor:
+    def _self_attn(self, y: Tensor, w_qkv: nn.Linear, w_o: nn.Linear, cache: KVCache) -> Tensor:
         n = y.size(0)
-        q, k, v = a.w_qkv.forward(y).view(n, 1, 3, self.h, self.d).permute(2, 0, 3, 1, 4).unbind(0)  # (N, h, 1, d)
+        q, k, v = w_qkv.forward(y).view(n, 1, 3, self.h, self.d).permute(2, 0, 3, 1, 4).unbind(0)  # (N, h, 1, d)
         k, v = cache.append(k, v)  # (N, h, t, d)
         out = F.scaled_dot_product_attention(q, k, v)  # (N, h, 1, d): the new row sees every cached key
-        return a.w_o.forward(out.transpose(1, 2).reshape(n, 1, self.h * self.d))
+        return w_o.forward(out.transpose(1, 2).reshape(n, 1, self.h * self.d))
 
-    def _cross_attn(self, y: Tensor, a: MultiHeadAttention, cache: KVCache, memory: Tensor | None,
-                    src_mask: Tensor | None) -> Tensor:
+    def _cross_attn(self, y: Tensor, a: MultiHeadAttention, w_q: nn.Linear, w_o: nn.Linear, cache: KVCache,
+                    memory: Tensor | None, src_mask: Tensor | None) -> Tensor:
         n, h, d = y.size(0), self.h, self.d
-        q = a.w_q.forward(y).view(n, 1, h, d).transpose(1, 2)  # (N, h, 1, d)
+        q = w_q.forward(y).view(n, 1, h, d).transpose(1, 2)  # (N, h, 1, d)
         if cache.k is None:  # first step: the encoder keys/values, once per sentence
             cache.set(*a._project_kv(memory))
         k, v = cache.get()  # (N / G, h, L_src, d)
@@ -146,15 +156,16 @@ class LeanDecoder:
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=src_mask)  # (N / G, h, R, d)
         if r > 1:
             out = out.view(b_mem, h, r, 1, d).transpose(1, 2).reshape(n, h, 1, d)
-        return a.w_o.forward(out.transpose(1, 2).reshape(n, 1, h * d))
+        return w_o.forward(out.transpose(1, 2).reshape(n, 1, h * d))
 
     def __call__(self, x: Tensor, memory: Tensor | None, src_mask: Tensor | None, cache: DecoderCache) -> Tensor:
         # x (N, 1, D): the new positions, embedded; memory (N / G, L_src, D) on the first step, else None
-        for i, layer in enumerate(self.layers):
-            norms = layer.sublayer
-            x = self._sub(x, norms[0].norm, self._self_attn, layer.self_attn, cache.self_attn[i])
-            x = self._sub(x, norms[1].norm, self._cross_attn, layer.cross_attn, cache.cross_attn[i], memory, src_mask)
-            x = self._sub(x, norms[2].norm, layer.feed_forward.forward)  # eval mode: no dropout call inside
+        sub = self._sub_with
+        for (norms, w_qkv, self_o, cross, w_q, cross_o, ffn), own, enc in zip(self.plan, cache.self_attn,
+                                                                             cache.cross_attn):
+            x = sub(x, norms[0], self._self_attn, w_qkv, self_o, own)
+            x = sub(x, norms[1], self._cross_attn, cross, w_q, cross_o, enc, memory, src_mask)
+            x = sub(x, norms[2], ffn)  # eval mode: no dropout call inside
         if self.final is not None:
             w, b, eps = _norm(self.final)
             x = F.layer_norm(x, x.shape[-1:], w, b, eps)

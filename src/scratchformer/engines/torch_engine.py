@@ -40,7 +40,9 @@ from scratchformer import autotune
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.decoding import captured
 from scratchformer.decoding.search import TorchSearch
+from scratchformer.errors import N_
 from scratchformer.export.formats import weights_digest
+from scratchformer.i18n import _
 from scratchformer.runs import Run
 from scratchformer.runs.cache import find_private, private_cache, user_cache_dir
 
@@ -57,8 +59,9 @@ SAVING_PER_ROW_TOKEN = 2.5e-4  # seconds the captured step saves per output toke
 #                               width), until measured here: the shipped model at batch 32 saves 0.2-0.4 ms greedy
 
 
-def say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+def say(template: str, **fields: Any) -> None:
+    """A line for the user on stderr, in their language (the template through the catalog, then filled in)."""
+    print(_(template).format(**fields) if fields else _(template), file=sys.stderr, flush=True)
 
 
 class CapturedStepCache:
@@ -72,7 +75,7 @@ class CapturedStepCache:
         self._digest: str | None = None
         self._why = captured.unavailable(model) if mode != "eager" else "eager"
         if self._why is not None and mode == "captured":
-            say(f"--step captured: {self._why}; decoding with the eager step")
+            say(N_("--step captured: {why}; decoding with the eager step"), why=_(self._why))
         if mode == "auto" and not autotune.enabled():  # SCRATCHFORMER_AUTOTUNE=0: every default, the eager step
             self._why = "off"
 
@@ -114,7 +117,8 @@ class CapturedStepCache:
     def _explain(self, beam: int, always: bool = False) -> None:
         """One line where a compile would have run but cannot (no compiler, a model the step does not cover)."""
         if self._why not in ("eager", "off") and (always or (self.mode == "auto" and self.pays(beam)[0])):
-            say(f"the captured decoding step cannot be built here ({self._why}); decoding with the eager step")
+            say(N_("the captured decoding step cannot be built here ({why}); decoding with the eager step"),
+                why=_(self._why))
         return False
 
     def shapes(self, beam: int) -> dict[str, Any]:
@@ -167,7 +171,8 @@ class CapturedStepCache:
                 captured.load_step(folder / ENCODER))
         except Exception as e:  # noqa: BLE001 - any failure of the optional fast path: the eager step, one line
             first = (str(e).splitlines() or [""])[0][:160]
-            say(f"the captured decoding step failed ({type(e).__name__}: {first}); decoding with the eager step")
+            say(N_("the captured decoding step failed ({kind}: {first}); decoding with the eager step"),
+                kind=type(e).__name__, first=first)
             return None
         if compiled or (self.mode == "captured" and autotune.entry("decode-step", self.shapes(beam)) is None):
             self._measure(fn, beam)  # so that auto may use the package, and knows what a compile saves
@@ -177,28 +182,32 @@ class CapturedStepCache:
         """The rule for a call of known size, and one line saying what it decided to compile."""
         ok, cost, saving = self.pays(beam)
         if ok:
-            say(f"compiling the captured decoding step: it should save about {saving:.0f} s of this call's "
-                f"{self.expected} tokens for about {cost:.0f} s of compiling, once (--step eager skips it)")
+            say(N_("compiling the captured decoding step: it should save about {saving:.0f} s of this call's "
+                   "{tokens} tokens for about {cost:.0f} s of compiling, once (--step eager skips it)"),
+                saving=saving, tokens=self.expected, cost=cost)
         return ok
 
     def _compile(self, name: str, stamp: dict[str, Any], beam: int) -> Path:
         step = captured.StaticStep.for_model(self.model, beam)
-        say(f"compiling the decoding step for {beam} row(s) per sentence with AOTInductor (once; about "
-            f"{self.pays(beam, 0)[1] / 60:.0f} minute(s)) into {user_cache_dir() / name}")
+        say(N_("compiling the decoding step for {beam} row(s) per sentence with AOTInductor (once; about "
+               "{minutes:.0f} minute(s)) into {folder}"), beam=beam, minutes=self.pays(beam, 0)[1] / 60,
+            folder=user_cache_dir() / name)
         start = time.perf_counter()
 
         def write(tmp: Path) -> None:
-            parts = ((PACKAGE, "the step for any batch", lambda p: captured.compile_step(step, p)),
-                     (SMALL, "the step tuned for a few rows", lambda p: captured.compile_step(step, p, tuned=True)),
-                     (ENCODER, "the encoder", lambda p: captured.compile_encoder(captured.StaticEncoder(self.model),
-                                                                                p)))
+            parts = ((PACKAGE, N_("the step for any batch"), lambda p: captured.compile_step(step, p)),
+                     (SMALL, N_("the step tuned for a few rows"),
+                      lambda p: captured.compile_step(step, p, tuned=True)),
+                     (ENCODER, N_("the encoder"),
+                      lambda p: captured.compile_encoder(captured.StaticEncoder(self.model), p)))
             for i, (file, what, make) in enumerate(parts, start=1):
-                say(f"  [{i}/{len(parts)}] {what} ({time.perf_counter() - start:.0f} s so far)")
+                say(N_("  [{i}/{n}] {what} ({seconds:.0f} s so far)"), i=i, n=len(parts), what=_(what),
+                    seconds=time.perf_counter() - start)
                 make(tmp / file)
 
         folder = private_cache(name, stamp, write)
         seconds = time.perf_counter() - start
-        say(f"compiled in {seconds:.0f} s")
+        say(N_("compiled in {seconds:.0f} s"), seconds=seconds)
         autotune.record("decode-compile", self.shapes(beam), {"seconds": round(seconds, 1)})
         return folder
 
@@ -226,7 +235,7 @@ def decoding_dtype(run: Run, options: DecodingOptions) -> str:
         c = run.model.config
         return autotune.decoding_dtype(c.d_model, c.d_ff, c.tgt_vocab_size)
     if options.dtype == "bf16" and not autotune.has_bf16():
-        say("--dtype bf16: this CPU has neither AVX512-BF16 nor AMX, so bf16 is emulated and slower than fp32")
+        say(N_("--dtype bf16: this CPU has neither AVX512-BF16 nor AMX, so bf16 is emulated and slower than fp32"))
     return options.dtype
 
 
@@ -240,7 +249,7 @@ class Backend(TorchSearch):
         mode = options.step
         if mode != "eager" and run.members:
             if mode == "captured":
-                say("--step captured: not with an ensemble; decoding with the eager step")
+                say(N_("--step captured: not with an ensemble; decoding with the eager step"))
             mode = "eager"
         self.dtype = decoding_dtype(run, options)
         model = run.model if self.dtype == "fp32" else copy.deepcopy(run.model).to(torch.bfloat16)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from scratchformer.errors import ConfigError
+from scratchformer.i18n import _
 from scratchformer.runs import load_run
 from scratchformer.serve.app import Settings, begin_shutdown, create_app
 from scratchformer.serve.decoder import RunTranslator, run_languages
@@ -124,9 +125,10 @@ def serve(run_dir: str | Path, settings: Settings | None = None, port: int = 500
     settings.source, settings.target = run_languages(run, settings.source, settings.target)
     sock = bind(host, port)
     where = f"[{host}]" if ":" in host else host
-    print(f"scratchformer serve: {run_dir} ({settings.source}->{settings.target}, engine {translator.engine}, beam "
-          f"{settings.beam}, batch wait {settings.batch_wait_ms:g} ms) on http://{where}:{sock.getsockname()[1]}",
-          file=sys.stderr, flush=True)
+    print(_("scratchformer serve: {run} ({source}->{target}, engine {engine}, beam {beam}, batch wait {wait:g} ms) "
+            "on {url}").format(run=run_dir, source=settings.source, target=settings.target, engine=translator.engine,
+                                beam=settings.beam, wait=settings.batch_wait_ms,
+                                url=f"http://{where}:{sock.getsockname()[1]}"), file=sys.stderr, flush=True)
     # SIGTERM: bodies still arriving get 503 at once (begin_shutdown); requests being decoded get up to
     # SHUTDOWN_GRACE s to be answered, then the batcher answers the rest 503 and stops its decoding at the next step
     # (batcher.abort), before uvicorn's own limit would cancel them (500). Connections: protocol.py's limits,
@@ -153,7 +155,7 @@ def serve(run_dir: str | Path, settings: Settings | None = None, port: int = 500
         signal.signal(signal.SIGTERM, previous)
         sock.close()
     if stopped:
-        print(f"scratchformer serve: stopped by SIGTERM, after answering the requests in flight (those still "
-              f"decoding after {SHUTDOWN_GRACE:g} s got 503)", file=sys.stderr, flush=True)
+        print(_("scratchformer serve: stopped by SIGTERM, after answering the requests in flight (those still "
+                "decoding after {grace:g} s got 503)").format(grace=SHUTDOWN_GRACE), file=sys.stderr, flush=True)
     return 0
 
