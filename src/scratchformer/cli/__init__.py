@@ -118,30 +118,43 @@ def main(argv: list[str] | None = None) -> int:
     if extra and free and not any(e.startswith("-") and len(e) > 1 for e in extra):
         setattr(args, free, getattr(args, free) + extra)
     elif extra:
-        _unrecognized(parser, args, extra)
+        _unrecognized(parser, args, extra, sys.argv[1:] if argv is None else argv)
     with warnings.catch_warnings():
         warnings.showwarning = _one_line_warning(args.command)  # restored on exit by catch_warnings
         return _run(args)
 
 
-def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
+def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str],
+                  argv: list[str]) -> None:
     """Exit 2 with one line from the command: a flag it retired names its replacement (the command's
-    `retired_flags` default); else the arguments it does not take, and the flag the first one resembles
-    (`--max-step` -> did you mean --max-steps?); abbreviations stay refused."""
+    `retired_flags` default; `{value}` in it is the value given: `--warmup 400` -> use warmup=400); else the
+    arguments it does not take, and the flag the first one resembles (`--max-step` -> did you mean --max-steps?);
+    abbreviations stay refused."""
     import difflib
 
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.command]
     first = next((e.split("=", 1)[0] for e in extra if e.startswith("--")), "")
     retired = getattr(args, "retired_flags", {})
     if first in retired:
+        replacement = retired[first].replace("{value}", _given_value(first, argv))
         sub.exit(2, _("%(prog)s: error: %(message)s\n") % {
             "prog": sub.prog, "message": _("{flag} is gone: use {replacement}").format(flag=first,
-                                                                                   replacement=retired[first])})
+                                                                                   replacement=replacement)})
     flags = [s for action in sub._actions for s in action.option_strings if s.startswith("--")]
     close = difflib.get_close_matches(first, flags, n=1, cutoff=0.75)
     hint = _(" (did you mean {flag}?)").format(flag=close[0]) if close else ""
     sub.exit(2, _("%(prog)s: error: %(message)s\n") % {
         "prog": sub.prog, "message": _("unrecognized arguments: %s") % " ".join(extra) + hint})
+
+
+def _given_value(flag: str, argv: list[str]) -> str:
+    """The value given with `flag` in argv (`--warmup 400`, `--warmup=400`), or VALUE when none follows it."""
+    for i, arg in enumerate(argv):
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+        if arg == flag and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            return argv[i + 1]
+    return "VALUE"
 
 
 def _run(args: argparse.Namespace) -> int:

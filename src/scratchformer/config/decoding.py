@@ -187,7 +187,7 @@ class DecodingOptions:
             raise InputError(f"translation needs an encoder-decoder model, got a {config.arch} one")
         self.check(cli)
         name = self._namer(cli)
-        cap = config.max_len
+        cap = config.max_positions
         if self.max_len is not None and self.max_len > cap:
             raise ConfigError(f"{name('max_len')}: the model's positions end at max_len={cap}; give at most {cap} "
                               f"output tokens (unset: source length + {PAPER_EXTRA_LEN})")

@@ -75,7 +75,7 @@ def beam_search(
 ) -> list[list[Hypothesis]]:
     """Beam search over src (B, L_src) ids (or id lists), right-padded with `pad`; n_best hypotheses each.
 
-    max_len: most tokens per sentence, EOS not counted; None -> src_len + 50, capped at model.config.max_len.
+    max_len: most tokens per sentence, EOS not counted; None -> src_len + 50, capped at model.config.max_positions.
     PAD is never emitted; EOS is suppressed until `min_len` tokens were emitted.
     bos / eos / pad: None -> the model's own (decoder_start_id, extra["eos_token_id"], pad_id), else ours (1, 2, 0).
     no_repeat_ngram / repetition_penalty / prefixes (forced target ids per sentence, kept in the output; the budget
@@ -91,8 +91,8 @@ def beam_search(
         if src.size(0) == 0:
             return []
         constraints = Constraints(no_repeat_ngram, repetition_penalty, prefixes)
-        limits = constrained_limits(length_limits(src, pad, max_len, model.config.max_len), constraints,
-                                    model.config.max_len)  # (B,)
+        limits = constrained_limits(length_limits(src, pad, max_len, model.config.max_positions), constraints,
+                                    model.config.max_positions)  # (B,)
         # B*K decoding rows (sentence-major); the K beams of a sentence share its memory row
         # the row count holds until the end: one sentence (its beams run until it is done), or a fixed length
         fixed = src.size(0) == 1 or min_len >= int(limits.max())

@@ -1,7 +1,7 @@
 """What every decoder shares: the length rule, padding of id lists, and the model seen as a step function.
 
     Seq2SeqSteps   EncoderDecoder + KV cache as `step(tokens (N, t), index (N,) | None) -> logits (N, V)`
-    length_limits  per-sentence output budget: src_len + 50 (the paper), capped at model.config.max_len
+    length_limits  per-sentence output budget: src_len + 50 (the paper), capped at model.config.max_positions
 
 The step function is the one seam between the search algorithms and the model: greedy and beam search
 only call it, so a fake with fixed probabilities can drive them in tests.

@@ -60,7 +60,7 @@ def greedy_decode(
     """Greedy translation of src (B, L_src) ids (or id lists), right-padded with `pad`.
 
     max_len: most tokens per sentence, EOS not counted; None -> src_len + 50 (src_len = non-pad source ids).
-    Always capped at model.config.max_len. min_len: EOS is suppressed until that many tokens were emitted.
+    Always capped at model.config.max_positions. min_len: EOS is suppressed until that many tokens were emitted.
     force_len=N: every sentence emits exactly N tokens (EOS suppressed, budget N), for benchmarks.
     use_cache=False re-runs the decoder on the whole prefix each step (the reference loop).
     bos / eos / pad: None -> the model's own (decoder_start_id, extra["eos_token_id"], pad_id), else ours (1, 2, 0).
@@ -70,7 +70,7 @@ def greedy_decode(
     with the cache.
     Returns the token lists, or a GreedyOutput when return_scores / return_logits is set.
     """
-    cap = model.config.max_len
+    cap = model.config.max_positions
     if force_len is not None:
         if not 0 < force_len <= cap:
             raise ValueError(f"force_len={force_len} must be in [1, model max_len={cap}]")

@@ -67,7 +67,7 @@ def sample(
     temperature <= 0 is greedy decoding (top_k / top_p then do nothing). top_p must be in (0, 1].
     seed: sampling from a private generator seeded with it (reproducible); None uses torch's global RNG.
     on_token(row, token) is called for each new token as it is chosen (streaming).
-    A prompt that leaves no room for max_new_tokens within model.config.max_len is cut on the left, with a
+    A prompt that leaves no room for max_new_tokens within model.config.max_positions is cut on the left, with a
     warning (truncate="left"), or refused (truncate="error").
     """
     check_sampling_args(temperature, top_k, top_p)
@@ -81,8 +81,8 @@ def sample(
     check_id_lists(input_ids, "prompts")
     if max_new_tokens == 0 or not input_ids:
         return [[] for _ in input_ids]
-    fit_prompts(input_ids, model.config.max_len, max_new_tokens, truncate)
-    prompts = _cut_left(input_ids, max_new_tokens, model.config.max_len)
+    fit_prompts(input_ids, model.config.max_positions, max_new_tokens, truncate)
+    prompts = _cut_left(input_ids, max_new_tokens, model.config.max_positions)
     device = model_device(model)
     generator = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
     with eval_mode(model):

@@ -69,7 +69,7 @@ class Backend:
                       max_len: int | None = None, batch_size: int = 32) -> list[list[int]]:
         """Target ids (no BOS/EOS) of source ids as `src_tok.encode` gives them (</s> is added here), in order:
         what greedy_decode / beam_search return for `encode(s)[:max_len - 1] + [EOS]`."""
-        cap = self.run.model.config.max_len
+        cap = self.run.model.config.max_positions
         srcs = [list(s)[: cap - 1] for s in srcs]  # CT2 appends </s> (add_source_eos)
         limits = [min(cap, max_len if max_len is not None else len(s) + 1 + PAPER_EXTRA_LEN) for s in srcs]
         order = sorted(range(len(srcs)), key=lambda i: -len(srcs[i]))  # longest first, batches as the pipeline

@@ -102,6 +102,6 @@ class Backend:
             logprobs[:, self.pad] = NEG_INF
             return logprobs
 
-        limits = length_limits(src_ids, self.pad, max_len, self.run.model_config.max_len)  # (B,)
+        limits = length_limits(src_ids, self.pad, max_len, self.run.model_config.max_positions)  # (B,)
         hyps = beam_search_core(step_fn, len(src), beam, limits, alpha, self.bos, self.eos)
         return [h[0].tokens for h in hyps]

@@ -102,6 +102,6 @@ class Translator:
             check_supported(self.options, self.engine, self.backend.SUPPORTS, self.cli, prefix=True)
         o = self.options
         structured = o.n_best > 1 or o.align or return_hyps
-        return run_pipeline(self.backend, self.run.src_tok, self.run.tgt_tok, self.run.model_config.max_len, texts,
-                            o, prefix, structured, progress)
+        return run_pipeline(self.backend, self.run.src_tok, self.run.tgt_tok, self.run.model_config.max_positions,
+                            texts, o, prefix, structured, progress)
 

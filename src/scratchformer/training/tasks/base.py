@@ -208,7 +208,7 @@ class Task:
         if (run / CONFIG).exists() and resume:
             return ModelConfig.load(run / CONFIG)
         overrides = dict(cfg.model)
-        overrides.setdefault("max_len", max(cfg.max_len, ModelConfig.preset(cfg.preset).max_len))
+        overrides.setdefault("max_positions", max(cfg.max_sentence_len, ModelConfig.preset(cfg.preset).max_positions))
         overrides.update(sizes)
         return ModelConfig.preset(cfg.preset, **overrides)
 
@@ -219,17 +219,17 @@ class Task:
                               f"{PRESET_FOR_ARCH[self.arch]})")
         return config
 
-    def load_examples(self, train: list, what: str = "training examples shorter than max_len={max_len}") -> None:
+    def load_examples(self, train: list, what: str = "training examples shorter than max_sentence_len={n}") -> None:
         """train_examples from the already-read train split, valid_examples read now; none to train on is an error."""
         self.train_examples = self.examples("train", train)  # read once: for the tokenizer and the examples
         valid = self.texts("valid") if self.cfg.task in ("lm", "mlm") else self.pairs("valid")
         self.valid_examples = self.examples("valid", valid)
         self.note_splits(train, valid)
         if not self.train_examples:
-            raise ConfigError(f"corpus {self.cfg.corpus!r} has no {what.format(max_len=self.cfg.max_len)}")
+            raise ConfigError(f"corpus {self.cfg.corpus!r} has no {what.format(n=self.cfg.max_sentence_len)}")
 
     def sentence_examples(self, split: str, loaded: list | None = None) -> list[list[int]]:
         """A text corpus's sentences as <s> ids </s> (cut to max_len), empty ones dropped (the lm and mlm data)."""
         cfg = self.cfg
         texts = loaded if loaded is not None else self.texts(split)
-        return [s for s in encode_sentences(self.tgt_tok, texts, cfg.max_len) if len(s) > 2]
+        return [s for s in encode_sentences(self.tgt_tok, texts, cfg.max_sentence_len) if len(s) > 2]

@@ -49,7 +49,7 @@ class ClassificationTask(EncoderTask):
         unknown = sorted({y for _, y in pairs} - set(self.labels))
         if unknown:
             raise ConfigError(f"{cfg.corpus} ({split}): labels {unknown[:3]} do not occur in the train split")
-        seqs = encode_sentences(self.tgt_tok, [t for t, _ in pairs], cfg.max_len)
+        seqs = encode_sentences(self.tgt_tok, [t for t, _ in pairs], cfg.max_sentence_len)
         return [(s, self.labels.index(y)) for s, (_, y) in zip(seqs, pairs)]
 
     def lengths(self, examples: list) -> list:
@@ -73,7 +73,7 @@ class ClassificationTask(EncoderTask):
         train_labels = [y for _, y in self.pairs("train")]
         for split in ("valid", "test"):
             pairs = self.pairs(split)
-            scores = classification_report(model, self.tgt_tok, pairs, train_labels, cfg.max_len)
+            scores = classification_report(model, self.tgt_tok, pairs, train_labels, cfg.max_sentence_len)
             report.update({f"{split}_{k}": v for k, v in scores.items()})
             self.log(f"{split}: accuracy {scores['accuracy']:.4f} (majority class {scores['majority_class']!r}: "
                      f"{scores['majority_accuracy']:.4f})")
