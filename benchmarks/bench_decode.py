@@ -44,7 +44,7 @@ TOKENS = ["<pad>", "<s>", "</s>", "<unk>"] + [f"t{i}" for i in range(4, VOCAB)]
 def build_ours(seed: int = 0, max_len: int = 512) -> EncoderDecoder:
     torch.manual_seed(seed)
     config = ModelConfig.preset("paper-base", src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, dropout=0.0,
-                                positions="sinusoidal-concat", decoder_start_id=START, max_len=max_len)
+                                positions="sinusoidal-concat", decoder_start_id=START, max_positions=max_len)
     return build_model(config).eval()
 
 

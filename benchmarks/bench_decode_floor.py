@@ -34,7 +34,7 @@ def model(d_model: int, d_ff: int) -> nn.Module:
     torch.manual_seed(0)
     config = ModelConfig.preset("paper-base", src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, dropout=0.0,
                                 d_model=d_model, d_ff=d_ff, positions="sinusoidal-concat", decoder_start_id=START,
-                                max_len=512)
+                                max_positions=512)
     return build_model(config).eval()
 
 

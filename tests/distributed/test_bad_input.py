@@ -70,7 +70,7 @@ def test_fp16_on_a_cpu_is_refused(launcher, tmp_path, capsys):
 
 def test_bf16_autocast_trains_on_a_cpu(runs, launcher, tmp_path, capsys):
     out = tmp_path / "bf16"
-    assert main(launcher.train_args(out, "--dtype", "bf16", "--max-tokens", "96", "--max-steps", "2", "--quiet")) == 0
+    assert main(launcher.train_args(out, "--dtype", "bf16", "max_tokens=96", "--max-steps", "2", "--quiet")) == 0
     records = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
     losses = {r["step"]: r["loss"] for r in records if r["kind"] == "train"}
     assert sorted(losses) == [1, 2] and all(math.isfinite(v) for v in losses.values())

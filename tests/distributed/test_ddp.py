@@ -79,7 +79,7 @@ def test_resume_two_rank_checkpoint_in_one_process(runs, launcher):
     run = runs.copy(runs.ddp, "ddp_then_one")
     shutil.rmtree(run / "checkpoints" / f"step-{STEPS:08d}")
     (run / "checkpoints" / "latest").write_text("step-00000002\n")
-    proc = launcher.single(run, "--resume", "--accum-steps", "2")
+    proc = launcher.single(run, "--resume", "accum_steps=2")
     assert "checkpoint written with world size 2, resuming with 1" in proc.stdout + proc.stderr
     assert _max_diff(_weights(runs.one_process_2b, STEPS), _weights(run, STEPS)) < TOL
     assert sorted(_train_losses(run)) == list(range(1, STEPS + 1))

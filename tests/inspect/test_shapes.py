@@ -79,7 +79,8 @@ def test_single_stack_models_use_one_length():
 
 @pytest.mark.parametrize("kwargs,needle", [
     (dict(batch=0), "batch 0"), (dict(batch=-2), "batch -2"), (dict(src_len=0), "src_len 0"),
-    (dict(tgt_len=-1), "tgt_len -1"), (dict(src_len=257), "max_len=256"), (dict(tgt_len=1000), "max_len=256"),
+    (dict(tgt_len=-1), "tgt_len -1"), (dict(src_len=257), "max_positions=256"),
+    (dict(tgt_len=1000), "max_positions=256"),
 ])
 def test_bad_sizes_are_one_line_errors(kwargs, needle):
     sizes = {"batch": 2, "src_len": 4, "tgt_len": 4, **kwargs}

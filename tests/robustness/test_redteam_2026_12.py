@@ -210,7 +210,7 @@ def test_a_folder_with_named_chat_templates_chats(llama_folder):
 
 
 def test_chat_on_invalid_utf8_is_one_line_as_generate(llama_folder):
-    result = cli("chat", str(llama_folder), "--max-new-tokens", "2", "--temperature", "0",
+    result = cli("chat", str(llama_folder), "--max-new-tokens", "2", "--set", "temperature=0",
                  stdin=b"hi there\nhi \xff there\n", timeout=240)
     assert_one_line_error(result, "stdin line 2 is not valid UTF-8")
 

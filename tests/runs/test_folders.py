@@ -68,7 +68,7 @@ COMMANDS = {  # command -> its arguments before --out (each refuses its --out be
     "export": lambda run: ["export", str(run), "--format", "hf"],
     "lab": lambda run: ["lab", "complexity", "--quick"],
     "report": lambda run: ["report", str(run)],
-    "plot": lambda run: ["plot", "positions", "--d-model", "8", "--max-len", "4"],
+    "plot": lambda run: ["plot", "positions", "--d-model", "8", "--max-positions", "4"],
     "average": lambda run: ["average", str(run), "--last", "2"],
     "consolidate": lambda run: ["consolidate", str(run)],
 }
@@ -145,7 +145,7 @@ def test_lab_never_writes_into_a_folder_it_did_not_make(tmp_path, capsys):
 @pytest.mark.parametrize("argv", [
     ["average", "{run}", "--last", "2", "--out", "{out}"],
     ["report", "{run}", "--out", "{out}"],
-    ["plot", "positions", "--d-model", "8", "--max-len", "4", "--out", "{out}"],
+    ["plot", "positions", "--d-model", "8", "--max-positions", "4", "--out", "{out}"],
     ["consolidate", "{run}", "--out", "{out}"],
 ])
 @pytest.mark.parametrize("name", ["config.json", "model.safetensors", "checkpoints/step-00000002/model.safetensors",
@@ -178,7 +178,7 @@ def test_a_legacy_run_without_a_marker_is_protected_too(tiny_run, tmp_path, caps
 @pytest.mark.parametrize("argv", [
     ["average", "{run}", "--last", "2", "--out", "{out}"],
     ["report", "{run}", "--out", "{out}"],
-    ["plot", "positions", "--d-model", "8", "--max-len", "4", "--out", "{out}"],
+    ["plot", "positions", "--d-model", "8", "--max-positions", "4", "--out", "{out}"],
     ["consolidate", "{run}", "--out", "{out}"],
 ])
 def test_a_users_file_is_replaced_only_when_overwrite_names_it(argv, run_dir, tmp_path, capsys):
@@ -200,7 +200,7 @@ def test_average_overwrite_names_the_file_and_its_default_is_its_own(run_dir, tm
 
 
 def test_plot_into_a_folder_writes_its_default_name_once(tmp_path, capsys):
-    args = ["plot", "positions", "--d-model", "8", "--max-len", "4", "--out", str(tmp_path)]
+    args = ["plot", "positions", "--d-model", "8", "--max-positions", "4", "--out", str(tmp_path)]
     assert main(args) == 0 and (tmp_path / "positions.png").read_bytes().startswith(b"\x89PNG")
     assert main(args) == 2
     assert "add --overwrite" in one_line_error(capsys)

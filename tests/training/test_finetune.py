@@ -55,7 +55,7 @@ def test_init_through_the_cli_trains(tmp_path, capsys):
 
     base = tmp_path / "base"
     train(TrainConfig(**TOY), base, quiet=True)
-    code = main(["train", "--init", str(base), "--corpus", _new_corpus(tmp_path), "--preset", "tiny",
-                 "--out", str(tmp_path / "tuned"), "--max-steps", "2", "--quiet", "--no-test", "--bleu-samples", "0",
-                 "--warmup", "2", "--max-tokens", "512", "--src-tokenizer", "word", "--tgt-tokenizer", "char"])
+    code = main(["train", f"init={base}", "--corpus", _new_corpus(tmp_path), "--preset", "tiny",
+                 "--out", str(tmp_path / "tuned"), "--max-steps", "2", "--quiet", "--no-test", "bleu_samples=0",
+                 "warmup=2", "max_tokens=512", "src_tokenizer=word", "tgt_tokenizer=char"])
     assert code == 0 and (tmp_path / "tuned" / "model.safetensors").exists()

@@ -136,7 +136,7 @@ def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, ext
     first = next((e.split("=", 1)[0] for e in extra if e.startswith("--")), "")
     retired = getattr(args, "retired_flags", {})
     if first in retired:
-        replacement = retired[first].replace("{value}", _given_value(first, argv))
+        replacement = _(retired[first]).replace("{value}", _given_value(first, argv))
         sub.exit(2, _("%(prog)s: error: %(message)s\n") % {
             "prog": sub.prog, "message": _("{flag} is gone: use {replacement}").format(flag=first,
                                                                                    replacement=replacement)})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from scratchformer.i18n import _, pad
+from scratchformer.i18n import N_, _, pad
 
 
 def cmd_lab(args: argparse.Namespace) -> int:
@@ -40,5 +40,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", default=None, help=_("heads: the trained encoder-decoder run (default: models/en-zh)"))
     p.add_argument("--threads", type=int, default=None, help=_(
         "torch CPU threads (default: torch's choice; 1 is fastest for these tiny models on a busy CPU)"))
-    p.set_defaults(retired_flags={"--list": "scratchformer lab (with no experiment name it lists them)"})
+    p.set_defaults(retired_flags={"--list": N_("scratchformer lab (with no experiment name it lists them)")})
     p.set_defaults(func=cmd_lab)

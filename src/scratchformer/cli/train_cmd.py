@@ -137,7 +137,7 @@ def readable_summary(summary: dict[str, Any]) -> str:
     names = {"valid_loss": N_("loss"), "valid_nll": N_("nll"), "valid_ppl": N_("ppl")}
     valid = [f"{_(names[k])} {_figure(s[k])}" for k in ("valid_loss", "valid_nll", "valid_ppl") if k in s]
     if "bleu" in s:
-        valid.append(_("greedy BLEU {bleu} on its first sentences (--bleu-samples)").format(bleu=s["bleu"]))
+        valid.append(_("greedy BLEU {bleu} on its first sentences (bleu_samples)").format(bleu=s["bleu"]))
     if valid:
         lines.append(_("  valid (step {step}): {scores}").format(step=s.get("step"), scores=_(", ").join(valid)))
     data = s.get("data") or {}

@@ -60,7 +60,7 @@ FIELD_HELP: dict[str, str] = {
     "keep_last": N_("checkpoints kept"),
     "patience": N_("stop after this many validations without a better loss (none: never)"),
     "bleu_samples": N_("validation sentences translated (greedy) for BLEU at each validation"),
-    "dtype": N_("training precision: fp32, bf16, fp16 (GPU) or auto (measured)"),
+    "dtype": N_("training number format: fp32, bf16, fp16 (GPU) or auto (measured)"),
     "compile": N_("torch.compile the model"),
     "device": N_("auto, cpu, cuda, cuda:N or mps"),
     "on_error": N_("malformed corpus lines: stop or skip"),
@@ -89,7 +89,7 @@ def _label(name: str) -> str:
 
 def upgrade_train_fields(data: Any) -> Any:
     """A mapping of TrainConfig fields with the old names of RENAMED_TRAIN_FIELDS replaced by the new ones (older
-    train_config.json and --config files), its `model` overrides upgraded as config.json is; a one-line
+    train_config.json and --config files; their `model` overrides are upgraded by TrainConfig itself); a one-line
     ConfigError if both names are given with different values."""
     if not isinstance(data, dict):
         return data
@@ -100,8 +100,6 @@ def upgrade_train_fields(data: Any) -> Any:
             if new in out and out[new] != value:
                 raise ConfigError(f"{old}={value!r} (the old name of {new}) disagrees with {new}={out[new]!r}")
             out[new] = value
-    if isinstance(out.get("model"), dict):
-        out["model"] = upgrade_fields(out["model"])
     return out
 
 
@@ -149,6 +147,8 @@ class TrainConfig:
     # lm: fine-tuning with a fresh optimiser and schedule), or its encoder (classify: e.g. an mlm run)
 
     def __post_init__(self) -> None:
+        if isinstance(self.model, dict):  # the old names of model fields (max_len: max_positions), once, here
+            self.model = upgrade_fields(self.model)
         check_field_types(type(self), {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, _label)
         if self.task not in TASKS:
             raise ConfigError("task={task!r} is not one of {tasks} (--task)", task=self.task, tasks=", ".join(TASKS))

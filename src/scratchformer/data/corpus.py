@@ -36,7 +36,7 @@ HOLDOUTS = ("hash", "none")
 # `held_out`: each of valid and test gets this share of a file's distinct source sentences, within these bounds;
 # a file with fewer distinct sources than HOLDOUT_LEAST is not split (its scores are then training scores)
 HOLDOUT_SHARE, HOLDOUT_MAX, HOLDOUT_LEAST = 0.05, 2000, 20
-_HINT = "(use --on-error skip to skip bad lines)"
+_HINT = "(use on_error=skip to skip bad lines)"
 # the language pair of the bundled corpora whose name does not spell it (en-zh does)
 BUNDLED_LANGUAGES = {"software": ("en", "zh"), "gimp": ("en", "zh"), "toy": ("en", "zh")}
 
@@ -318,12 +318,12 @@ def check_upsample(corpus: str, factors: dict[str, int]) -> list[tuple[str, int]
     """corpus_sources(corpus), or a one-line CorpusError if it has none or lacks a source of `factors`."""
     parts = corpus_sources(corpus)
     if parts is None:
-        raise CorpusError(f"--upsample needs a bundled corpus made of several sources (software); {corpus!r} has "
+        raise CorpusError(f"upsample= needs a bundled corpus made of several sources (software); {corpus!r} has "
                           "none: repeat lines in your TSV file instead")
     names = [source for source, _ in parts]
     unknown = sorted(set(factors) - set(names))
     if unknown:
-        raise CorpusError(f"--upsample {','.join(unknown)}: not a source of {corpus} ({', '.join(names)})")
+        raise CorpusError(f"upsample={','.join(unknown)}: not a source of {corpus} ({', '.join(names)})")
     return parts
 
 

@@ -350,7 +350,7 @@ def consolidate(run_dir: str | Path, step: int | None = None, out: str | Path | 
         found = runs.checkpoint_dir(run_dir) / step_name(step)
     if found is None or not is_sharded_checkpoint(found):
         raise CheckpointError(f"no sharded (FSDP) checkpoint {found or 'in ' + str(runs.checkpoint_dir(run_dir))}: "
-                                   "consolidate reads checkpoints written by `train --fsdp` under torchrun")
+                                   "consolidate reads checkpoints written by `train fsdp=true` under torchrun")
     model = build_model(config)
     load_sharded_state(model, None, found)
     target = Path(out) if out is not None else found / WEIGHTS  # beside the shards: the command's own file

@@ -113,7 +113,7 @@ def refuse_init_into_itself(init: str | None, out: Path, overwrite: bool = False
         return
     start, target = Path(init).resolve(), Path(out).resolve()
     if start == target or (overwrite and target in start.parents):
-        raise ConfigError(f"--init {init} --out {out}: a run cannot be fine-tuned into itself (its weights and "
+        raise ConfigError(f"init={init} --out {out}: a run cannot be fine-tuned into itself (its weights and "
                           "config would be replaced while they are read); give another --out")
 
 

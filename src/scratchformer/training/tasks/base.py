@@ -136,7 +136,7 @@ class Task:
             return
         if cfg.holdout == "none":
             self.split_info = {"corpus": cfg.corpus, "splits": SPLITS["none"]}
-            self.warn(f"--holdout none: {cfg.corpus} serves train, valid and test alike; the valid and test scores "
+            self.warn(f"holdout=none: {cfg.corpus} serves train, valid and test alike; the valid and test scores "
                       "are training scores")
             return
         n_train, n_valid = len(train), len(valid)
@@ -149,7 +149,7 @@ class Task:
             return
         self.split_info = {"corpus": cfg.corpus, "splits": SPLITS["hash"].format(share=HOLDOUT_SHARE),
                            "train": n_train, "valid": n_valid, "test": n_test}
-        self.log(f"{cfg.corpus}: one file, split by a hash of each source sentence (--holdout hash): {n_train} train, "
+        self.log(f"{cfg.corpus}: one file, split by a hash of each source sentence (holdout=hash): {n_train} train, "
                  f"{n_valid} valid, {n_test} test rows; valid and test are never trained on")
 
     def warn(self, msg: str) -> None:
@@ -183,7 +183,7 @@ class Task:
         changed = {k: v for k, v in self.cfg.model.items() if getattr(config, k, None) != v}
         sizes = sorted(k for k in changed if k not in FINE_TUNE_OVERRIDES)
         if sizes:
-            raise ConfigError(f"--init {init}: model override {sizes[0]}={changed[sizes[0]]!r} would change the "
+            raise ConfigError(f"init={init}: model override {sizes[0]}={changed[sizes[0]]!r} would change the "
                               f"model that {init} trained; only {', '.join(FINE_TUNE_OVERRIDES)} may change")
         config = self.check_arch(config.replace(**changed, extra={**config.extra, "init": str(init)}))
         self.copy_tokenizers(init)

@@ -57,7 +57,7 @@ class EncoderTask(Task):
             init = Path(cfg.init)
             base = load_config(init)
             if base.arch != "encoder":
-                raise ConfigError(f"--init {init} holds a {base.arch} model; it must be an encoder (an mlm run)")
+                raise ConfigError(f"init={init} holds a {base.arch} model; it must be an encoder (an mlm run)")
             base = base.replace(**cfg.model, head=None, n_classes=None, labels=None,
                                 extra={**base.extra, "init": str(init)})
             self.copy_tokenizers(init)  # an encoder run has one tokenizer: tokenizer_tgt.json
@@ -100,7 +100,7 @@ def load_encoder_weights(base: torch.nn.Module, run_dir: Path) -> Path:
     try:
         path = weights_path(run_dir)
     except CheckpointError:
-        raise CheckpointError(f"--init {run_dir}: no model.safetensors and no checkpoint") from None
+        raise CheckpointError(f"init={run_dir}: no model.safetensors and no checkpoint") from None
     tensors = read_tensors(path)
     if any(k.startswith("base.") for k in tensors):
         tensors = {k[len("base."):]: v for k, v in tensors.items() if k.startswith("base.")}
@@ -109,7 +109,7 @@ def load_encoder_weights(base: torch.nn.Module, run_dir: Path) -> Path:
     bad = [k for k in own if k in tensors and tensors[k].shape != own[k].shape]
     if missing or unexpected or bad:
         raise CheckpointError(f"{path} is not an encoder of this config (missing {missing[:2]}, unexpected "
-                              f"{unexpected[:2]}, other shapes {bad[:2]}): model overrides given with --init "
+                              f"{unexpected[:2]}, other shapes {bad[:2]}): model overrides given with init= "
                               "must keep the init run's sizes")
     for name, t in tensors.items():  # a diverged (nan) or foreign encoder would poison the classifier
         check_tensor(path, name, t, own[name])
