@@ -163,7 +163,7 @@ def test_upsample_reaches_the_training_examples(toy_run, tmp_path):
     from scratchformer.training.tasks.translate import TranslationTask
 
     def examples(**kw) -> int:
-        cfg = TrainConfig(corpus="software", init=str(toy_run), max_len=512, **kw)
+        cfg = TrainConfig(corpus="software", init=str(toy_run), max_sentence_len=512, **kw)
         run = tmp_path / f"run{len(kw)}"
         run.mkdir()
         task = TranslationTask(cfg, run, DistInfo(), lambda _: None)

@@ -16,8 +16,8 @@ from scratchformer.runs import load_run
 from scratchformer.training.trainer import train as train_encoder_task
 
 SMALL = {"d_model": 64, "n_heads": 4, "d_ff": 256, "n_encoder_layers": 2, "dropout": 0.0,
-         "attention_dropout": 0.0, "max_len": 32}
-COMMON = dict(preset="bert-tiny", label_smoothing=0.0, eval_every=0, save_every=0, bleu_samples=0, max_len=32,
+         "attention_dropout": 0.0, "max_positions": 32}
+COMMON = dict(preset="bert-tiny", label_smoothing=0.0, eval_every=0, save_every=0, bleu_samples=0, max_sentence_len=32,
               log_every=1000)
 
 
