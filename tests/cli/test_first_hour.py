@@ -102,7 +102,7 @@ def test_train_on_one_file_holds_out_says_so_and_records_it(own_run):
 
 def test_warm_up_longer_than_the_run_is_a_warning(own_run):
     _, _, err = own_run
-    assert "warning: the run ends (--max-steps 2) before its warm-up (--warmup 1000) does" in err
+    assert "warning: the run ends (--max-steps 2) before its warm-up (warmup=1000) does" in err
 
 
 def test_summary_is_readable_and_json_on_request(own_run, tmp_path, capsys):
