@@ -36,8 +36,8 @@ def _free_port() -> int:
 
 def _train_args(out: Path, a: argparse.Namespace) -> list[str]:
     return ["train", "--out", str(out), "--corpus", a.corpus, "--preset", a.preset, "--max-steps", str(a.steps),
-            "--max-tokens", str(a.max_tokens), "--log-every", "10", "--eval-every", "0", "--save-every", "0",
-            "--bleu-samples", "0", "--device", "cpu", "--quiet", "--no-test"]
+            f"max_tokens={a.max_tokens}", "log_every=10", "eval_every=0", "save_every=0",
+            "bleu_samples=0", "device=cpu", "--quiet", "--no-test"]
 
 
 def _tokens_per_s(run: Path) -> tuple[float, list[float]]:
@@ -83,7 +83,7 @@ def main() -> None:
     p.add_argument("--nproc", type=int, default=2)
     p.add_argument("--preset", default="tiny")
     p.add_argument("--corpus", default="en-zh")
-    p.add_argument("--max-tokens", type=int, default=2048, help="padded tokens per batch, per rank")
+    p.add_argument(f"max_tokens={type}"=int, default=2048, help="padded tokens per batch, per rank")
     p.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     a = p.parse_args()
     threads_ranked = max(1, a.cores // a.nproc)

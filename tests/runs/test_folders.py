@@ -1,7 +1,7 @@
 """runs/folders.py, the one owner of what the commands write: every command that writes a folder or a file refuses
 --overwrite on a folder it did not make, on `.`, on a parent of `.` and on $HOME (exit 2, one line, nothing
 deleted); on its own earlier output it keeps the user's files and names them; a single output file is never one
-of a run's own files, nor a user's file without --overwrite; `train --init X --out X` is refused."""
+of a run's own files, nor a user's file without --overwrite; `train init=X --out X` is refused."""
 
 from __future__ import annotations
 
@@ -210,8 +210,8 @@ def test_plot_into_a_folder_writes_its_default_name_once(tmp_path, capsys):
 @pytest.mark.parametrize("init", [".", "checkpoints/step-00000002"])
 def test_train_init_into_itself_is_refused_and_the_run_kept(init, run_dir, tmp_path, capsys):
     before = tree(tmp_path)
-    code = main(["train", "--recipe", "toy", "--max-steps", "1", "--quiet", "--no-test", "--init",
-                 str(run_dir / init), "--out", str(run_dir), "--overwrite"])
+    code = main(["train", "--recipe", "toy", "--max-steps", "1", "--quiet", "--no-test",
+                 f"init={run_dir / init}", "--out", str(run_dir), "--overwrite"])
     assert code == 2
     assert "fine-tuned into itself" in one_line_error(capsys)
     assert tree(tmp_path) == before

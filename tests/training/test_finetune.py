@@ -45,7 +45,7 @@ def test_init_refuses_an_override_that_changes_the_model(tmp_path):
     base = tmp_path / "base"
     train(TrainConfig(**TOY), base, quiet=True)
     cfg = TrainConfig(**{**TOY, "init": str(base), "model": {"d_model": 32, "dropout": 0.0}})
-    with pytest.raises(ConfigError, match=r"--init .*d_model=32 would change the model"):
+    with pytest.raises(ConfigError, match=r"init=.*d_model=32 would change the model"):
         Trainer(cfg, tmp_path / "tuned", quiet=True).prepare()
     assert not (tmp_path / "tuned" / "tokenizer_tgt.json").exists()  # refused before anything was copied
 
