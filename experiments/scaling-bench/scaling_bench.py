@@ -83,7 +83,7 @@ def main() -> None:
     p.add_argument("--nproc", type=int, default=2)
     p.add_argument("--preset", default="tiny")
     p.add_argument("--corpus", default="en-zh")
-    p.add_argument(f"max_tokens={type}"=int, default=2048, help="padded tokens per batch, per rank")
+    p.add_argument("--max-tokens", type=int, default=2048, help="padded tokens per batch, per rank")
     p.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     a = p.parse_args()
     threads_ranked = max(1, a.cores // a.nproc)
