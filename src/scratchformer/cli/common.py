@@ -184,13 +184,13 @@ def add_set_arg(p: argparse.ArgumentParser, keys: list[SetKey], were_flags: bool
     each key was a flag before (`--top-k`), now retired: it fails with one line naming `--set top_k=VALUE`."""
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help=_("a setting, repeatable (the keys are listed below), e.g. --set {example}").format(
-                       example=f"{keys[0].name}={_shown(keys[0].default)}"))
+                       example=f"{keys[0].name}={shown(keys[0].default)}"))
     p.set_defaults(set_keys=keys, **{k.name: k.default for k in keys})
     if were_flags:
         retired = {f"--{k.name.replace('_', '-')}": f"--set {k.name}={{value}}" for k in keys}
         p.set_defaults(retired_flags={**(p.get_default("retired_flags") or {}), **retired})
     rows = [(k.name, _("{text} ({default})").format(text=_(k.help), default=_("default: {value}").format(
-        value=_shown(k.default)))) for k in keys]
+        value=shown(k.default)))) for k in keys]
     p.epilog = "\n".join([_("keys of --set KEY=VALUE:"), *key_table(rows)]) + "\n"
     p.formatter_class = argparse.RawDescriptionHelpFormatter
 
@@ -222,7 +222,7 @@ def apply_sets(args: argparse.Namespace) -> None:
                               type=getattr(keys[key].parse, "__name__", "a value")) from None
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     """A default as one types it: none, true, false, 1000."""
     return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 

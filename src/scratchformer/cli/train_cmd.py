@@ -18,14 +18,14 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from scratchformer.cli.common import key_table, parse_bool, parse_train_settings, sample_lines
+from scratchformer.cli.common import key_table, parse_bool, parse_train_settings, sample_lines, shown
 from scratchformer.config import RECIPES, ModelConfig, TrainConfig
 from scratchformer.config.train import FIELD_HELP, TRAIN_FLAGS
 from scratchformer.i18n import N_, _
 
 _HINTS = typing.get_type_hints(TrainConfig)
 _TRAIN_KEYS = {f.name for f in dataclasses.fields(TrainConfig)}
-_NONE = object()  # `--time-limit none` in a --config-less call: an explicit None, told apart from a flag not given
+_NONE = object()  # `--flag none` for an optional field: an explicit None, told apart from a flag not given
 
 
 def _flag_type(hint):
@@ -45,11 +45,6 @@ def _flag_type(hint):
     return optional
 
 
-def _shown(value: Any) -> str:
-    """A default as one types it: none, true, false, 1000."""
-    return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-
-
 def field_help(f: dataclasses.Field) -> str:
     """The field's help with its one default: the demo recipe's value where it sets one (what `train` with no
     --recipe / --config uses), and the built-in one used with --config."""
@@ -57,9 +52,9 @@ def field_help(f: dataclasses.Field) -> str:
     recipe = RECIPES["demo"]
     if f.name in recipe and recipe[f.name] != base:
         default = _("default: {recipe} from the demo recipe; {base} with --config and no --recipe").format(
-            recipe=_shown(recipe[f.name]), base=_shown(base))
+            recipe=shown(recipe[f.name]), base=shown(base))
     else:
-        default = _("default: {value}").format(value=_shown(base))
+        default = _("default: {value}").format(value=shown(base))
     text = _(FIELD_HELP[f.name]) if f.name in FIELD_HELP else ""
     return _("{text} ({default})").format(text=text, default=default) if text else _("({default})").format(
         default=default)
@@ -89,7 +84,7 @@ def _retired() -> dict[str, str]:
 
 
 def _flags(args: argparse.Namespace) -> dict:
-    """The TrainConfig fields given on the command line, as flags or KEY=VALUE (`none` as an explicit None)."""
+    """The TrainConfig fields given as train's own flags (`none`: an explicit None); KEY=VALUE: parse_train_settings."""
     flags = {}
     for name in TRAIN_FLAGS:
         value = getattr(args, name, None)
@@ -149,9 +144,9 @@ def readable_summary(summary: dict[str, Any]) -> str:
         lines.append(_("  data: {corpus}: {splits}").format(corpus=data.get("corpus"),
                                                           splits=splits_shown(str(data.get("splits"))))
                      + (f" ({counts})" if counts else ""))
-    shown = {"run_dir", "step", "epoch", "elapsed_s", "interrupted", "signal", "data", "kind", "valid_loss",
+    listed = {"run_dir", "step", "epoch", "elapsed_s", "interrupted", "signal", "data", "kind", "valid_loss",
              "valid_nll", "valid_ppl", "bleu"}
-    rest = [f"{k} {_figure(v)}" for k, v in s.items() if k not in shown and not isinstance(v, (dict, list))]
+    rest = [f"{k} {_figure(v)}" for k, v in s.items() if k not in listed and not isinstance(v, (dict, list))]
     if rest:
         lines.append(f"  {', '.join(rest)}")
     return "\n".join(lines)
