@@ -129,7 +129,7 @@ def _refuse_retired(parser: argparse.ArgumentParser, argv: list[str]) -> None:
     """Exit 2 with one line when argv gives its command a flag the command retired (its `retired_flags` default): the
     flag named with its replacement, `{value}` in it the value given (`--warmup 400` -> use warmup=400)."""
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
-    name = next((a for a in argv if not a.startswith("-")), None)
+    name = next((a for a in argv if a in commands), None)  # `--lang zh train ...` too
     sub = commands.get(name) if name is not None else None
     retired = (sub.get_default("retired_flags") or {}) if sub is not None else {}
     first = next((a.split("=", 1)[0] for a in argv if a.split("=", 1)[0] in retired), None)
