@@ -2,9 +2,9 @@
 
 The corpus is built so that three set-ups see the same examples in every optimiser update:
 
-    1 process, --max-tokens 2M                    one batch per epoch: the whole corpus
-    1 process, --max-tokens M --accum-steps 2     two batches per epoch, accumulated into one update
-    2 ranks,   --max-tokens M                     two batches per epoch, one per rank
+    1 process, max_tokens=2M                     one batch per epoch: the whole corpus
+    1 process, max_tokens=M accum_steps=2       two batches per epoch, accumulated into one update
+    2 ranks,   max_tokens=M                      two batches per epoch, one per rank
 
 Every pair costs the same padded length L (target: 4 characters + <s> </s> = 6 tokens; source: 1 to 5 words +
 </s> <= 6), so `token_batches` cuts after exactly M / L pairs, and N_PAIRS = 2M / L makes one epoch exactly one

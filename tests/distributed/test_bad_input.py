@@ -39,7 +39,7 @@ def test_more_ranks_than_gpus_is_refused_before_any_connection(monkeypatch):
 def test_one_named_gpu_for_several_ranks_is_refused(monkeypatch):
     _as_rank(monkeypatch, 0, 2)
     _fake_gpus(monkeypatch, 2)
-    with pytest.raises(ConfigError, match="would put all 2 ranks of this machine on one GPU; use --device cuda"):
+    with pytest.raises(ConfigError, match="would put all 2 ranks of this machine on one GPU; use device=cuda"):
         distributed.setup("cuda:1")
 
 
