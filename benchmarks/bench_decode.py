@@ -50,7 +50,7 @@ def build_ours(seed: int = 0, max_len: int = 512, **sizes: int) -> EncoderDecode
     """paper-base in Marian's layout (sizes: d_model, d_ff overrides), random weights from `seed`."""
     torch.manual_seed(seed)
     config = ModelConfig.preset("paper-base", src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, dropout=0.0,
-                                positions="sinusoidal-concat", decoder_start_id=START, max_len=max_len, **sizes)
+                                positions="sinusoidal-concat", decoder_start_id=START, max_positions=max_len, **sizes)
     return build_model(config).eval()
 
 

@@ -30,7 +30,7 @@ def corpus_lengths(corpus: str = "en-zh") -> list[tuple[int, int]]:
     tgt_tok = train_tokenizer(cfg.tgt_tokenizer, [t for _, t in pairs], cfg.tgt_vocab_size, cfg.min_freq)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        examples = encode_pairs(pairs, src_tok, tgt_tok, cfg.max_len)
+        examples = encode_pairs(pairs, src_tok, tgt_tok, cfg.max_sentence_len)
     return [(len(s), len(t)) for s, t in examples]
 
 

@@ -49,8 +49,8 @@ class TorchTransformerMT(nn.Module):
         super().__init__()
         c = self.config = config
         self.src_embed, self.tgt_embed = (InputLayer(
-            vocab_size=c.tgt_vocab_size, d_model=c.d_model, max_len=c.max_len, positions=c.positions, dropout=c.dropout,
-            pad_id=c.pad_id, scale=c.scale_embeddings) for _ in range(2))
+            vocab_size=c.tgt_vocab_size, d_model=c.d_model, max_len=c.max_positions, positions=c.positions,
+            dropout=c.dropout, pad_id=c.pad_id, scale=c.scale_embeddings) for _ in range(2))
         self.generator = Generator(c.d_model, c.tgt_vocab_size, c.generator_bias)
         if ours is not None:
             self.body = to_torch_transformer(ours)
@@ -76,7 +76,7 @@ def train_config() -> ModelConfig:
     """paper-base with nn.Transformer's final norms and its dropout placement (0.1 on residuals, attention
     weights and inside the FFN), so both compute the same function."""
     return ModelConfig.preset("paper-base", src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, final_norm=True,
-                              attention_dropout=0.1, activation_dropout=0.1, max_len=256)
+                              attention_dropout=0.1, activation_dropout=0.1, max_positions=256)
 
 
 def build(seed: int = 0) -> tuple[EncoderDecoder, TorchTransformerMT]:

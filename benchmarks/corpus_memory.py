@@ -68,7 +68,7 @@ def measure(path: Path, kind: str, steps: int, work: Path) -> dict:
     if steps:
         out = work / f"run-{path.stem}"
         args = [sys.executable, "-c", TRAIN, "train", "--recipe", "toy", "--corpus", str(path), "--max-steps",
-                str(steps), "--eval-every", "0", "--bleu-samples", "0", "--quiet", "--no-test", "--out", str(out)]
+                str(steps), "eval_every=0", "bleu_samples=0", "--quiet", "--no-test", "--out", str(out)]
     else:
         args = [sys.executable, "-c", CHILD, str(path), kind]
     proc = subprocess.run(args, env=env, capture_output=True, text=True, cwd=work)

@@ -621,7 +621,7 @@ def write_bundle(built: list[Built], out: Path) -> None:
 
 
 # Sources also bundled as a corpus of their own, `data/corpora/<name>/` (train/valid/test exactly as in the
-# software bundle), to fine-tune a model on one domain (README, "Fine-tuning"): `train --init models/en-zh
+# software bundle), to fine-tune a model on one domain (README, "Fine-tuning"): `train init=models/en-zh
 # --corpus gimp`.
 OWN_CORPUS = ("gimp",)
 

@@ -63,7 +63,7 @@ def main() -> None:
     ap.add_argument("--valid-limit", type=int, default=500, help="valid pairs that choose the weights (0: all)")
     ap.add_argument("--corpus", help="corpus of the valid/test splits (default: the one the run was trained on)")
     ap.add_argument("--command", default="scratchformer train --recipe long --out runs/long  (resumed once with "
-                    "--resume --time-limit 115 --max-steps 12000)", help="how the run was trained (README.json)")
+                    "--resume time_limit=115 --max-steps 12000)", help="how the run was trained (README.json)")
     args = ap.parse_args()
     if args.headline:
         write_headline(args.headline)

@@ -36,8 +36,8 @@ def _free_port() -> int:
 
 def _train_args(out: Path, a: argparse.Namespace) -> list[str]:
     return ["train", "--out", str(out), "--corpus", a.corpus, "--preset", a.preset, "--max-steps", str(a.steps),
-            "--max-tokens", str(a.max_tokens), "--log-every", "10", "--eval-every", "0", "--save-every", "0",
-            "--bleu-samples", "0", "--device", "cpu", "--quiet", "--no-test"]
+            f"max_tokens={a.max_tokens}", "log_every=10", "eval_every=0", "save_every=0",
+            "bleu_samples=0", "device=cpu", "--quiet", "--no-test"]
 
 
 def _tokens_per_s(run: Path) -> tuple[float, list[float]]:

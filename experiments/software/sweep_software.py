@@ -25,8 +25,8 @@ SIZES = {  # ModelConfig overrides of the demo preset (tied embeddings, as the s
     "d256-4x4": {"n_encoder_layers": 4, "n_decoder_layers": 4},
     "d384-4x4": {"d_model": 384, "n_heads": 6, "d_ff": 1536, "n_encoder_layers": 4, "n_decoder_layers": 4},
 }
-COMMON = ["--corpus", "software", "--preset", "demo", "--warmup", "250", "--lr-factor", "0.5", "--max-tokens", "4096",
-          "--eval-every", "0", "--save-every", "100", "--bleu-samples", "200", "--log-every", "25",
+COMMON = ["--corpus", "software", "--preset", "demo", "warmup=250", "lr_factor=0.5", "max_tokens=4096",
+          "eval_every=0", "save_every=100", "bleu_samples=200", "log_every=25",
           "--quiet", "--no-test", "tie_embeddings=true"]
 
 

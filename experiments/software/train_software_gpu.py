@@ -29,10 +29,10 @@ from scratchformer.cli import main as cli  # noqa: E402
 def plan(out: Path, minutes: float, smoke: bool) -> dict:
     """The commands the run makes, as argument lists (CPU-independent, so tests can read them)."""
     if smoke:
-        train = ["train", "--recipe", "toy", "--device", "cpu", "--max-steps", "4", "--eval-every", "2",
-                 "--save-every", "1", "--out", str(out), "--quiet"]
+        train = ["train", "--recipe", "toy", "device=cpu", "--max-steps", "4", "eval_every=2",
+                 "save_every=1", "--out", str(out), "--quiet"]
         return {"train": train, "sources": ["django"], "beam": 1, "limit": 5}
-    train = ["train", "--recipe", "software", "--device", "cuda", "--time-limit", str(minutes), "--out", str(out),
+    train = ["train", "--recipe", "software", "device=cuda", f"time_limit={minutes}", "--out", str(out),
              "--quiet"]
     return {"train": train, "sources": eval_software.sources(), "beam": 4, "limit": None}
 

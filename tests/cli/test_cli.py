@@ -27,7 +27,7 @@ def test_params_table_and_overrides(capsys):
 
 
 def test_shapes_names_every_dimension(capsys):
-    code, out, _ = run(capsys, "shapes", "--preset", "paper-base", "--batch", "2", "--src-len", "10", "--tgt-len", "9")
+    code, out, _ = run(capsys, "shapes", "--preset", "paper-base", "--batch", "2", "--lengths", "10,9")
     assert code == 0
     assert "self_attn.attention [ScaledDotProductAttention]  in: (B=2, h=8, L_src=10, d_k=64)" in out
     assert "generator.proj [Linear]  in: (B=2, L_tgt=9, D=512)  -> (B=2, L_tgt=9, V=37000)" in out
@@ -36,12 +36,12 @@ def test_shapes_names_every_dimension(capsys):
 
 def test_shapes_for_single_stack_models(capsys):
     for preset in ("gpt-tiny", "bert-tiny"):
-        code, out, _ = run(capsys, "shapes", "--preset", preset, "--src-len", "7")
+        code, out, _ = run(capsys, "shapes", "--preset", preset, "--lengths", "7")
         assert code == 0 and "(B=2, L=7, D=128)" in out
 
 
 def test_plot_positions_writes_a_png(capsys, tmp_path):
-    code, out, _ = run(capsys, "plot", "positions", "--d-model", "32", "--max-len", "40", "--out",
+    code, out, _ = run(capsys, "plot", "positions", "--d-model", "32", "--max-positions", "40", "--out",
                        str(tmp_path / "pe.png"))
     assert code == 0 and (tmp_path / "pe.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -121,16 +121,16 @@ def test_malformed_corpus_line_is_reported_with_its_number(capsys, tmp_path):
     corpus = tmp_path / "bad.tsv"
     corpus.write_text("hello\t你好\nno tab here\ngood night\t晚安\n")
     argv = ["train", "--corpus", str(corpus), "--preset", "tiny", "--out", str(tmp_path / "r"), "--max-steps", "2",
-            "--quiet", "--no-test", "--bleu-samples", "0", "--src-tokenizer", "word", "--max-tokens", "64",
-            "--warmup", "2"]
+            "--quiet", "--no-test", "bleu_samples=0", "src_tokenizer=word", "max_tokens=64",
+            "warmup=2"]
     code, _, err = run(capsys, *argv)
-    assert code == 2 and "bad.tsv:2:" in err and "--on-error skip" in err
+    assert code == 2 and "bad.tsv:2:" in err and "on_error=skip" in err
     (tmp_path / "r" / "notes.txt").write_text("mine")
-    code, _, err = run(capsys, *argv, "--on-error", "skip")
+    code, _, err = run(capsys, *argv, "on_error=skip")
     assert code == 0, err
     assert err.count("skipped 1 malformed line") == 1, err
     assert (tmp_path / "r" / "notes.txt").read_text() == "mine" and (tmp_path / "r" / "model.safetensors").exists()
-    code, _, err = run(capsys, *argv, "--on-error", "skip")  # now it holds a trained run: refused as before
+    code, _, err = run(capsys, *argv, "on_error=skip")  # now it holds a trained run: refused as before
     assert code == 2 and "already holds a run" in err
 
 
@@ -149,6 +149,6 @@ def test_training_reads_each_split_once(capsys, tmp_path, monkeypatch):
     corpus = tmp_path / "c.tsv"
     corpus.write_text("hello\t你好\ngood night\t晚安\n")
     code, _, _ = run(capsys, "train", "--corpus", str(corpus), "--preset", "tiny", "--out", str(tmp_path / "r"),
-                     "--max-steps", "1", "--quiet", "--no-test", "--bleu-samples", "0", "--src-tokenizer", "word",
-                     "--max-tokens", "64", "--warmup", "2")
+                     "--max-steps", "1", "--quiet", "--no-test", "bleu_samples=0", "src_tokenizer=word",
+                     "max_tokens=64", "warmup=2")
     assert code == 0 and reads.count("train") == 1 and reads.count("valid") == 1

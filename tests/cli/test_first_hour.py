@@ -15,9 +15,9 @@ from scratchformer.config import RECIPES, TrainConfig
 from scratchformer.data.corpus import HOLDOUT_MAX, held_out, load_pairs, load_text
 
 WORDS = "open close save print copy paste the file window page table cell row column new old".split()
-TINY = ["--preset", "tiny", "--src-tokenizer", "word", "--tgt-tokenizer", "word", "--max-tokens", "256",
-        "--eval-every", "0", "--save-every", "2", "--bleu-samples", "0", "--max-len", "16", "--quiet",
-        "d_model=16", "n_heads=2", "d_ff=16", "n_encoder_layers=1", "n_decoder_layers=1", "max_len=16"]
+TINY = ["--preset", "tiny", "src_tokenizer=word", "tgt_tokenizer=word", "max_tokens=256",
+        "eval_every=0", "save_every=2", "bleu_samples=0", "max_sentence_len=16", "--quiet",
+        "d_model=16", "n_heads=2", "d_ff=16", "n_encoder_layers=1", "n_decoder_layers=1", "max_positions=16"]
 
 
 def _write_tsv(path, n: int, seed: int = 0) -> list[tuple[str, str]]:
@@ -102,7 +102,7 @@ def test_train_on_one_file_holds_out_says_so_and_records_it(own_run):
 
 def test_warm_up_longer_than_the_run_is_a_warning(own_run):
     _, _, err = own_run
-    assert "warning: the run ends (--max-steps 2) before its warm-up (--warmup 1000) does" in err
+    assert "warning: the run ends (--max-steps 2) before its warm-up (warmup=1000) does" in err
 
 
 def test_summary_is_readable_and_json_on_request(own_run, tmp_path, capsys):
@@ -111,7 +111,7 @@ def test_summary_is_readable_and_json_on_request(own_run, tmp_path, capsys):
     assert "valid (step 2): loss" in out
     root = own_run[0]
     code = main(["train", "--corpus", str(root / "mine.tsv"), "--out", str(tmp_path / "j"), "--max-steps", "1",
-                 "--warmup", "1", "--no-test", "--json", *TINY])
+                 "warmup=1", "--no-test", "--json", *TINY])
     printed = capsys.readouterr()
     summary = json.loads(printed.out.strip().splitlines()[-1])
     assert code == 0 and summary["step"] == 1 and summary["data"]["test"] == 20
@@ -143,7 +143,7 @@ def test_no_test_is_kept_across_resume(own_run, tmp_path, capsys):
 def test_a_too_small_file_is_said_to_serve_every_split(tmp_path, capsys):
     _write_tsv(tmp_path / "tiny.tsv", 10)
     code = main(["train", "--corpus", str(tmp_path / "tiny.tsv"), "--out", str(tmp_path / "run"), "--max-steps", "1",
-                 "--warmup", "1", "--no-test", *TINY])
+                 "warmup=1", "--no-test", *TINY])
     printed = capsys.readouterr()
     assert code == 0 and "too few distinct sentences to hold out" in printed.err
     assert "too small to hold out" in printed.out
@@ -193,9 +193,12 @@ def test_train_help_shows_one_default_each_the_recipes(capsys):
     text = _help(capsys)
     assert "(default: None)" not in text and "(default: True)" not in text
     demo = RECIPES["demo"]
-    for flag, field in (("--warmup", "warmup"), ("--max-tokens", "max_tokens"), ("--max-steps", "max_steps")):
+    for flag, field in (("--max-steps", "max_steps"),):
         after = text.split(f"{flag} {field.upper()} ", 1)[1]
         assert after.count("default") >= 1 and f"default: {demo[field]} from the demo recipe" in after.split("--")[0]
+    for key in ("warmup", "max_tokens"):  # KEY=VALUE settings, listed below the flags
+        after = text.split(f" {key}= ", 1)[1]
+        assert f"default: {demo[key]} from the demo recipe" in after.split("=", 1)[0]
     no_test = text.split("--no-test ", 1)[1].split(" --")[0]
     assert "default" not in no_test  # a switch: no misleading "(default: True)"
     assert "TSV" in text.split("--corpus CORPUS", 1)[1].split(" --")[0]

@@ -70,7 +70,7 @@ COMMANDS = {  # test id -> (cli module, its arguments given the runs)
     "evaluate-translation": ("evaluate_cmd", lambda r: [
         str(r["translate"]), "--corpus", str(r["corpus"]), "--limit", "2", "--show", "0", "--json"]),
     "evaluate-lm": ("evaluate_cmd", lambda r: [str(r["lm"]), "--corpus", str(r["corpus"]), "--json"]),
-    "generate": ("generate_cmd", lambda r: [str(r["lm"]), "Open", "--max-new-tokens", "3", "--seed", "0"]),
+    "generate": ("generate_cmd", lambda r: [str(r["lm"]), "Open", "--max-new-tokens", "3", "--set", "seed=0"]),
     "plot-attention": ("plot_cmd", lambda r: ["attention", str(r["translate"]), "Open the file.", "--layer", "1",
                                               "--out", str(r["corpus"].parent / "attention.png")]),
     "report": ("report_cmd", lambda r: [str(r["translate"]), "--corpus", str(r["corpus"]), "--samples", "1",

@@ -12,7 +12,7 @@ def test_plot_positions_draws_the_dimensions_asked_for(capsys, tmp_path, monkeyp
 
     drawn = []
     monkeypatch.setattr(plots, "check_dims", lambda dims, d: drawn.append(list(dims)) or list(dims))
-    assert main(["plot", "positions", "--d-model", "32", "--max-len", "20", "--dims", "0,1,20,21",
+    assert main(["plot", "positions", "--d-model", "32", "--max-positions", "20", "--dims", "0,1,20,21",
                  "--out", str(tmp_path / "pe.png")]) == 0
     assert drawn[-1] == [0, 1, 20, 21] and (tmp_path / "pe.png").read_bytes()[:4] == PNG
 

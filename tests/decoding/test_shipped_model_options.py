@@ -77,7 +77,7 @@ def test_alignment_links_words_to_their_translations(run):
 def test_split_sentences_translates_a_paragraph_beyond_max_len(run):
     sources = [s for s, _ in load_pairs("en-zh", "test") if re.fullmatch(r"[A-Z][^.!?]*\.", s)]
     paragraph, n = "", 0
-    while len(run.src_tok.encode(paragraph)) + 1 <= run.model.config.max_len:
+    while len(run.src_tok.encode(paragraph)) + 1 <= run.model.config.max_positions:
         paragraph, n = (paragraph + " " + sources[n]).strip(), n + 1
     assert split_sentences(paragraph) == sources[:n]
     with warnings.catch_warnings():

@@ -61,7 +61,8 @@ def model(make_seq2seq):
 
 @pytest.mark.parametrize("options", [DecodingOptions(beam=1, max_output_len=10), DecodingOptions(beam=1),
                                      DecodingOptions(beam=3, alpha=1.0, max_output_len=9),
-                                     DecodingOptions(beam=2, max_output_len=12, no_repeat_ngram=2, repetition_penalty=1.3)])
+                                     DecodingOptions(beam=2, max_output_len=12, no_repeat_ngram=2,
+                                                     repetition_penalty=1.3)])
 def test_greedy_and_beam_with_the_options_spec_give_the_translators_outputs(model, options):
     """The Translator's search is greedy_decode / beam_search called with Search.from_options: nothing else."""
     spec = Search.from_options(options)

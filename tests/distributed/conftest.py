@@ -2,9 +2,9 @@
 
 The corpus is built so that three set-ups see the same examples in every optimiser update:
 
-    1 process, --max-tokens 2M                    one batch per epoch: the whole corpus
-    1 process, --max-tokens M --accum-steps 2     two batches per epoch, accumulated into one update
-    2 ranks,   --max-tokens M                     two batches per epoch, one per rank
+    1 process, max_tokens=2M                     one batch per epoch: the whole corpus
+    1 process, max_tokens=M accum_steps=2       two batches per epoch, accumulated into one update
+    2 ranks,   max_tokens=M                      two batches per epoch, one per rank
 
 Every pair costs the same padded length L (target: 4 characters + <s> </s> = 6 tokens; source: 1 to 5 words +
 </s> <= 6), so `token_batches` cuts after exactly M / L pairs, and N_PAIRS = 2M / L makes one epoch exactly one
@@ -72,10 +72,10 @@ class Launcher:
 
     def train_args(self, out: Path, *extra: str) -> list[str]:
         return ["train", "--out", str(out), "--corpus", str(self.corpus), "--preset", "tiny",
-                "--src-tokenizer", "word", "--tgt-tokenizer", "char", "--warmup", "10", "--lr-factor", "1",
+                "src_tokenizer=word", "tgt_tokenizer=char", "warmup=10", "lr_factor=1",
                 "--max-steps", str(STEPS),
-                "--max-tokens", str(MAX_TOKENS), "--save-every", "2", "--eval-every", "0", "--bleu-samples", "0",
-                "--log-every", "1", "--no-test", "--json", "--device", "cpu", *extra, *MODEL]
+                f"max_tokens={MAX_TOKENS}", "save_every=2", "eval_every=0", "bleu_samples=0",
+                "log_every=1", "--no-test", "--json", "device=cpu", *extra, *MODEL]
 
     def single(self, out: Path, *extra: str) -> subprocess.CompletedProcess:
         """One process, in this one (a fresh interpreter would spend ~3 s importing torch): `scratchformer train`
@@ -112,7 +112,7 @@ class Runs:
     """Runs shared by several tests, each trained once per session, on first use. The two torchrun jobs start
     together, in the background, when either is first needed: on a busy 2-core machine that halves their wait."""
 
-    TORCHRUN_JOBS = {"ddp": ("--eval-every", "2"), "fsdp_half": ("--fsdp", "true", "--max-steps", str(STEPS // 2))}
+    TORCHRUN_JOBS = {"ddp": ("eval_every=2",), "fsdp_half": ("fsdp=true", "--max-steps", str(STEPS // 2))}
 
     def __init__(self, launcher: Launcher) -> None:
         self.launch, self.root = launcher, launcher.root
@@ -150,12 +150,12 @@ class Runs:
 
     @property
     def one_process_2b(self) -> Path:
-        return self._get("one_2b", lambda out: self.launch.single(out, "--max-tokens", str(2 * MAX_TOKENS),
-                                                                 "--eval-every", "2"))
+        return self._get("one_2b", lambda out: self.launch.single(out, f"max_tokens={2 * MAX_TOKENS}",
+                                                                 "eval_every=2"))
 
     @property
     def one_process_accum(self) -> Path:
-        return self._get("one_accum", lambda out: self.launch.single(out, "--accum-steps", "2"))
+        return self._get("one_accum", lambda out: self.launch.single(out, "accum_steps=2"))
 
     @property
     def ddp(self) -> Path:

@@ -39,7 +39,7 @@ def test_more_ranks_than_gpus_is_refused_before_any_connection(monkeypatch):
 def test_one_named_gpu_for_several_ranks_is_refused(monkeypatch):
     _as_rank(monkeypatch, 0, 2)
     _fake_gpus(monkeypatch, 2)
-    with pytest.raises(ConfigError, match="would put all 2 ranks of this machine on one GPU; use --device cuda"):
+    with pytest.raises(ConfigError, match="would put all 2 ranks of this machine on one GPU; use device=cuda"):
         distributed.setup("cuda:1")
 
 
@@ -70,7 +70,7 @@ def test_fp16_on_a_cpu_is_refused(launcher, tmp_path, capsys):
 
 def test_bf16_autocast_trains_on_a_cpu(runs, launcher, tmp_path, capsys):
     out = tmp_path / "bf16"
-    assert main(launcher.train_args(out, "--dtype", "bf16", "--max-tokens", "96", "--max-steps", "2", "--quiet")) == 0
+    assert main(launcher.train_args(out, "--dtype", "bf16", "max_tokens=96", "--max-steps", "2", "--quiet")) == 0
     records = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
     losses = {r["step"]: r["loss"] for r in records if r["kind"] == "train"}
     assert sorted(losses) == [1, 2] and all(math.isfinite(v) for v in losses.values())

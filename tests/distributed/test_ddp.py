@@ -75,11 +75,11 @@ def test_only_rank_0_writes_and_reports(runs):
 
 def test_resume_two_rank_checkpoint_in_one_process(runs, launcher):
     """World size 2 -> 1: weights and optimiser carry over, the epoch's batch order restarts (a note says so);
-    with --accum-steps 2 the update keeps its size, so the run ends where the 1-process run does."""
+    with accum_steps=2 the update keeps its size, so the run ends where the 1-process run does."""
     run = runs.copy(runs.ddp, "ddp_then_one")
     shutil.rmtree(run / "checkpoints" / f"step-{STEPS:08d}")
     (run / "checkpoints" / "latest").write_text("step-00000002\n")
-    proc = launcher.single(run, "--resume", "--accum-steps", "2")
+    proc = launcher.single(run, "--resume", "accum_steps=2")
     assert "checkpoint written with world size 2, resuming with 1" in proc.stdout + proc.stderr
     assert _max_diff(_weights(runs.one_process_2b, STEPS), _weights(run, STEPS)) < TOL
     assert sorted(_train_losses(run)) == list(range(1, STEPS + 1))

@@ -15,10 +15,10 @@ def test_mlm_then_classify_on_two_ranks(launcher, tmp_path):
     corpus = tmp_path / "c.tsv"
     corpus.write_text("".join(" ".join(rng.choice(WORDS) for _ in range(3 + i % 5)) + ("\tpos\n" if i % 2 else
                                                                                         "\tneg\n") for i in range(64)))
-    common = ["--corpus", str(corpus), "--preset", "bert-tiny", "--tgt-tokenizer", "word", "--max-steps", "4",
-              "--max-tokens", "64", "--warmup", "2", "--eval-every", "2", "--save-every", "2", "--no-test",
-              "--quiet", "--json", "--device", "cpu"]
-    for task, extra in (("mlm", []), ("classify", ["--init", str(tmp_path / "mlm")])):
+    common = ["--corpus", str(corpus), "--preset", "bert-tiny", "tgt_tokenizer=word", "--max-steps", "4",
+              "max_tokens=64", "warmup=2", "eval_every=2", "save_every=2", "--no-test",
+              "--quiet", "--json", "device=cpu"]
+    for task, extra in (("mlm", []), ("classify", [f"init={tmp_path / 'mlm'}"])):
         proc = launcher.torchrun_script("-m", "scratchformer", "train", "--task", task, "--out", str(tmp_path / task),
                                         *common, *extra, timeout=240)  # fails with the ranks' output if one fails
         summaries = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{"run_dir"')]

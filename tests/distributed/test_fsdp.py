@@ -68,9 +68,9 @@ def test_fsdp_trains_resumes_and_consolidates(runs, launcher, capsys):
 
 
 def test_sharded_checkpoint_resumes_in_one_process(runs, launcher):
-    """DCP reads the 2 shards into an unsharded model and optimiser; --accum-steps 2 keeps the update size."""
+    """DCP reads the 2 shards into an unsharded model and optimiser; accum_steps=2 keeps the update size."""
     run = runs.copy(runs.fsdp_half, "fsdp_then_one")
-    proc = launcher.single(run, "--resume", "--accum-steps", "2")
+    proc = launcher.single(run, "--resume", "accum_steps=2")
     assert "checkpoint written with world size 2, resuming with 1" in proc.stdout + proc.stderr
     assert _max_diff(_weights(runs.one_process_2b, STEPS), _weights(run, STEPS)) < TOL
 

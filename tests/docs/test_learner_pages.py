@@ -59,7 +59,7 @@ def test_the_wo_ai_zhongguo_recipe_parses(page):
     parser = build_parser()
     for line in lines:
         parser.parse_args(shlex.split(line)[1:])  # argparse exits (SystemExit) on an unknown flag or choice
-    assert "--src-tokenizer word" in " ".join(lines)  # the seed's three words as tokens, not byte pieces
+    assert "src_tokenizer=word" in " ".join(lines)  # the seed's three words as tokens, not byte pieces
 
 
 PAGES_FOR_RELATIONS = ["docs/README.md", "docs/zh/README.md", "docs/pictures.md", "docs/zh/pictures.md",

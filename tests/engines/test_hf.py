@@ -334,7 +334,7 @@ def test_shipped_model_exports_and_decodes_as_ours(tmp_path):
     tok = transformers.AutoTokenizer.from_pretrained(out)
     pairs = load_pairs("en-zh", "test")[:100]
     srcs = [s for s, _ in pairs]
-    ids = [run.src_tok.encode(s)[: run.model.config.max_len - 1] + [EOS_ID] for s in srcs]
+    ids = [run.src_tok.encode(s)[: run.model.config.max_positions - 1] + [EOS_ID] for s in srcs]
     assert [tok(s, truncation=True)["input_ids"] for s in srcs] == ids
     ours = greedy_decode(run.model, ids)
     alpha = run.decoding.alpha
@@ -344,7 +344,7 @@ def test_shipped_model_exports_and_decodes_as_ours(tmp_path):
     same, same_beam, diff = 0, 0, 0.0
     for i in range(0, len(srcs), 20):
         batch = tok(srcs[i:i + 20], return_tensors="pt", padding=True, truncation=True)
-        limits = [min(len(s) + 50, run.model.config.max_len) for s in ids[i:i + 20]]  # ours: source + 50
+        limits = [min(len(s) + 50, run.model.config.max_positions) for s in ids[i:i + 20]]  # ours: source + 50
         tgt = [[BOS_ID, *run.tgt_tok.encode(t)] for _, t in pairs[i:i + 20]]
         tgt_t = torch.tensor([r + [PAD_ID] * (max(map(len, tgt)) - len(r)) for r in tgt])
         with torch.no_grad():

@@ -293,7 +293,7 @@ def test_the_shipped_model_gives_our_logits_and_greedy_outputs(tmp_path):
     run = load_run(SHIPPED)
     translator = onnx_engine.Backend(run, folder=export_run(SHIPPED, "onnx", tmp_path / "onnx"))
     pairs = load_pairs("en-zh", "test")[:100]
-    cap = run.model_config.max_len
+    cap = run.model_config.max_positions
     worst = {"decoder_model": 0.0, "decoder_with_past_model": 0.0, "encoder_model": 0.0}
     for start in range(0, len(pairs), 10):
         batch = pairs[start: start + 10]

@@ -16,7 +16,7 @@ from scratchformer.model import build_model
 def model_and_outputs():
     torch.manual_seed(0)
     model = build_model(ModelConfig(src_vocab_size=30, tgt_vocab_size=30, d_model=32, n_heads=2, d_ff=64,
-                                    n_encoder_layers=1, n_decoder_layers=1, dropout=0.0, max_len=64)).eval()
+                                    n_encoder_layers=1, n_decoder_layers=1, dropout=0.0, max_positions=64)).eval()
     g = torch.Generator().manual_seed(1)
     srcs = [[*torch.randint(4, 30, (n,), generator=g).tolist(), EOS_ID] for n in (3, 6, 9)]
     return model, srcs, greedy_decode(model, srcs, Search(max_output_len=8))

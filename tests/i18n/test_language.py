@@ -45,20 +45,20 @@ def test_every_command_takes_lang():
     commands = parser._subparsers._group_actions[0].choices
     for name, sub in commands.items():
         assert any("--lang" in a.option_strings and a.choices == ("en", "zh") for a in sub._actions), name
-    args = parser.parse_args(["lab", "--list", "--lang", "zh"])
+    args = parser.parse_args(["lab", "--lang", "zh"])
     assert args.lang == "zh"
 
 
 def test_lab_list_in_chinese_from_lang_and_from_the_locale(capsys, monkeypatch):
-    assert main(["lab", "--list", "--lang", "zh"]) == 0
+    assert main(["lab", "--lang", "zh"]) == 0
     out = capsys.readouterr().out
     assert "没有位置编码，注意力能看出词元的顺序吗？" in out and "Without positional" not in out
     monkeypatch.setenv("LANG", "zh_CN.UTF-8")
     for name in ("LANGUAGE", "LC_ALL", "LC_MESSAGES"):
         monkeypatch.delenv(name, raising=False)
-    assert main(["lab", "--list"]) == 0
+    assert main(["lab"]) == 0
     assert "没有位置编码" in capsys.readouterr().out
-    assert main(["lab", "--list", "--lang=en"]) == 0  # the flag wins over the locale
+    assert main(["lab", "--lang=en"]) == 0  # the flag wins over the locale
     assert "Without positional encoding" in capsys.readouterr().out
 
 

@@ -90,7 +90,7 @@ def test_folder_and_range_errors_are_chinese(chinese, capsys, tmp_path):
     """The errors of runs/folders.py (an output that exists) and of TrainConfig's ranges, with their fields."""
     (tmp_path / "pe.png").write_bytes(b"")
     for argv in (["plot", "positions", "--out", str(tmp_path / "pe.png")],
-                 ["train", "--recipe", "toy", "--keep-last", "0", "--out", str(tmp_path / "run")]):
+                 ["train", "--recipe", "toy", "keep_last=0", "--out", str(tmp_path / "run")]):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert "错误：" in err and not english_sentences(err), err

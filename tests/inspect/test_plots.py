@@ -23,7 +23,7 @@ def test_a_name_without_suffix_is_reported_with_the_suffix_matplotlib_adds(tmp_p
 @pytest.mark.parametrize("target", ["dir", "file"])
 def test_plot_command_reports_a_path_that_exists(capsys, tmp_path, target):
     out = tmp_path if target == "dir" else tmp_path / "pe.png"
-    assert main(["plot", "positions", "--d-model", "16", "--max-len", "20", "--out", str(out)]) == 0
+    assert main(["plot", "positions", "--d-model", "16", "--max-positions", "20", "--out", str(out)]) == 0
     reported = capsys.readouterr().out.strip().removeprefix("wrote ")
     assert reported == str(tmp_path / "pe.png" if target == "file" else tmp_path / "positions.png")
     assert open(reported, "rb").read(4) == PNG

@@ -21,6 +21,6 @@ def test_the_dot_product_decays_with_distance():
 
 
 def test_plot_relations_writes_a_png(tmp_path, capsys):
-    assert main(["plot", "relations", "--d-model", "32", "--max-len", "40", "--out", str(tmp_path / "r")]) == 0
+    assert main(["plot", "relations", "--d-model", "32", "--max-positions", "40", "--out", str(tmp_path / "r")]) == 0
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
     assert "r.png" in capsys.readouterr().out

@@ -79,7 +79,8 @@ def test_single_stack_models_use_one_length():
 
 @pytest.mark.parametrize("kwargs,needle", [
     (dict(batch=0), "batch 0"), (dict(batch=-2), "batch -2"), (dict(src_len=0), "src_len 0"),
-    (dict(tgt_len=-1), "tgt_len -1"), (dict(src_len=257), "max_len=256"), (dict(tgt_len=1000), "max_len=256"),
+    (dict(tgt_len=-1), "tgt_len -1"), (dict(src_len=257), "max_positions=256"),
+    (dict(tgt_len=1000), "max_positions=256"),
 ])
 def test_bad_sizes_are_one_line_errors(kwargs, needle):
     sizes = {"batch": 2, "src_len": 4, "tgt_len": 4, **kwargs}
@@ -106,7 +107,7 @@ def test_every_named_dimension_has_its_roles_size(arch, batch, src_len, tgt_len,
         d_k = 2
     config = ModelConfig(arch=arch, src_vocab_size=vocab if shared else vocab + 1, tgt_vocab_size=vocab,
                          d_model=d_model, n_heads=n_heads, d_k=d_k, d_v=d_v, d_ff=d_ff, n_encoder_layers=2,
-                         n_decoder_layers=2, dropout=0.0, max_len=6)
+                         n_decoder_layers=2, dropout=0.0, max_positions=6)
     t = trace(build_model(config), batch, src_len, tgt_len)
     roles = role_sizes(config, batch, src_len, tgt_len)
     for call, labels in zip(t.calls, t.labels):

@@ -65,14 +65,14 @@ def test_generate_and_chat_run_on_a_gguf_file(tiny_gguf, capsys, monkeypatch):
     lm = load_lm(tiny_gguf)
     prompt = "the sun"
     new = sample(lm.model, [lm.encode(prompt)], Sampling(max_new_tokens=6, temperature=0, eos=lm.eos_id))[0]
-    assert main(["generate", str(tiny_gguf), prompt, "--temperature", "0", "--max-new-tokens", "6"]) == 0
+    assert main(["generate", str(tiny_gguf), prompt, "--set", "temperature=0", "--max-new-tokens", "6"]) == 0
     assert capsys.readouterr().out == lm.decode(lm.encode(prompt) + new) + "\n"
 
     chat = lm.chat_prompt([{"role": "user", "content": "hi there"}])
     assert chat == "<|im_start|>user\nhi there<|im_end|>\n<|im_start|>assistant\n"
     reply = sample(lm.model, [lm.encode(chat)], Sampling(max_new_tokens=5, temperature=0, eos=lm.eos_id))[0]
     monkeypatch.setattr("sys.stdin", io.StringIO("hi there\n\n"))
-    assert main(["chat", str(tiny_gguf), "--temperature", "0", "--max-new-tokens", "5"]) == 0
+    assert main(["chat", str(tiny_gguf), "--set", "temperature=0", "--max-new-tokens", "5"]) == 0
     assert capsys.readouterr().out == lm.decode(reply) + "\n"
     assert main(["chat", str(tiny_gguf.parent)]) == 2  # a folder without config.json: one line
     assert "is not a pretrained model" in capsys.readouterr().err

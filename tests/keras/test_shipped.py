@@ -46,7 +46,7 @@ print(json.dumps({"torch_imported": "torch" in sys.modules, "logits": logits, "g
 
 def batches(run, pairs):
     """[(source texts, target prefixes <s> + reference, padded)] in batches of BATCH sentences."""
-    cap = run.model_config.max_len
+    cap = run.model_config.max_positions
     out = []
     for start in range(0, len(pairs), BATCH):
         part = pairs[start: start + BATCH]
@@ -62,7 +62,7 @@ def test_the_shipped_model_gives_our_logits_and_greedy_outputs_in_keras_and_afte
     run = load_run(SHIPPED)
     model = sk.from_run(SHIPPED)
     pairs = load_pairs("en-zh", "test")[:N]
-    cap = run.model_config.max_len
+    cap = run.model_config.max_positions
     srcs = [[*run.src_tok.encode(s)[: cap - 1], 2] for s, _ in pairs]
     parts = batches(run, pairs)
     ours_logits, worst = [], 0.0

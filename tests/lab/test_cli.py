@@ -1,4 +1,4 @@
-"""`scratchformer lab --list`, and one-line errors for an unknown experiment or a misplaced --run."""
+"""`scratchformer lab` alone (the list), and one-line errors for an unknown experiment or a misplaced --run."""
 
 import pytest
 
@@ -11,10 +11,18 @@ ISSUE_33 = ["heads-and-layers", "ffn", "exposure-bias"]
 
 
 def test_list_names_every_experiment_with_its_question(capsys):
-    assert main(["lab", "--list"]) == 0
+    assert main(["lab"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == list(EXPERIMENTS)
     assert all(line.rstrip().endswith("?") or "?" in line for line in lines)
+
+
+def test_the_retired_list_flag_names_its_replacement(capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(["lab", "--list"])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and "--list is gone: use scratchformer lab (with no experiment name" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_the_registry_holds_the_experiments_of_issues_15_and_33():
@@ -22,7 +30,6 @@ def test_the_registry_holds_the_experiments_of_issues_15_and_33():
 
 
 @pytest.mark.parametrize("argv, words", [(["lab", "no-such"], "unknown experiment 'no-such'"),
-                                         (["lab"], "give an experiment name"),
                                          (["lab", "scaling", "--run", "models/en-zh"], "--run is for")])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, words):
     assert main(argv) == 2

@@ -55,7 +55,7 @@ def test_bad_configs_are_one_line_errors():
 def test_bad_inputs_are_one_line_errors():
     model = build_model(ModelConfig.preset("tiny", max_len=8))
     ok = torch.randint(1, 1000, (2, 5))
-    with pytest.raises(InputError, match="longer than max_len=8"):
+    with pytest.raises(InputError, match="longer than max_positions=8"):
         model(torch.randint(1, 1000, (2, 9)), ok)
     with pytest.raises(InputError, match="token id 1000, outside the vocabulary"):
         model(ok, torch.full((2, 5), 1000))

@@ -232,7 +232,7 @@ def test_from_model_says_it_runs_the_eager_step_when_asked_for_the_captured_one(
     torch.manual_seed(0)
     tok = train_tokenizer("char", ["abc def"])
     model = build_model(ModelConfig(src_vocab_size=tok.vocab_size, tgt_vocab_size=tok.vocab_size, d_model=16,
-                                    n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1, max_len=8)).eval()
+                                    n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1, max_positions=8)).eval()
     with pytest.warns(UserWarning, match="eager step.*Translator"):
         out = Translator.from_model(model, tok, tok, DecodingOptions(beam=1, step="captured")).translate(["abc"])
     assert out == Translator.from_model(model, tok, tok, DecodingOptions(beam=1, step="eager")).translate(["abc"])

@@ -50,7 +50,7 @@ def assert_one_line_error(result: Result, *needles: str, code: int | None = None
         assert needle.lower() in errors[0].lower(), (needle, errors[0])
 
 
-TOY_TRAIN = ["--recipe", "toy", "--max-steps", "12", "--eval-every", "0", "--save-every", "6", "--bleu-samples", "0",
+TOY_TRAIN = ["--recipe", "toy", "--max-steps", "12", "eval_every=0", "save_every=6", "bleu_samples=0",
              "--quiet", "--no-test"]
 
 

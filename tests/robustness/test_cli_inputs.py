@@ -41,9 +41,10 @@ def lm_corpus(tmp_path_factory):
 
 
 def _tiny_train(out, corpus, task: str, preset: str, layers: str) -> None:
-    result = cli("train", "--task", task, "--corpus", str(corpus), "--preset", preset, "--tgt-tokenizer", "char",
-                 "--max-steps", "2", "--eval-every", "0", "--save-every", "0", "--bleu-samples", "0", "--max-len",
-                 "48", "--quiet", "--out", str(out), "d_model=32", "n_heads=2", "d_ff=64", f"{layers}=1", "max_len=48")
+    result = cli("train", "--task", task, "--corpus", str(corpus), "--preset", preset, "tgt_tokenizer=char",
+                 "--max-steps", "2", "eval_every=0", "save_every=0", "bleu_samples=0",
+                 "max_sentence_len=48", "--quiet", "--out", str(out), "d_model=32", "n_heads=2", "d_ff=64",
+                 f"{layers}=1", "max_positions=48")
     assert result.code == 0, result.err[-3000:]
 
 
@@ -227,15 +228,15 @@ def test_absurd_translate_sizes_are_one_line(flags, needles, toy_run):
 
 @pytest.mark.parametrize("flags, needles", [
     (["--max-new-tokens", "1000000000"], ["--max-new-tokens"]),
-    (["--temperature", "nan"], ["temperature"]),
-    (["--temperature", "inf"], ["temperature"]),
-    (["--top-p", "1.5"], ["top_p"]),
-    (["--top-p", "nan"], ["top_p"]),
-    (["--top-k", "0"], ["top_k"]),
+    (["--set", "temperature=nan"], ["temperature"]),
+    (["--set", "temperature=inf"], ["temperature"]),
+    (["--set", "top_p=1.5"], ["top_p"]),
+    (["--set", "top_p=nan"], ["top_p"]),
+    (["--set", "top_k=0"], ["top_k"]),
     (["--threads", "100000"], ["--threads"]),
-    (["--batch-size", "0"], ["--batch-size"]),
-    (["--seed", "-1"], ["--seed"]),
-    (["--seed", str(2**70)], ["--seed"]),
+    (["--set", "batch_size=0"], ["batch_size"]),
+    (["--set", "seed=-1"], ["seed"]),
+    (["--set", f"seed={2**70}"], ["seed"]),
 ])
 def test_absurd_generate_flags_are_one_line(flags, needles, lm_run):
     assert_one_line_error(cli("generate", str(lm_run), *flags, "the cat", timeout=120), *needles, code=2)

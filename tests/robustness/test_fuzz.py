@@ -153,5 +153,5 @@ def test_random_evaluate_flags_exit_0_or_2(toy_run, flags):
                           max_size=3))
 def test_random_model_overrides_exit_0_or_2(command, preset, overrides):
     TRIED[f"{command} overrides"] += 1
-    extra = ["--batch", "1", "--src-len", "3", "--tgt-len", "2"] if command == "shapes" else []
+    extra = ["--batch", "1", "--lengths", "3,2"] if command == "shapes" else []
     assert _main([command, "--preset", preset, *extra, *(f"{k}={v}" for k, v in overrides)]) in (0, 2)

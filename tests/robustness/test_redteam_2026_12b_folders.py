@@ -164,7 +164,7 @@ def test_a_parent_that_cannot_be_written_is_one_plain_line(run_dir, sandbox, mon
 
 
 # -- finding 5: train --out refuses a non-empty folder it did not make --------------------------------------------
-TRAIN = ["train", "--recipe", "toy", "--max-steps", "1", "--eval-every", "0", "--bleu-samples", "0", "--quiet",
+TRAIN = ["train", "--recipe", "toy", "--max-steps", "1", "eval_every=0", "bleu_samples=0", "--quiet",
          "--no-test"]
 
 

@@ -171,8 +171,8 @@ def test_average_export_and_train_under_a_file_size_limit_are_one_line(toy_run, 
     assert_one_line_error(result, "cannot write", "File too large", code=2)
     result = cli_fsize(20_000, tmp_path, "export", str(tiny_run), "--format", "hf", "--out", str(tmp_path / "hf"))
     assert_one_line_error(result, "cannot write", "File too large", code=2)
-    result = cli_fsize(60_000, tmp_path, "train", "--recipe", "toy", "--max-steps", "2", "--save-every", "1",
-                       "--eval-every", "0", "--bleu-samples", "0", "--no-test", "--quiet",
+    result = cli_fsize(60_000, tmp_path, "train", "--recipe", "toy", "--max-steps", "2", "save_every=1",
+                       "eval_every=0", "bleu_samples=0", "--no-test", "--quiet",
                        "--out", str(tmp_path / "train"))
     assert_one_line_error(result, "cannot write", "File too large", code=2)
 

@@ -213,7 +213,7 @@ def test_export_overwrite_of_the_projects_folder_from_below_deletes_nothing(toy_
 
 def test_a_second_training_into_a_run_in_use_names_the_first_pid(tmp_path):
     run = tmp_path / "run"
-    first = _popen_train(run, *TOY_TRAIN, "--max-steps", "100000", "--save-every", "100000")
+    first = _popen_train(run, *TOY_TRAIN, "--max-steps", "100000", "save_every=100000")
     lock = run / runs.LOCK
     try:
         _wait_for(lambda: (lock.exists() and lock.read_text().strip()) or (run / "metrics.jsonl").exists(), first)
@@ -235,7 +235,7 @@ def test_resume_falls_back_from_a_truncated_latest_checkpoint_and_says_so(toy_ru
     run = _copy(toy_run, tmp_path)
     for f in (run / "checkpoints" / STEP_12).glob(f"{broken}*"):
         f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
-    result = cli("train", *TOY_TRAIN, "--max-steps", "14", "--log-every", "1", "--resume", "--out", str(run))
+    result = cli("train", *TOY_TRAIN, "--max-steps", "14", "log_every=1", "--resume", "--out", str(run))
     assert result.code == 0, result.err[-2000:]
     assert f"checkpoint {STEP_12} is broken" in result.err and f"falling back to {STEP_6}" in result.err
     steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()
@@ -290,7 +290,7 @@ def test_a_fresh_run_never_appends_through_a_symlinked_metrics_file(tmp_path):
 def test_a_signal_saves_a_checkpoint_skips_the_test_report_and_exits_128_plus_signal(tmp_path, sig, status):
     run = tmp_path / "run"
     args = [a for a in TOY_TRAIN if a != "--no-test"]  # the test report would run after a normal end
-    proc = _popen_train(run, *args, "--max-steps", "100000", "--save-every", "4", "--json")
+    proc = _popen_train(run, *args, "--max-steps", "100000", "save_every=4", "--json")
     try:
         _wait_for(lambda: (run / "checkpoints" / "latest").exists(), proc)
         proc.send_signal(sig)
@@ -313,7 +313,7 @@ def test_run_files_follow_the_umask(tmp_path):
     run = tmp_path / "run"
     old = os.umask(0o022)
     try:
-        result = cli("train", *TOY_TRAIN, "--max-steps", "2", "--save-every", "2", "--out", str(run))
+        result = cli("train", *TOY_TRAIN, "--max-steps", "2", "save_every=2", "--out", str(run))
     finally:
         os.umask(old)
     assert result.code == 0, result.err[-2000:]

@@ -14,31 +14,32 @@ from .conftest import assert_one_line_error, cli
 @pytest.mark.parametrize("args,needle", [
     (["--batch", "0"], "--batch 0"),
     (["--batch", "-3"], "--batch -3"),
-    (["--src-len", "0"], "--src-len 0"),
-    (["--tgt-len", "-1"], "--tgt-len -1"),
-    (["--src-len", "100000"], "--src-len 100000 is longer than the model's max_len=256"),
-    (["--tgt-len", "257"], "--tgt-len 257"),
+    (["--lengths", "0,9"], "--lengths 0"),
+    (["--lengths", "10,-1"], "--lengths -1"),
+    (["--lengths", "100000"], "--lengths 100000 is longer than the model's max_positions=256"),
+    (["--lengths", "10,257"], "--lengths 257"),
+    (["--lengths", "10,x"], "--lengths 10,x: give SRC,TGT"),
 ])
 def test_shapes_with_impossible_sizes_is_one_line(args, needle):
     assert_one_line_error(cli("shapes", "--preset", "tiny", *args), needle, code=2)
 
 
 def test_shapes_at_the_longest_length_still_works():
-    result = cli("shapes", "--preset", "tiny", "--batch", "1", "--src-len", "256", "--tgt-len", "1")
+    result = cli("shapes", "--preset", "tiny", "--batch", "1", "--lengths", "256,1")
     assert result.code == 0 and "L_src=256" in result.out and "L_tgt=1" in result.out, result.err[-2000:]
 
 
 # -- plot ----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("args,needle", [
     (["--d-model", "0"], "--d-model 0"), (["--d-model", "7"], "even d_model"), (["--d-model", "-2"], "--d-model -2"),
-    (["--max-len", "0"], "--max-len 0"),
+    (["--max-positions", "0"], "--max-positions 0"),
 ])
 def test_plot_with_impossible_sizes_is_one_line(tmp_path, args, needle):
     assert_one_line_error(cli("plot", "positions", *args, "--out", str(tmp_path / "pe.png")), needle, code=2)
 
 
 def test_plot_into_a_directory_writes_the_file_it_reports(tmp_path):
-    result = cli("plot", "positions", "--d-model", "16", "--max-len", "10", "--out", str(tmp_path))
+    result = cli("plot", "positions", "--d-model", "16", "--max-positions", "10", "--out", str(tmp_path))
     assert result.code == 0, result.err[-2000:]
     reported = result.out.strip().removeprefix("wrote ")
     assert reported == str(tmp_path / "positions.png")

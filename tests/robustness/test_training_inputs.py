@@ -14,6 +14,7 @@ from safetensors.torch import load_file, save_file
 
 from scratchformer import ModelConfig, build_model, runs
 from scratchformer.config import TrainConfig
+from scratchformer.config.train import train_option
 from scratchformer.errors import ConfigError
 
 from .conftest import TOY_TRAIN, assert_one_line_error, cli
@@ -22,9 +23,9 @@ from .conftest import TOY_TRAIN, assert_one_line_error, cli
 
 def test_a_diverging_run_stops_at_the_first_nan_and_saves_nothing_after_it(tmp_path):
     run = tmp_path / "run"
-    result = cli("train", *TOY_TRAIN, "--max-steps", "60", "--save-every", "2", "--log-every", "1",
-                 "--lr-factor", "1e6", "--clip-norm", "none", "--out", str(run))
-    assert_one_line_error(result, "loss became nan at step", "the last finite checkpoint is step", "--lr-factor",
+    result = cli("train", *TOY_TRAIN, "--max-steps", "60", "save_every=2", "log_every=1",
+                 "lr_factor=1e6", "clip_norm=none", "--out", str(run))
+    assert_one_line_error(result, "loss became nan at step", "the last finite checkpoint is step", "lr_factor=",
                           code=2)
     saved = runs.list_checkpoints(run)
     assert saved, "no checkpoint before the divergence: the test needs one"
@@ -62,7 +63,7 @@ def test_load_weights_refuses_integer_tensors_where_floats_belong(tmp_path):
 def test_resume_applies_safe_flag_changes_and_says_which(toy_run, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(toy_run, run)
-    result = cli("train", *TOY_TRAIN, "--max-steps", "14", "--keep-last", "1", "--resume", "--out", str(run))
+    result = cli("train", *TOY_TRAIN, "--max-steps", "14", "keep_last=1", "--resume", "--out", str(run))
     assert result.code == 0, result.err[-2000:]
     assert "resume: max_steps 12 -> 14; keep_last 5 -> 1" in result.err
     saved = json.loads((run / "train_config.json").read_text())
@@ -70,8 +71,9 @@ def test_resume_applies_safe_flag_changes_and_says_which(toy_run, tmp_path):
     assert [p.name for p in runs.list_checkpoints(run)] == ["step-00000014"]  # keep_last took effect
 
 
-@pytest.mark.parametrize("flags, needle", [(["--seed", "2"], "--seed 2"), (["--preset", "demo"], "--preset 'demo'"),
-                                           (["d_model=64"], "d_model=64"), (["--max-len", "64"], "--max-len 64")])
+@pytest.mark.parametrize("flags, needle", [(["seed=2"], "seed=2"), (["--preset", "demo"], "--preset 'demo'"),
+                                           (["d_model=64"], "d_model=64"),
+                                           (["max_sentence_len=64"], "max_sentence_len=64")])
 def test_resume_refuses_flags_that_make_a_different_run(toy_run, tmp_path, flags, needle):
     run = tmp_path / "run"
     shutil.copytree(toy_run, run)
@@ -83,17 +85,17 @@ def test_resume_refuses_flags_that_make_a_different_run(toy_run, tmp_path, flags
 # -- 8. TrainConfig validation ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("flags, needles", [
-    (["--log-every", "0"], ["--log-every 0", ">= 1"]),
-    (["--eval-every", "-1"], ["--eval-every -1"]),
-    (["--keep-last", "0"], ["--keep-last 0"]),
-    (["--lr-factor", "nan"], ["--lr-factor nan"]),
-    (["--clip-norm", "0"], ["--clip-norm 0"]),
-    (["--device", "foo"], ["--device foo", "cuda:N"]),
-    (["--time-limit", "-5"], ["--time-limit -5"]),
-    (["--max-epochs", "0"], ["--max-epochs 0"]),
-    (["--bleu-samples", "-1"], ["--bleu-samples -1"]),
-    (["--upsample", "gimp"], ["--upsample 'gimp'", "SOURCE=N"]),
-    (["--upsample", "gimp=2"], ["--upsample", "several sources"]),  # the toy corpus has one source
+    (["log_every=0"], ["log_every=0", ">= 1"]),
+    (["eval_every=-1"], ["eval_every=-1"]),
+    (["keep_last=0"], ["keep_last=0"]),
+    (["lr_factor=nan"], ["lr_factor=nan"]),
+    (["clip_norm=0"], ["clip_norm=0"]),
+    (["device=foo"], ["device=foo", "cuda:N"]),
+    (["time_limit=-5"], ["time_limit=-5"]),
+    (["max_epochs=0"], ["max_epochs=0"]),
+    (["bleu_samples=-1"], ["bleu_samples=-1"]),
+    (["upsample=gimp"], ["upsample='gimp'", "SOURCE=N"]),
+    (["upsample=gimp=2"], ["upsample", "several sources"]),  # the toy corpus has one source
 ])
 def test_bad_flag_values_are_one_line_naming_the_flag(tmp_path, flags, needles):
     out = tmp_path / "run"
@@ -103,9 +105,9 @@ def test_bad_flag_values_are_one_line_naming_the_flag(tmp_path, flags, needles):
 
 @pytest.mark.parametrize("content, needles", [
     ({"max_steps": "256"}, ["--max-steps", "'256'", "integer"]),
-    ({"seed": None}, ["--seed", "None", "integer"]),
-    ({"lr_factor": [1, 2]}, ["--lr-factor", "list", "number"]),
-    ({"shared_vocab": 1}, ["--shared-vocab", "true or false"]),
+    ({"seed": None}, ["seed=None", "integer"]),
+    ({"lr_factor": [1, 2]}, ["lr_factor=[1, 2]", "number"]),
+    ({"shared_vocab": 1}, ["shared_vocab=1", "true or false"]),
     ([1, 2], ["--config", "list", "object"]),
 ])
 def test_config_files_with_wrong_types_are_one_line(tmp_path, content, needles):
@@ -138,7 +140,7 @@ def test_a_saved_train_config_with_a_wrong_type_is_one_line_on_resume(toy_run, t
 def test_train_config_rejects_each_bad_value_in_one_line(field, value):
     with pytest.raises(ConfigError) as e:
         TrainConfig(**{field: value})
-    assert "\n" not in str(e.value) and "--" + field.replace("_", "-") in str(e.value)
+    assert "\n" not in str(e.value) and train_option(field).rstrip("=") in str(e.value)  # --max-steps, warmup
 
 
 def test_train_config_accepts_good_values():
@@ -162,7 +164,7 @@ def test_upsample_reaches_the_training_examples(toy_run, tmp_path):
     from scratchformer.training.tasks.translate import TranslationTask
 
     def examples(**kw) -> int:
-        cfg = TrainConfig(corpus="software", init=str(toy_run), max_len=512, **kw)
+        cfg = TrainConfig(corpus="software", init=str(toy_run), max_sentence_len=512, **kw)
         run = tmp_path / f"run{len(kw)}"
         run.mkdir()
         task = TranslationTask(cfg, run, DistInfo(), lambda _: None)

@@ -104,7 +104,7 @@ def test_the_cli_memory_check_counts_the_members(own_run, monkeypatch, capsys):
     from scratchformer.config import decoding
 
     run, member = load_run(own_run), str(own_run / "member-2.safetensors")
-    need = decoding.search_bytes(run.model.config, 32 * 4, run.model.config.max_len)  # the default batch and beam
+    need = decoding.search_bytes(run.model.config, 32 * 4, run.model.config.max_positions)  # the default batch and beam
     monkeypatch.setattr(decoding, "available_memory", lambda: int(1.5 * need))
     assert main(["translate", str(own_run), "Hello."]) == 0
     capsys.readouterr()

@@ -1,7 +1,7 @@
 """runs/folders.py, the one owner of what the commands write: every command that writes a folder or a file refuses
 --overwrite on a folder it did not make, on `.`, on a parent of `.` and on $HOME (exit 2, one line, nothing
 deleted); on its own earlier output it keeps the user's files and names them; a single output file is never one
-of a run's own files, nor a user's file without --overwrite; `train --init X --out X` is refused."""
+of a run's own files, nor a user's file without --overwrite; `train init=X --out X` is refused."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ COMMANDS = {  # command -> its arguments before --out (each refuses its --out be
     "export": lambda run: ["export", str(run), "--format", "hf"],
     "lab": lambda run: ["lab", "complexity", "--quick"],
     "report": lambda run: ["report", str(run)],
-    "plot": lambda run: ["plot", "positions", "--d-model", "8", "--max-len", "4"],
+    "plot": lambda run: ["plot", "positions", "--d-model", "8", "--max-positions", "4"],
     "average": lambda run: ["average", str(run), "--last", "2"],
     "consolidate": lambda run: ["consolidate", str(run)],
 }
@@ -145,7 +145,7 @@ def test_lab_never_writes_into_a_folder_it_did_not_make(tmp_path, capsys):
 @pytest.mark.parametrize("argv", [
     ["average", "{run}", "--last", "2", "--out", "{out}"],
     ["report", "{run}", "--out", "{out}"],
-    ["plot", "positions", "--d-model", "8", "--max-len", "4", "--out", "{out}"],
+    ["plot", "positions", "--d-model", "8", "--max-positions", "4", "--out", "{out}"],
     ["consolidate", "{run}", "--out", "{out}"],
 ])
 @pytest.mark.parametrize("name", ["config.json", "model.safetensors", "checkpoints/step-00000002/model.safetensors",
@@ -178,7 +178,7 @@ def test_a_legacy_run_without_a_marker_is_protected_too(tiny_run, tmp_path, caps
 @pytest.mark.parametrize("argv", [
     ["average", "{run}", "--last", "2", "--out", "{out}"],
     ["report", "{run}", "--out", "{out}"],
-    ["plot", "positions", "--d-model", "8", "--max-len", "4", "--out", "{out}"],
+    ["plot", "positions", "--d-model", "8", "--max-positions", "4", "--out", "{out}"],
     ["consolidate", "{run}", "--out", "{out}"],
 ])
 def test_a_users_file_is_replaced_only_when_overwrite_names_it(argv, run_dir, tmp_path, capsys):
@@ -200,7 +200,7 @@ def test_average_overwrite_names_the_file_and_its_default_is_its_own(run_dir, tm
 
 
 def test_plot_into_a_folder_writes_its_default_name_once(tmp_path, capsys):
-    args = ["plot", "positions", "--d-model", "8", "--max-len", "4", "--out", str(tmp_path)]
+    args = ["plot", "positions", "--d-model", "8", "--max-positions", "4", "--out", str(tmp_path)]
     assert main(args) == 0 and (tmp_path / "positions.png").read_bytes().startswith(b"\x89PNG")
     assert main(args) == 2
     assert "add --overwrite" in one_line_error(capsys)
@@ -210,8 +210,8 @@ def test_plot_into_a_folder_writes_its_default_name_once(tmp_path, capsys):
 @pytest.mark.parametrize("init", [".", "checkpoints/step-00000002"])
 def test_train_init_into_itself_is_refused_and_the_run_kept(init, run_dir, tmp_path, capsys):
     before = tree(tmp_path)
-    code = main(["train", "--recipe", "toy", "--max-steps", "1", "--quiet", "--no-test", "--init",
-                 str(run_dir / init), "--out", str(run_dir), "--overwrite"])
+    code = main(["train", "--recipe", "toy", "--max-steps", "1", "--quiet", "--no-test",
+                 f"init={run_dir / init}", "--out", str(run_dir), "--overwrite"])
     assert code == 2
     assert "fine-tuned into itself" in one_line_error(capsys)
     assert tree(tmp_path) == before

@@ -25,11 +25,11 @@ def lm_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("lm")
     corpus = root / "help.txt"
     corpus.write_text("\n".join(help_sentences(400, seed=0)) + "\n")
-    cfg = TrainConfig(task="lm", corpus=str(corpus), preset="gpt-tiny", tgt_tokenizer="char", max_len=48,
+    cfg = TrainConfig(task="lm", corpus=str(corpus), preset="gpt-tiny", tgt_tokenizer="char", max_sentence_len=48,
                       max_tokens=1024, max_steps=60, warmup=20, lr_factor=0.5, label_smoothing=0.0, eval_every=0,
                       save_every=0, bleu_samples=0, seed=3,
                       model={"d_model": 32, "n_heads": 2, "d_ff": 64, "n_decoder_layers": 2, "dropout": 0.0,
-                             "max_len": 48})
+                             "max_positions": 48})
     old = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -16,8 +16,8 @@ from scratchformer.runs import load_run
 from scratchformer.training.trainer import train as train_encoder_task
 
 SMALL = {"d_model": 64, "n_heads": 4, "d_ff": 256, "n_encoder_layers": 2, "dropout": 0.0,
-         "attention_dropout": 0.0, "max_len": 32}
-COMMON = dict(preset="bert-tiny", label_smoothing=0.0, eval_every=0, save_every=0, bleu_samples=0, max_len=32,
+         "attention_dropout": 0.0, "max_positions": 32}
+COMMON = dict(preset="bert-tiny", label_smoothing=0.0, eval_every=0, save_every=0, bleu_samples=0, max_sentence_len=32,
               log_every=1000)
 
 
@@ -81,8 +81,8 @@ def test_encoder_recipes_and_the_evaluate_command(slice_dir, tmp_path, capsys):
         TrainConfig.from_dict(RECIPES[name])
     assert RECIPES["mlm-demo"]["text_side"] == "src" and RECIPES["classify-demo"]["corpus"] == "lo-module"
     argv = ["train", "--task", "classify", "--corpus", str(slice_dir / "train.tsv"), "--max-steps", "3",
-            "--tgt-tokenizer", "char", "--eval-every", "0", "--max-len", "32", "--out", str(tmp_path / "run"),
-            "--quiet", "--json", "d_model=16", "n_heads=2", "d_ff=16", "n_encoder_layers=1", "max_len=32"]
+            "tgt_tokenizer=char", "eval_every=0", "max_sentence_len=32", "--out", str(tmp_path / "run"),
+            "--quiet", "--json", "d_model=16", "n_heads=2", "d_ff=16", "n_encoder_layers=1", "max_positions=32"]
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert {"valid_accuracy", "test_accuracy", "test_majority_class"} <= set(summary)

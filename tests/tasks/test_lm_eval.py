@@ -65,9 +65,9 @@ def test_evaluate_lm_refuses_other_architectures(tmp_path):
 def test_train_task_alone_picks_its_demo_recipe(task, preset, tmp_path, capsys):
     corpus = tmp_path / "text.txt"
     corpus.write_text("\n".join(help_sentences(60, seed=1)) + "\n")
-    argv = ["train", "--task", task, "--corpus", str(corpus), "--max-steps", "2", "--eval-every", "0",
-            "--tgt-vocab-size", "300", "--out", str(tmp_path / "run"), "--quiet", "--json", "d_model=16", "n_heads=2",
-            "d_ff=16", "max_len=64", "--max-len", "64"]
+    argv = ["train", "--task", task, "--corpus", str(corpus), "--max-steps", "2", "eval_every=0",
+            "tgt_vocab_size=300", "--out", str(tmp_path / "run"), "--quiet", "--json", "d_model=16", "n_heads=2",
+            "d_ff=16", "max_positions=64", "max_sentence_len=64"]
     assert main(argv) == 0
     saved = json.loads((tmp_path / "run" / "train_config.json").read_text())
     assert saved["preset"] == preset and saved["tgt_tokenizer"] == "bpe" and saved["task"] == task

@@ -45,7 +45,7 @@ def test_init_refuses_an_override_that_changes_the_model(tmp_path):
     base = tmp_path / "base"
     train(TrainConfig(**TOY), base, quiet=True)
     cfg = TrainConfig(**{**TOY, "init": str(base), "model": {"d_model": 32, "dropout": 0.0}})
-    with pytest.raises(ConfigError, match=r"--init .*d_model=32 would change the model"):
+    with pytest.raises(ConfigError, match=r"init=.*d_model=32 would change the model"):
         Trainer(cfg, tmp_path / "tuned", quiet=True).prepare()
     assert not (tmp_path / "tuned" / "tokenizer_tgt.json").exists()  # refused before anything was copied
 
@@ -55,7 +55,7 @@ def test_init_through_the_cli_trains(tmp_path, capsys):
 
     base = tmp_path / "base"
     train(TrainConfig(**TOY), base, quiet=True)
-    code = main(["train", "--init", str(base), "--corpus", _new_corpus(tmp_path), "--preset", "tiny",
-                 "--out", str(tmp_path / "tuned"), "--max-steps", "2", "--quiet", "--no-test", "--bleu-samples", "0",
-                 "--warmup", "2", "--max-tokens", "512", "--src-tokenizer", "word", "--tgt-tokenizer", "char"])
+    code = main(["train", f"init={base}", "--corpus", _new_corpus(tmp_path), "--preset", "tiny",
+                 "--out", str(tmp_path / "tuned"), "--max-steps", "2", "--quiet", "--no-test", "bleu_samples=0",
+                 "warmup=2", "max_tokens=512", "src_tokenizer=word", "tgt_tokenizer=char"])
     assert code == 0 and (tmp_path / "tuned" / "model.safetensors").exists()

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-ARGS = ["--recipe", "toy", "--save-every", "10", "--log-every", "1", "--eval-every", "0", "--bleu-samples", "0",
+ARGS = ["--recipe", "toy", "save_every=10", "log_every=1", "eval_every=0", "bleu_samples=0",
         "--quiet", "--no-test"]
 
 

@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"scratchformer: note: stdout's encoding ({sys.stdout.encoding}) cannot show Chinese: using English "
               "(set PYTHONIOENCODING=utf-8 or a UTF-8 locale for Chinese)", file=sys.stderr)
     parser = build_parser()
+    _refuse_retired(parser, sys.argv[1:] if argv is None else argv)  # before argparse asks for a required --out
     args, extra = parser.parse_known_args(argv)
     # argparse cannot mix a `nargs="*"` positional with options (`translate RUN --beam 4 "a" "b"`): the
     # sentences after the options arrive as extras, and belong to that positional.
@@ -124,24 +125,44 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args)
 
 
+def _refuse_retired(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Exit 2 with one line when argv gives its command a flag the command retired (its `retired_flags` default): the
+    flag named with its replacement, `{value}` in it the value given (`--warmup 400` -> use warmup=400)."""
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    name = next((a for a in argv if a in commands), None)  # `--lang zh train ...` too
+    sub = commands.get(name) if name is not None else None
+    retired = (sub.get_default("retired_flags") or {}) if sub is not None else {}
+    first = next((a.split("=", 1)[0] for a in argv if a.split("=", 1)[0] in retired), None)
+    if sub is None or first is None:
+        return
+    replacement = _(retired[first]).replace("{value}", _given_value(first, argv))
+    message = _("{flag} is gone: use {replacement}").format(flag=first, replacement=replacement)
+    sub.exit(2, _("%(prog)s: error: %(message)s\n") % {"prog": sub.prog, "message": message})
+
+
 def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
-    """Exit 2 with one line from the command: a flag it retired names its replacement (the command's
-    `retired_flags` default); else the arguments it does not take, and the flag the first one resembles
-    (`--max-step` -> did you mean --max-steps?); abbreviations stay refused."""
+    """Exit 2 with one line from the command: the arguments it does not take, and the flag the first one resembles
+    (`--max-step` -> did you mean --max-steps?); abbreviations stay refused (a flag it retired was refused before
+    parsing: _refuse_retired)."""
     import difflib
 
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.command]
     first = next((e.split("=", 1)[0] for e in extra if e.startswith("--")), "")
-    retired = getattr(args, "retired_flags", {})
-    if first in retired:
-        sub.exit(2, _("%(prog)s: error: %(message)s\n") % {
-            "prog": sub.prog, "message": _("{flag} is gone: use {replacement}").format(flag=first,
-                                                                                   replacement=retired[first])})
     flags = [s for action in sub._actions for s in action.option_strings if s.startswith("--")]
     close = difflib.get_close_matches(first, flags, n=1, cutoff=0.75)
     hint = _(" (did you mean {flag}?)").format(flag=close[0]) if close else ""
     sub.exit(2, _("%(prog)s: error: %(message)s\n") % {
         "prog": sub.prog, "message": _("unrecognized arguments: %s") % " ".join(extra) + hint})
+
+
+def _given_value(flag: str, argv: list[str]) -> str:
+    """The value given with `flag` in argv (`--warmup 400`, `--warmup=400`), or VALUE when none follows it."""
+    for i, arg in enumerate(argv):
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+        if arg == flag and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            return argv[i + 1]
+    return "VALUE"
 
 
 def _run(args: argparse.Namespace) -> int:

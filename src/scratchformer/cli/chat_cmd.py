@@ -9,7 +9,7 @@ import argparse
 import itertools
 import sys
 
-from scratchformer.cli.generate_cmd import Streamer, add_sampling_args, check_sampling_options
+from scratchformer.cli.generate_cmd import SAMPLING_KEYS, Streamer, add_sampling_args, check_sampling_options
 from scratchformer.i18n import N_
 
 
@@ -34,7 +34,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
             return 0
         messages.append({"role": "user", "content": line.strip()})
         ids = lm.encode(lm.chat_prompt(messages))
-        max_new = fit_prompts([ids], lm.model.config.max_len, args.max_new_tokens or 256, "error",
+        max_new = fit_prompts([ids], lm.model.config.max_positions, args.max_new_tokens or 256, "error",
                               flags={"max_new": "--max-new-tokens {}", "truncate": "a shorter conversation"})
         streamer = Streamer(lm.decode, [], sys.stdout)
         try:
@@ -70,5 +70,5 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=DESCRIPTION)
     p.add_argument("model", help="a .gguf file or a Hugging Face Llama folder with its tokenizer")
     p.add_argument("--system", default=None, help="a system message first (default: the template's own, if any)")
-    add_sampling_args(p)
+    add_sampling_args(p, SAMPLING_KEYS)
     p.set_defaults(func=cmd_chat)

@@ -15,10 +15,7 @@ from typing import Any
 from scratchformer.config import PRESETS, RENAMED_FIELDS, ModelConfig
 from scratchformer.config.fields import loads_json
 from scratchformer.errors import ConfigError, InputError
-from scratchformer.i18n import N_, _
-
-_TYPES = typing.get_type_hints(ModelConfig)
-
+from scratchformer.i18n import N_, _, pad
 
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
@@ -94,12 +91,14 @@ def read_lines(file: str) -> list[str]:
     return decode_lines(data, file, InputError)
 
 
-def parse_value(key: str, text: str) -> Any:
-    """'d_model=256' -> 256, 'norm_placement=pre' -> 'pre', 'd_k=none' -> None, using the field's declared type."""
-    if key not in _TYPES:
-        fields = ", ".join(f.name for f in dataclasses.fields(ModelConfig))
+def parse_value(key: str, text: str, cls: type = ModelConfig) -> Any:
+    """'d_model=256' -> 256, 'norm_placement=pre' -> 'pre', 'd_k=none' -> None, using the declared type of the field
+    `key` of the dataclass `cls` (ModelConfig, TrainConfig)."""
+    hints = typing.get_type_hints(cls)
+    if key not in hints:
+        fields = ", ".join(f.name for f in dataclasses.fields(cls))
         raise ConfigError("unknown config field {key!r}; fields: {fields}", key=key, fields=fields)
-    hint = _TYPES[key]
+    hint = hints[key]
     args = typing.get_args(hint) if typing.get_origin(hint) is not typing.Literal else ()
     if text.lower() in ("none", "null") and type(None) in args:
         return None
@@ -117,17 +116,115 @@ def parse_value(key: str, text: str) -> Any:
                           type=getattr(base, "__name__", base)) from None
 
 
+def _key_value(item: str) -> tuple[str, str]:
+    if "=" not in item:
+        raise ConfigError("override {item!r} is not KEY=VALUE (for example d_model=256 or norm_placement=pre)",
+                          item=item)
+    key, value = item.split("=", 1)
+    return key.strip().replace("-", "_"), value.strip()
+
+
 def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """KEY=VALUE model-config overrides (`params`, `shapes`): {field: typed value}."""
     out = {}
     for item in items:
-        if "=" not in item:
-            raise ConfigError("override {item!r} is not KEY=VALUE (for example d_model=256 or norm_placement=pre)",
-                              item=item)
-        key, value = item.split("=", 1)
-        key = key.strip().replace("-", "_")
-        key = RENAMED_FIELDS.get(key, key)  # norm=pre still works: the old name of norm_placement
-        out[key] = parse_value(key, value.strip())
+        key, value = _key_value(item)
+        key = RENAMED_FIELDS.get(key, key)  # norm=pre, max_len=64 still work: the old names
+        out[key] = parse_value(key, value)
     return out
+
+
+# TrainConfig's fields that `train`'s KEY=VALUE can set: every one but the model overrides (the model's own fields are
+# keys themselves). The two vocabulary sizes are fields of both: they are the tokenizers' (TrainConfig), which the
+# model's follow.
+def train_keys() -> list[str]:
+    from scratchformer.config import TrainConfig
+
+    return [f.name for f in dataclasses.fields(TrainConfig) if f.name != "model"]
+
+
+def parse_train_settings(items: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`train`'s KEY=VALUE arguments: (TrainConfig fields, ModelConfig overrides), each value typed by its field. A
+    key is looked up in TrainConfig, then ModelConfig (their old names too); unknown is one line listing both."""
+    from scratchformer.config import TrainConfig
+    from scratchformer.config.train import RENAMED_TRAIN_FIELDS
+
+    train, model = {}, {}
+    model_keys = [f.name for f in dataclasses.fields(ModelConfig)]
+    for item in items:
+        key, value = _key_value(item)
+        if key in RENAMED_TRAIN_FIELDS and key in RENAMED_FIELDS:  # max_len: the sentence cut or the positions
+            raise ConfigError("{key}= is gone: use {train}= (longest training sentence) or {model}= (the model's "
+                              "positions)", key=key, train=RENAMED_TRAIN_FIELDS[key], model=RENAMED_FIELDS[key])
+        if key in train_keys():
+            train[key] = parse_value(key, value, TrainConfig)
+        elif RENAMED_FIELDS.get(key, key) in model_keys:
+            key = RENAMED_FIELDS.get(key, key)
+            model[key] = parse_value(key, value)
+        else:
+            raise ConfigError("unknown KEY {key!r}: training keys: {train}; model keys: {model}", key=key,
+                              train=", ".join(train_keys()), model=", ".join(model_keys))
+    return train, model
+
+
+@dataclasses.dataclass(frozen=True)
+class SetKey:
+    """One key of a command's repeatable `--set KEY=VALUE`: how its text is read, its default, its help (in the
+    catalog: give it as N_())."""
+
+    name: str
+    parse: Any
+    default: Any
+    help: str
+
+
+def add_set_arg(p: argparse.ArgumentParser, keys: list[SetKey], were_flags: bool = True) -> None:
+    """`--set KEY=VALUE` (repeatable) on `p` for the settings `keys`, each one an attribute of the parsed arguments
+    (its default until apply_sets reads --set); `--help` lists them with their meaning and default. `were_flags`:
+    each key was a flag before (`--top-k`), now retired: it fails with one line naming `--set top_k=VALUE`."""
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help=_("a setting, repeatable (the keys are listed below), e.g. --set {example}").format(
+                       example=f"{keys[0].name}={shown(keys[0].default)}"))
+    p.set_defaults(set_keys=keys, **{k.name: k.default for k in keys})
+    if were_flags:
+        retired = {f"--{k.name.replace('_', '-')}": f"--set {k.name}={{value}}" for k in keys}
+        p.set_defaults(retired_flags={**(p.get_default("retired_flags") or {}), **retired})
+    rows = [(k.name, _("{text} ({default})").format(text=_(k.help), default=_("default: {value}").format(
+        value=shown(k.default)))) for k in keys]
+    p.epilog = "\n".join([_("keys of --set KEY=VALUE:"), *key_table(rows)]) + "\n"
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def key_table(rows: list[tuple[str, str]], columns: int = 100) -> list[str]:
+    """`KEY=  what it means (default: ...)` lines of a command's --help, one key a row, the text wrapped."""
+    import textwrap
+
+    width = max(len(name) for name, _text in rows) + 4
+    lines = []
+    for name, text in rows:
+        wrapped = textwrap.wrap(text.replace("%%", "%"), columns - width) or [""]
+        lines += [f"  {pad(name + '=', width - 2)}{wrapped[0]}", *(" " * width + more for more in wrapped[1:])]
+    return lines
+
+
+def apply_sets(args: argparse.Namespace) -> None:
+    """Each `--set KEY=VALUE` of args onto args.KEY, typed by its key; a one-line ConfigError for an unknown key or a
+    value its key cannot read."""
+    keys = {k.name: k for k in getattr(args, "set_keys", [])}
+    for item in getattr(args, "sets", None) or []:
+        key, value = _key_value(item)
+        if key not in keys:
+            raise ConfigError("--set {key}: unknown key; keys: {keys}", key=key, keys=", ".join(keys))
+        try:
+            setattr(args, key, keys[key].parse(value))
+        except ValueError:
+            raise ConfigError("--set {key}={value}: cannot read it as {type}", key=key, value=value,
+                              type=getattr(keys[key].parse, "__name__", "a value")) from None
+
+
+def shown(value: Any) -> str:
+    """A default as one types it: none, true, false, 1000."""
+    return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 class LazyChoices:

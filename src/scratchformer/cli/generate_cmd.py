@@ -11,6 +11,7 @@ import sys
 import warnings
 from collections.abc import Callable
 
+from scratchformer.cli.common import SetKey, add_set_arg
 from scratchformer.config.decoding import DEFAULT_MAX_NEW
 from scratchformer.i18n import N_, _
 
@@ -61,15 +62,16 @@ def _warn_one_line(message, category, filename, lineno, file=None, line=None) ->
 
 def check_sampling_options(args: argparse.Namespace) -> None:
     """The options add_sampling_args adds, checked (one-line errors) before a slow model load; sets the threads."""
-    from scratchformer.cli.common import set_threads
+    from scratchformer.cli.common import apply_sets, set_threads
     from scratchformer.decoding.sampling import check_sampling_args
     from scratchformer.errors import ConfigError
 
+    apply_sets(args)  # --set temperature=0.5 ...
     check_sampling_args(args.temperature, args.top_k, args.top_p)
     if args.max_new_tokens is not None and args.max_new_tokens < 1:
         raise ConfigError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
     if args.seed is not None and not 0 <= args.seed < 2**64:  # what torch.Generator.manual_seed takes
-        raise ConfigError(f"--seed {args.seed}: give a number in [0, 2**64)")
+        raise ConfigError(f"seed={args.seed}: give a number in [0, 2**64)")
     set_threads(args.threads)  # checked (and set) before the load, as translate does
 
 
@@ -82,7 +84,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     check_sampling_options(args)  # before the (slow) model load
     if args.batch_size < 1:
-        raise ConfigError(f"--batch-size must be >= 1, got {args.batch_size}")
+        raise ConfigError(f"batch_size must be >= 1, got {args.batch_size}")
     if is_pretrained(args.run_dir):  # a .gguf file or a Hugging Face folder: its own tokenizer, BOS and EOS
         lm = load_lm(args.run_dir, DTYPES[args.dtype])
         start = [lm.bos_id if lm.bos_id is not None else lm.eos_id]  # what an empty prompt starts from
@@ -99,8 +101,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if not texts:
         raise ConfigError("no prompt: give one as an argument or on stdin")
     prompts = [to_ids(t) for t in texts]
-    max_new = fit_prompts(prompts, model.config.max_len, args.max_new_tokens, args.truncate,  # before printing
-                          flags={"max_new": "--max-new-tokens {}", "truncate": "--truncate left"})
+    max_new = fit_prompts(prompts, model.config.max_positions, args.max_new_tokens, args.truncate,  # before printing
+                          flags={"max_new": "--max-new-tokens {}", "truncate": "--set truncate=left"})
     spec = Sampling(max_new_tokens=max_new, temperature=args.temperature, top_k=args.top_k,
                     top_p=args.top_p, seed=args.seed, eos=eos, truncate=args.truncate)
     with warnings.catch_warnings():
@@ -134,6 +136,44 @@ DESCRIPTION = N_("One prompt is streamed: its text, then each new piece as soon 
                  "from <s> alone.")
 
 
+def _choice(*names: str):
+    def parse(text: str) -> str:
+        if text not in names:
+            raise ValueError(text)
+        return text
+
+    parse.__name__ = " or ".join(names)
+    return parse
+
+
+def _int(text: str) -> int:
+    return int(text)
+
+
+def _float(text: str) -> float:
+    return float(text)
+
+
+_int.__name__, _float.__name__ = "a whole number", "a number"
+# The sampling settings of `--set KEY=VALUE` (generate and chat); generate adds its own below.
+SAMPLING_KEYS = [
+    SetKey("temperature", _float, 0.8, N_("divide the logits by T before sampling; T <= 0 means greedy decoding "
+                                          "(argmax; top_k and top_p then have no effect)")),
+    SetKey("top_k", _none_or(int), None, N_("sample among the K most likely tokens (none: off)")),
+    SetKey("top_p", _none_or(float), 0.95, N_("nucleus sampling: the smallest set of tokens holding probability P, "
+                                              "P in (0, 1] (1: off)")),
+    SetKey("seed", _none_or(int), None, N_("seed of the sampling RNG (same seed, same text; none: random)")),
+]
+GENERATE_KEYS = [
+    *SAMPLING_KEYS,
+    SetKey("truncate", _choice("left", "error"), "left", N_("a prompt longer than the model's max_positions minus "
+                                                            "--max-new-tokens: cut its start, with a warning (left), "
+                                                            "or refuse (error)")),
+    SetKey("batch_size", _int, 32, N_("prompts sampled together")),
+    SetKey("weights", str, None, N_("another safetensors file of the run (e.g. averaged.safetensors)")),
+]
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generate", help="continue text with a language-model run (sampling, streamed)",
                        description=DESCRIPTION)
@@ -141,30 +181,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a language-model run directory, or a pretrained model: a .gguf file or a Hugging Face "
                         "Llama folder (config.json, weights, tokenizer.json)")
     p.add_argument("prompt", nargs="*", help="prompts (none or '-' reads stdin, one per line)")
-    add_sampling_args(p)
-    p.add_argument("--truncate", choices=("left", "error"), default="left",
-                   help="a prompt longer than the model's max_len minus --max-new-tokens: cut its start, with a "
-                        "warning (left, the default), or refuse (error)")
-    p.add_argument("--batch-size", type=int, default=32, help="prompts sampled together (default 32)")
-    p.add_argument("--weights", help="another safetensors file of the run (e.g. averaged.safetensors)")
+    add_sampling_args(p, GENERATE_KEYS)
     p.set_defaults(func=cmd_generate)
 
 
-def add_sampling_args(p: argparse.ArgumentParser) -> None:
-    """The sampling, thread and dtype options `generate` and `chat` share."""
+def add_sampling_args(p: argparse.ArgumentParser, keys: list[SetKey]) -> None:
+    """The sampling, thread and dtype options `generate` and `chat` share; `keys` are those of its --set."""
     p.add_argument("--max-new-tokens", type=int, default=None,
                    help=_("most tokens added to each prompt, which stops earlier at </s> (default {n}, fewer if the "
-                          "model's max_len leaves no room)").format(n=DEFAULT_MAX_NEW))
-    p.add_argument("--temperature", type=float, default=0.8,
-                   help="divide the logits by T before sampling (default 0.8); T <= 0 means greedy decoding "
-                        "(argmax; --top-k and --top-p then have no effect)")
-    p.add_argument("--top-k", type=_none_or(int), default=None,
-                   help="sample among the K most likely tokens (default: off)")
-    p.add_argument("--top-p", type=_none_or(float), default=0.95,
-                   help="nucleus sampling: the smallest set of tokens holding probability P, P in (0, 1] "
-                        "(default 0.95; 1 = off)")
-    p.add_argument("--seed", type=int, default=None,
-                   help="seed of the sampling RNG (same seed, same text; default: random)")
+                          "model's max_positions leaves no room)").format(n=DEFAULT_MAX_NEW))
+    add_set_arg(p, keys)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                    help="weights of a pretrained model (.gguf / folder): float32 (default) or bfloat16")

@@ -1,11 +1,11 @@
-"""`scratchformer lab NAME [--out DIR] [--quick]` and `lab --list`: the seeds' questions as experiments; wiring only."""
+"""`scratchformer lab NAME [--out DIR] [--quick]` and `lab` alone (the list): the seeds' questions as experiments;
+wiring only."""
 
 from __future__ import annotations
 
 import argparse
 
-from scratchformer.errors import InputError
-from scratchformer.i18n import _, pad
+from scratchformer.i18n import N_, _, pad
 
 
 def cmd_lab(args: argparse.Namespace) -> int:
@@ -13,13 +13,11 @@ def cmd_lab(args: argparse.Namespace) -> int:
     from scratchformer.cli.common import set_threads
     from scratchformer.lab import EXPERIMENTS, run_experiment
 
-    if args.list:
+    if args.name is None:  # `lab` alone lists them
         width = max(len(n) for n in EXPERIMENTS)
         for name, (_run, question) in EXPERIMENTS.items():
             print(f"{pad(name, width)}  {_(question)}")
         return 0
-    if args.name is None:
-        raise InputError("give an experiment name, or --list to see them")
     set_threads(args.threads)
     result = run_experiment(args.name, args.out, args.quick, args.run, overwrite=args.overwrite, progress=True)
     print(_(EXPERIMENTS[args.name][1]))
@@ -31,8 +29,9 @@ def cmd_lab(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `lab` subcommand."""
-    p = sub.add_parser("lab", help="run one of the experiments that answer the seeds' questions (--list)")
-    p.add_argument("name", nargs="?", help=_("the experiment (see --list)"))
+    p = sub.add_parser("lab", help="run one of the experiments that answer the seeds' questions (`lab` lists them)")
+    p.add_argument("name", nargs="?", help=_("the experiment (none: list the experiments and the question each "
+                                             "answers)"))
     p.add_argument("--out", default="lab", help=_("folder for NAME.png and NAME.json (default: lab)"))
     p.add_argument("--overwrite", action="store_true",
                    help="start --out afresh: delete what lab wrote there (your files are kept and named); without it, "
@@ -41,5 +40,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", default=None, help=_("heads: the trained encoder-decoder run (default: models/en-zh)"))
     p.add_argument("--threads", type=int, default=None, help=_(
         "torch CPU threads (default: torch's choice; 1 is fastest for these tiny models on a busy CPU)"))
-    p.add_argument("--list", action="store_true", help=_("list the experiments and the question each answers"))
+    p.set_defaults(retired_flags={"--list": N_("scratchformer lab (with no experiment name it lists them)")})
     p.set_defaults(func=cmd_lab)

@@ -40,22 +40,25 @@ def _target(args: argparse.Namespace, default_name: str):
     return check_file(out, "plot", args.overwrite, default_name=default_name)
 
 
+_FLAGS = {"d_model": "--d-model", "max_len": "--max-positions"}  # how check_position_sizes names the sizes
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     """Write the requested picture and say where."""
     if args.what == "relations":
         from scratchformer.inspect.plots import check_position_sizes, plot_position_relations
 
-        check_position_sizes(args.d_model, args.max_len, flags={"d_model": "--d-model", "max_len": "--max-len"})
-        print(_("wrote {path}").format(path=plot_position_relations(args.out, args.d_model, args.max_len)))
+        check_position_sizes(args.d_model, args.max_positions, flags=_FLAGS)
+        print(_("wrote {path}").format(path=plot_position_relations(args.out, args.d_model, args.max_positions)))
         return 0
     if args.what == "positions":
         from scratchformer.inspect.plots import check_dims, check_position_sizes, plot_positions
 
         if args.run_dir or args.sentence:
-            raise InputError("plot positions takes no run or sentence (give --d-model / --max-len / --dims)")
-        check_position_sizes(args.d_model, args.max_len, flags={"d_model": "--d-model", "max_len": "--max-len"})
+            raise InputError("plot positions takes no run or sentence (give --d-model / --max-positions / --dims)")
+        check_position_sizes(args.d_model, args.max_positions, flags=_FLAGS)
         dims = check_dims(_ints(args.dims, "--dims"), args.d_model) if args.dims is not None else None
-        path = plot_positions(_target(args, "positions.png"), args.d_model, args.max_len, dims)
+        path = plot_positions(_target(args, "positions.png"), args.d_model, args.max_positions, dims)
         print(_("wrote {path}").format(path=path))
         return 0
     if not args.run_dir or not args.sentence:
@@ -85,8 +88,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=_("relations: PE(p) . PE(p+k) against k, and PE(p+k) as a rotation of PE(p)"))
     p.add_argument("run_dir", nargs="?", help=_("attention: the run directory"))
     p.add_argument("sentence", nargs="?", help=_("attention: the source sentence (translated as `translate` does)"))
-    p.add_argument("--d-model", type=int, default=128)
-    p.add_argument("--max-len", type=int, default=100)
+    p.add_argument("--d-model", type=int, default=128, help=_("positions, relations: the model width (default: 128)"))
+    p.add_argument("--max-positions", type=int, default=100,
+                   help=_("positions, relations: how many positions to draw (default: 100)"))
+    p.set_defaults(retired_flags={"--max-len": "--max-positions {value}"})
     p.add_argument("--dims", help=_("positions: dimensions to draw as curves, e.g. 0,1,20,21 (default: 0, D/8, D/4, "
                    "D/2, fast to slow)"))
     p.add_argument("--kind", default="cross", choices=["self", "decoder-self", "cross"],

@@ -1,7 +1,8 @@
 """`scratchformer train`: train a model into a run directory (or resume one). Wiring only: the flags become
 settings, and training/launch.py applies their precedence, prepares the run directory and trains.
 
-Precedence: built-in defaults < --recipe < --config FILE < explicit flags. With no arguments it runs the
+Precedence: built-in defaults < --recipe < --config FILE < explicit flags and KEY=VALUE settings (any
+TrainConfig or ModelConfig field: `train --help` lists them). With no arguments it runs the
 `demo` recipe: the demo preset on the bundled English-Chinese corpus, a few minutes on a 2-core CPU. Exit status:
 0 done, 2 a one-line error (also a loss that became nan), 130 after SIGINT and 143 after SIGTERM (the
 checkpoint is saved, the test report skipped).
@@ -17,14 +18,14 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from scratchformer.cli.common import parse_bool, parse_overrides, sample_lines
-from scratchformer.config import RECIPES, TrainConfig
+from scratchformer.cli.common import key_table, parse_bool, parse_train_settings, sample_lines, shown
+from scratchformer.config import RECIPES, ModelConfig, TrainConfig
+from scratchformer.config.train import FIELD_HELP, TRAIN_FLAGS
 from scratchformer.i18n import N_, _
 
 _HINTS = typing.get_type_hints(TrainConfig)
-_SKIP = {"model"}
-_OWN_FLAG = {"test_report"}  # fields whose flag is written by hand below (--no-test)
-_NONE = object()  # `--clip-norm none`: an explicit None, told apart from a flag not given
+_TRAIN_KEYS = {f.name for f in dataclasses.fields(TrainConfig)}
+_NONE = object()  # `--flag none` for an optional field: an explicit None, told apart from a flag not given
 
 
 def _flag_type(hint):
@@ -44,45 +45,51 @@ def _flag_type(hint):
     return optional
 
 
-_HELP = {
-    "corpus": N_("what to train on: a TSV file (source<TAB>target on each line, .tsv or .tsv.gz), "
-                 "\"SRC_FILE,TGT_FILE\" (two aligned text files), or a bundled corpus (en-zh, software, gimp, "
-                 "lo-module, toy)"),
-    "holdout": N_("a corpus of one file: hash holds out valid and test rows by a hash of the source sentence (5%% "
-                  "each, at most 2,000); none uses the file for every split (scores on it are training scores)"),
-    "warmup": N_("updates of linear learning-rate warm-up (Noam schedule)"),
-    "max_steps": N_("optimiser updates to train for"),
-    "max_tokens": N_("padded tokens per batch (per process)"),
-}
-
-
-def _shown(value: Any) -> str:
-    """A default as one types it: none, true, false, 1000."""
-    return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-
-
 def field_help(f: dataclasses.Field) -> str:
-    """The flag's help with its one default: the demo recipe's value where it sets one (what `train` with no
+    """The field's help with its one default: the demo recipe's value where it sets one (what `train` with no
     --recipe / --config uses), and the built-in one used with --config."""
     base = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
     recipe = RECIPES["demo"]
     if f.name in recipe and recipe[f.name] != base:
         default = _("default: {recipe} from the demo recipe; {base} with --config and no --recipe").format(
-            recipe=_shown(recipe[f.name]), base=_shown(base))
+            recipe=shown(recipe[f.name]), base=shown(base))
     else:
-        default = _("default: {value}").format(value=_shown(base))
-    text = _(_HELP[f.name]) if f.name in _HELP else ""
+        default = _("default: {value}").format(value=shown(base))
+    text = _(FIELD_HELP[f.name]) if f.name in FIELD_HELP else ""
     return _("{text} ({default})").format(text=text, default=default) if text else _("({default})").format(
         default=default)
 
 
+def _keys_help() -> str:
+    """What `train --help` says below the flags: every KEY=VALUE key, TrainConfig's with its meaning and default, the
+    model's by name (their meaning: docs/shapes.md, `scratchformer params`)."""
+    import textwrap
+
+    keys = [f for f in dataclasses.fields(TrainConfig) if f.name not in TRAIN_FLAGS and f.name != "model"]
+    lines = [_("KEY=VALUE training settings (any TrainConfig field; also in a --config file):"),
+             *key_table([(f.name, field_help(f)) for f in keys])]
+    model = [f.name for f in dataclasses.fields(ModelConfig) if f.name not in {*_TRAIN_KEYS, "extra"}]
+    lines += ["", *textwrap.wrap(_("KEY=VALUE model settings, over the preset's (e.g. d_model=128 norm_placement=pre): "
+                                   "{keys}").format(keys=", ".join(model)), 100)]
+    return "\n".join(lines) + "\n"
+
+
+def _retired() -> dict[str, str]:
+    """Each flag that became a KEY=VALUE key, and what to write instead ({value}: the value given with it)."""
+    retired = {f"--{f.name.replace('_', '-')}": f"{f.name}={{value}}" for f in dataclasses.fields(TrainConfig)
+               if f.name not in TRAIN_FLAGS and f.name != "model"}
+    retired["--max-len"] = "max_sentence_len={value}"
+    retired["--test-report"] = "--no-test (the report runs unless it is given)"
+    return retired
+
+
 def _flags(args: argparse.Namespace) -> dict:
-    """The TrainConfig fields given on the command line (`none` as an explicit None)."""
+    """The TrainConfig fields given as train's own flags (`none`: an explicit None); KEY=VALUE: parse_train_settings."""
     flags = {}
-    for f in dataclasses.fields(TrainConfig):
-        value = getattr(args, f.name, None)
-        if f.name not in _SKIP and value is not None:
-            flags[f.name] = None if value is _NONE else value
+    for name in TRAIN_FLAGS:
+        value = getattr(args, name, None)
+        if value is not None:
+            flags[name] = None if value is _NONE else value
     return flags
 
 
@@ -90,7 +97,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from scratchformer.training.launch import default_recipe, given_settings, launch  # late: torch (--help is quick)
 
     recipe = default_recipe(args.recipe, args.config, args.resume, args.task)
-    given = given_settings(recipe, args.config, _flags(args), parse_overrides(args.overrides or []))
+    settings, model = parse_train_settings(args.overrides or [])
+    given = given_settings(recipe, args.config, {**settings, **_flags(args)}, model)
     out = Path(args.out or f"runs/{recipe or given.get('task', 'translate')}")
     cfg, summary = launch(given, out, resume=args.resume, overwrite=args.overwrite, quiet=args.quiet)
     # SIGINT / SIGTERM: the checkpoint is saved; no test report, and the shell's status for that signal
@@ -124,7 +132,7 @@ def readable_summary(summary: dict[str, Any]) -> str:
     names = {"valid_loss": N_("loss"), "valid_nll": N_("nll"), "valid_ppl": N_("ppl")}
     valid = [f"{_(names[k])} {_figure(s[k])}" for k in ("valid_loss", "valid_nll", "valid_ppl") if k in s]
     if "bleu" in s:
-        valid.append(_("greedy BLEU {bleu} on its first sentences (--bleu-samples)").format(bleu=s["bleu"]))
+        valid.append(_("greedy BLEU {bleu} on its first sentences (bleu_samples)").format(bleu=s["bleu"]))
     if valid:
         lines.append(_("  valid (step {step}): {scores}").format(step=s.get("step"), scores=_(", ").join(valid)))
     data = s.get("data") or {}
@@ -136,9 +144,9 @@ def readable_summary(summary: dict[str, Any]) -> str:
         lines.append(_("  data: {corpus}: {splits}").format(corpus=data.get("corpus"),
                                                           splits=splits_shown(str(data.get("splits"))))
                      + (f" ({counts})" if counts else ""))
-    shown = {"run_dir", "step", "epoch", "elapsed_s", "interrupted", "signal", "data", "kind", "valid_loss",
+    listed = {"run_dir", "step", "epoch", "elapsed_s", "interrupted", "signal", "data", "kind", "valid_loss",
              "valid_nll", "valid_ppl", "bleu"}
-    rest = [f"{k} {_figure(v)}" for k, v in s.items() if k not in shown and not isinstance(v, (dict, list))]
+    rest = [f"{k} {_figure(v)}" for k, v in s.items() if k not in listed and not isinstance(v, (dict, list))]
     if rest:
         lines.append(f"  {', '.join(rest)}")
     return "\n".join(lines)
@@ -158,7 +166,8 @@ def readable_test(result: dict[str, Any]) -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train a model (translation by default) into a run directory")
+    p = sub.add_parser("train", help="train a model (translation by default) into a run directory",
+                       epilog=_keys_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--recipe", choices=sorted(RECIPES), default=None,
                    help="named settings (default when no --config is given: demo, or lm-demo / mlm-demo / "
                         "classify-demo for --task lm / mlm / classify)")
@@ -171,11 +180,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the end-of-training summary as one JSON line")
     p.add_argument("--no-test", dest="test_report", action="store_const", const=False,
                    help="skip the test-split report (kept by --resume)")
-    p.set_defaults(retired_flags={"--test-report": "--no-test (the report runs unless it is given)"})
+    p.set_defaults(retired_flags=_retired())
     for f in dataclasses.fields(TrainConfig):
-        if f.name in _SKIP | _OWN_FLAG:
-            continue
-        p.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, type=_flag_type(_HINTS[f.name]), default=None,
-                       help=field_help(f))
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="model config overrides, e.g. d_model=128")
+        if f.name in TRAIN_FLAGS and f.name != "test_report":
+            p.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, type=_flag_type(_HINTS[f.name]),
+                           default=None, help=field_help(f))
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                   help="a training or model setting (listed below), e.g. warmup=4000 d_model=128")
     p.set_defaults(func=cmd_train)

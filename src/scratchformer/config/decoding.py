@@ -237,7 +237,7 @@ class DecodingOptions:
                     "encoder": " (a classifier / masked LM: use `scratchformer evaluate`)"}.get(arch, "")
             raise InputError(f"translation needs an encoder-decoder model, got a {arch or 'model-less'} one{hint}")
         self.check_supported(supports)
-        name, cap = self.name, config.max_len
+        name, cap = self.name, config.max_positions
         if self.max_output_len is not None and self.max_output_len > cap:
             raise ConfigError(f"{name('max_output_len')}: the model's positions end at {cap}; give at most {cap} "
                               f"output tokens (unset: source length + {PAPER_EXTRA_LEN})")

@@ -38,7 +38,7 @@ NORMS, NORM_KINDS = get_args(NormPlacement), get_args(NormKind)
 # The task head's fields; older config.json files kept them in `extra`, from where __post_init__ moves them.
 HEAD_FIELDS = ("head", "n_classes", "labels", "mask_id")
 # Fields renamed since older config.json files were written: old name -> new name (upgrade_fields maps them).
-RENAMED_FIELDS = {"norm": "norm_placement"}
+RENAMED_FIELDS = {"norm": "norm_placement", "max_len": "max_positions"}
 
 
 @dataclass
@@ -75,7 +75,7 @@ class ModelConfig:
     ffn_kind: FfnKind = "mlp"  # "mlp": act(x W_1) W_2 (paper) | "gated": (act(x W_gate) * x W_up) W_2 (Llama)
     tie_embeddings: bool = True  # share target embedding and pre-softmax weights (and source, if same vocab)
     scale_embeddings: bool = True  # multiply token embeddings by sqrt(d_model) (paper section 3.4)
-    max_len: int = 512  # longest sequence the positions cover
+    max_positions: int = 512  # longest sequence the positions cover (the old name max_len still loads)
     pad_id: int = 0
     # First target token; None -> the tokenizer's BOS. Where it equals pad_id (Marian, T5), target position 0
     # is the start symbol and is never masked as padding.
@@ -150,7 +150,7 @@ class ModelConfig:
 
         check_field_types(type(self), {f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
         check_choices(self)  # each Literal field (arch, norm_placement, norm_kind, ...): one of its names
-        for name in ("d_model", "n_heads", "d_ff", "max_len", "tgt_vocab_size"):
+        for name in ("d_model", "n_heads", "d_ff", "max_positions", "tgt_vocab_size"):
             need(getattr(self, name) > 0, N_("{name} must be positive, got {value}"), name=name,
                  value=getattr(self, name))
         if self.arch == "encoder-decoder":
@@ -283,7 +283,7 @@ def parameter_bytes(c: ModelConfig) -> int:
     attention = d * (hk + kk + kv) + hv * d + (hk + kk + kv + d)  # W_q, W_k, W_v, W_o and their biases
     ffn = (3 if c.ffn_kind == "gated" else 2) * d * c.d_ff + (2 if c.ffn_kind == "gated" else 1) * c.d_ff + d
     layer = attention + ffn + 4 * d  # + two LayerNorms
-    positions = 0 if c.positions == "rope" else c.max_len * d  # a table or a buffer; rope turns q and k instead
+    positions = 0 if c.positions == "rope" else c.max_positions * d  # a table or a buffer; rope turns q and k instead
     stack_input = positions + c.type_vocab_size * d + 2 * d  # positions, token types, embedding norm
     if c.arch == "encoder-decoder":
         count = c.n_encoder_layers * layer + c.n_decoder_layers * (layer + attention + 2 * d)
@@ -325,7 +325,7 @@ def check_fits_in_memory(c: ModelConfig) -> None:
     need, have = parameter_bytes(c), available_memory()
     if have is not None and need > have:
         raise ConfigError(N_("the model would need {human_bytes} for its weights; this machine has {human_bytes2} "
-                             "available: lower d_model, d_ff, the layer counts, the vocabulary or max_len"),
+                             "available: lower d_model, d_ff, the layer counts, the vocabulary or max_positions"),
                           human_bytes=human_bytes(need), human_bytes2=human_bytes(have))
 
 
@@ -357,24 +357,24 @@ PRESETS: dict[str, dict[str, Any]] = {
     "paper-E-learned": dict(_PAPER, positions="learned"),
     # Small models for a CPU. Vocabulary sizes are placeholders: training sets them from the tokenizers.
     "tiny": dict(src_vocab_size=1000, tgt_vocab_size=1000, d_model=64, n_heads=4, d_ff=128,
-                 n_encoder_layers=2, n_decoder_layers=2, dropout=0.0, max_len=256),
+                 n_encoder_layers=2, n_decoder_layers=2, dropout=0.0, max_positions=256),
     "demo": dict(src_vocab_size=8000, tgt_vocab_size=8000, d_model=256, n_heads=4, d_ff=1024,
-                 n_encoder_layers=3, n_decoder_layers=3, dropout=0.1, max_len=256, tie_embeddings=False),
+                 n_encoder_layers=3, n_decoder_layers=3, dropout=0.1, max_positions=256, tie_embeddings=False),
     "small": dict(src_vocab_size=8000, tgt_vocab_size=8000, d_model=256, n_heads=4, d_ff=1024,
-                  n_encoder_layers=4, n_decoder_layers=4, dropout=0.1, max_len=256, tie_embeddings=False),
+                  n_encoder_layers=4, n_decoder_layers=4, dropout=0.1, max_positions=256, tie_embeddings=False),
     "gpt-tiny": dict(arch="decoder", tgt_vocab_size=1000, d_model=128, n_heads=4, d_ff=512,
                      n_decoder_layers=4, norm_placement="pre", activation="gelu", positions="learned",
-                     scale_embeddings=False, generator_bias=False, dropout=0.1, max_len=256),
+                     scale_embeddings=False, generator_bias=False, dropout=0.1, max_positions=256),
     # Llama's boxes at toy size: RoPE, RMSNorm before each sublayer, SwiGLU, grouped-query attention, no biases
     "llama-tiny": dict(_LLAMA, tgt_vocab_size=1000, d_model=128, n_heads=4, n_kv_heads=2, d_ff=344,
-                       n_decoder_layers=4, max_len=256),
+                       n_decoder_layers=4, max_positions=256),
     # SmolLM2-135M's sizes (HuggingFaceTB; 134.5M parameters with tied embeddings): `params`, `shapes`
     "smollm2-135m": dict(_LLAMA, tgt_vocab_size=49152, d_model=576, n_heads=9, n_kv_heads=3, d_ff=1536,
-                         n_decoder_layers=30, rope_theta=100000.0, max_len=8192, pad_id=2),
+                         n_decoder_layers=30, rope_theta=100000.0, max_positions=8192, pad_id=2),
     "bert-tiny": dict(arch="encoder", tgt_vocab_size=1000, d_model=128, n_heads=4, d_ff=512,
                       n_encoder_layers=4, activation="gelu", positions="learned", scale_embeddings=False,
                       type_vocab_size=2, embedding_norm=True, layer_norm_eps=1e-12, dropout=0.1,
-                      attention_dropout=0.1, max_len=256),
+                      attention_dropout=0.1, max_positions=256),
 }
 
 # The paper's parameter column (x 10^6) for the rows that have a preset here.

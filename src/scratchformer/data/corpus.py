@@ -113,7 +113,7 @@ class _BadLines:
 
     def report(self, lineno: int, reason: Text) -> None:
         if self.on_error == "stop":
-            raise CorpusError(N_("{name}:{lineno}: {reason} (use --on-error skip to skip bad lines)"), name=self.name,
+            raise CorpusError(N_("{name}:{lineno}: {reason} (use on_error=skip to skip bad lines)"), name=self.name,
                               lineno=lineno, reason=reason)
         self.lines.append(lineno)
 
@@ -322,12 +322,12 @@ def check_upsample(corpus: str, factors: dict[str, int]) -> list[tuple[str, int]
     """corpus_sources(corpus), or a one-line CorpusError if it has none or lacks a source of `factors`."""
     parts = corpus_sources(corpus)
     if parts is None:
-        raise CorpusError(N_("--upsample needs a bundled corpus made of several sources (software); {corpus!r} has "
+        raise CorpusError(N_("upsample= needs a bundled corpus made of several sources (software); {corpus!r} has "
                              "none: repeat lines in your TSV file instead"), corpus=corpus)
     names = [source for source, _ in parts]
     unknown = sorted(set(factors) - set(names))
     if unknown:
-        raise CorpusError(N_("--upsample {unknown}: not a source of {corpus} ({names})"), unknown=','.join(unknown),
+        raise CorpusError(N_("upsample={unknown}: not a source of {corpus} ({names})"), unknown=','.join(unknown),
                           corpus=corpus, names=', '.join(names))
     return parts
 

@@ -79,7 +79,7 @@ def beam_search(
     them), used with the cache and without an ensemble.
     """
     search = search.resolved(model)  # the model's own ids where the spec leaves them None
-    pad, cap = search.pad, model.config.max_len
+    pad, cap = search.pad, model.config.max_positions
     with eval_mode(model):
         src = as_src_tensor(src, pad, model_device(model))
         if src.size(0) == 0:

@@ -215,7 +215,7 @@ class StaticEncoder(nn.Module):
     def dynamic_shapes(self) -> tuple:
         dim = torch.export.Dim
         b = dim("sentences", min=1, max=4096)
-        n = dim("src_len", min=2, max=max(self.model.config.max_len, 17))  # a length seen as 1 would specialise
+        n = dim("src_len", min=2, max=max(self.model.config.max_positions, 17))  # a length seen as 1 would specialise
         return ({0: b, 1: n}, {0: b, 3: n})
 
 
@@ -281,7 +281,7 @@ class CapturedDecoder:
     def cross(self, model: EncoderDecoder, src: Tensor, src_mask: Tensor) -> list[Tensor]:
         """Per decoder layer the cross-attention keys and values (B, h, L, d) for src (B, L): the compiled encoder's,
         or the modules' (no encoder package, a 1-token source, a hook on the encoder that must see its call)."""
-        check_ids(src, model.config.src_vocab_size, model.config.max_len, "src")
+        check_ids(src, model.config.src_vocab_size, model.config.max_positions, "src")
         if self.encoder is not None and src.size(1) >= 2 and not _hooked([model.src_embed, model.encoder]):
             return list(self.encoder(src.contiguous(), src_mask.contiguous()))
         return cross_kv(model, src, src_mask)

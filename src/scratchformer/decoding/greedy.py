@@ -66,10 +66,10 @@ def greedy_decode(
     """
     if search.beam != 1:
         raise ValueError(f"greedy_decode keeps one hypothesis per sentence, got beam={search.beam}: use beam_search")
-    cap = model.config.max_len
+    cap = model.config.max_positions
     if search.force_len is not None:
         if not 0 < search.force_len <= cap:
-            raise ValueError(f"force_len={search.force_len} must be in [1, model max_len={cap}]")
+            raise ValueError(f"force_len={search.force_len} must be in [1, the model's max_positions={cap}]")
         search = replace(search, max_output_len=search.force_len, min_len=search.force_len)
     search = search.resolved(model)  # the model's own ids where the spec leaves them None
     with eval_mode(model):

@@ -87,7 +87,7 @@ def sample(model: DecoderOnly, input_ids: Sequence[Sequence[int]], spec: Samplin
 
     spec (Sampling above): max_new_tokens, temperature (<= 0: greedy), top_k, top_p, seed, eos, use_cache, truncate.
     on_token(row, token) is called for each new token as it is chosen (streaming).
-    A prompt that leaves no room for max_new_tokens within model.config.max_len is cut on the left, with a
+    A prompt that leaves no room for max_new_tokens within model.config.max_positions is cut on the left, with a
     warning (truncate="left"), or refused (truncate="error").
     """
     max_new_tokens = spec.max_new_tokens
@@ -97,8 +97,8 @@ def sample(model: DecoderOnly, input_ids: Sequence[Sequence[int]], spec: Samplin
     check_id_lists(input_ids, "prompts")
     if max_new_tokens == 0 or not input_ids:
         return [[] for _ in input_ids]
-    fit_prompts(input_ids, model.config.max_len, max_new_tokens, spec.truncate)
-    prompts = _cut_left(input_ids, max_new_tokens, model.config.max_len)
+    fit_prompts(input_ids, model.config.max_positions, max_new_tokens, spec.truncate)
+    prompts = _cut_left(input_ids, max_new_tokens, model.config.max_positions)
     device = model_device(model)
     generator = torch.Generator(device=device).manual_seed(spec.seed) if spec.seed is not None else None
     with eval_mode(model):

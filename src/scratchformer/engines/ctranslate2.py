@@ -71,7 +71,7 @@ class Backend:
                       max_output_len: int | None = None, batch_size: int = 32) -> list[list[int]]:
         """Target ids (no BOS/EOS) of source ids as `src_tok.encode` gives them (</s> is added here), in order:
         what greedy_decode / beam_search return for `encode(s)[:positions - 1] + [EOS]`."""
-        cap = self.run.model.config.max_len
+        cap = self.run.model.config.max_positions
         srcs = [list(s)[: cap - 1] for s in srcs]  # CT2 appends </s> (add_source_eos)
         limits = [output_budget(len(s) + 1, max_output_len, cap) for s in srcs]  # the source with its </s>
         order = sorted(range(len(srcs)), key=lambda i: -len(srcs[i]))  # longest first, batches as the pipeline

@@ -100,6 +100,6 @@ class Backend:
             logprobs[:, self.pad] = NEG_INF
             return logprobs
 
-        limits = length_limits(src_ids, self.pad, search.max_output_len, self.run.model_config.max_len)  # (B,)
+        limits = length_limits(src_ids, self.pad, search.max_output_len, self.run.model_config.max_positions)  # (B,)
         hyps = beam_search_core(step_fn, limits, replace(search, n_best=1, bos=self.bos, eos=self.eos, pad=self.pad))
         return [h[0].tokens for h in hyps]

@@ -97,6 +97,6 @@ class Translator:
             self.options.check_supported(self.backend.SUPPORTS, prefix=True)
         o = self.options
         structured = o.n_best > 1 or o.align or return_hyps
-        return run_pipeline(self.backend, (self.run.src_tok, self.run.tgt_tok), self.run.model_config.max_len, texts,
-                            o, prefix, structured, progress)
+        return run_pipeline(self.backend, (self.run.src_tok, self.run.tgt_tok), self.run.model_config.max_positions,
+                            texts, o, prefix, structured, progress)
 

@@ -101,7 +101,7 @@ def evaluate_encoder(run_dir: str | Path, split: str = "test", weights: str | Pa
     source = corpus or (tc.corpus if tc else None)
     if source is None:
         raise ConfigError(f"{run_dir} has no train_config.json naming its corpus: pass --corpus")
-    max_len = min(tc.max_len if tc else run.model_config.max_len, run.model_config.max_len)
+    max_len = min(tc.max_sentence_len if tc else run.model_config.max_positions, run.model_config.max_positions)
     result: dict[str, Any] = {"run_dir": str(run_dir), "corpus": source, "split": split}
     holdout = tc.holdout if tc and not corpus else "none"  # the run's own splits of a one-file corpus
     if head == "classification":

@@ -37,7 +37,7 @@ def evaluate_lm(run_dir: str | Path, split: str = "test", weights: str | Path | 
     source = corpus or (tc.corpus if tc else None)
     if source is None:
         raise ConfigError(f"{run_dir} has no train_config.json naming its corpus: pass --corpus")
-    max_len = min(tc.max_len if tc else run.model_config.max_len, run.model_config.max_len)
+    max_len = min(tc.max_sentence_len if tc else run.model_config.max_positions, run.model_config.max_positions)
     holdout = tc.holdout if tc and not corpus else "none"  # the run's own splits of a one-file corpus
     texts = [t for t in load_text(source, split, side=tc.text_side if tc else "both", on_error="skip",
                                   holdout=holdout) if t]

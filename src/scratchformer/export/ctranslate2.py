@@ -217,7 +217,7 @@ def translate_options(run: Run) -> dict[str, Any]:
     4, identical to ours: 98 through the README's translate() (97 at patience 2), 93 from translate_batch with these
     options alone (92 at patience 2); greedy: 100 (hf_card.PARITY)."""
     return {"beam_size": run.decoding.beam, "length_penalty": length_penalty_for(run.decoding.alpha), "patience": 3,
-            "max_decoding_length": run.model_config.max_len, "min_decoding_length": 0}
+            "max_decoding_length": run.model_config.max_positions, "min_decoding_length": 0}
 
 
 def export(run: Run, out: Path, quantization: str | None = None, **options: Any) -> Path:

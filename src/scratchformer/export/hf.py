@@ -91,7 +91,7 @@ def generation_config(c: ModelConfig, alpha: float = DecodingOptions.alpha,
         return None
     ids = token_ids(c)
     # max_length counts the start symbol: max_len + 1 lets the decoder see positions 0 .. max_len - 1, as ours
-    gen: dict[str, Any] = {**ids, "max_length": c.max_len + 1, "do_sample": False}
+    gen: dict[str, Any] = {**ids, "max_length": c.max_positions + 1, "do_sample": False}
     if c.arch == "encoder-decoder":
         gen.update(num_beams=beam, length_penalty=length_penalty_for(alpha), early_stopping=False,
                    forced_eos_token_id=None,
@@ -163,7 +163,7 @@ def write_tokenizers(run: Run, out: Path, template: str | None = None) -> list[s
     tokenizers = _tokenizers(run)
     arch = run.model_config.arch
     for sub, tok in tokenizers.items():
-        _save_tokenizer(tok, arch, out / sub, run.model_config.max_len, template or TEMPLATES[arch])
+        _save_tokenizer(tok, arch, out / sub, run.model_config.max_positions, template or TEMPLATES[arch])
     return sorted(tokenizers)
 
 

@@ -291,7 +291,8 @@ def client_readme(run: Run, fmt: str, tokenizer_dirs: list[str], options: dict[s
         use = [*hf_route("ORTModelForSeq2SeqLM", "optimum.onnxruntime", target), "",
                "`pip install 'optimum[onnxruntime]'`. generation_config.json carries the run's settings: num_beams "
                f"{d.beam}, `length_penalty={lp}` (Hugging Face's `|Y|^length_penalty` with the slope of GNMT's alpha "
-               f"{d.alpha} at |Y| = 25), max_length {run.model_config.max_len + 1} (the start symbol included), the "
+               f"{d.alpha} at |Y| = 25), max_length {run.model_config.max_positions + 1} (the start symbol included), "
+               "the "
                "start, end and pad ids; `<pad>` is never generated; decoding.json is the run's own. "
                "`model.generate(**batch)` alone gives the same greedy outputs as scratchformer and mostly, not "
                "always, the same beam outputs (the two length penalties are different functions). translate() "
@@ -317,7 +318,7 @@ def client_readme(run: Run, fmt: str, tokenizer_dirs: list[str], options: dict[s
                f"{d.alpha}); `length_penalty={lp}` has the same slope at |Y| = 25. translate() asks for the finished "
                "hypotheses (num_hypotheses = beam x patience; patience 3 lets CTranslate2 finish more of them before "
                "it stops), undoes CTranslate2's normalisation and picks the best by GNMT, each sentence within "
-               "scratchformer's budget (source tokens + 50, at most the model's max_len). "
+               "scratchformer's budget (source tokens + 50, at most the model's max_positions). "
                + parity_note("translate_batch", "`translate_batch(tokens, **options)`")
                + " The beam sentences that still differ are hypotheses one search finishes after the other has "
                "stopped (CTranslate2's rule and ours are different heuristics for alpha > 0)."]

@@ -90,7 +90,7 @@ needed). Every weight, mask and formula is our PyTorch model's (tests/keras prov
 - `model.keras`: `keras.models.load_model` after `import scratchformer.keras` (it registers the custom layers).
 - `tokenizer_src.json` appends `</s>` ({eos}) to the source; `tokenizer_tgt.json` decodes the output ids.
 - Decoding starts from `<s>` ({bos}), never emits `<pad>` ({pad}), ends at `</s>` ({eos}); at most source length +
-  50 tokens, and at most {run.model_config.max_len} positions.
+  50 tokens, and at most {run.model_config.max_positions} positions.
 
 - `saved_model/`: the same model for `tf.saved_model.load` alone (no scratchformer): `encode(input_ids)` -> memory,
   `next_logits(memory, input_ids, decoder_input_ids)` -> the next token's logits (int32 ids).
@@ -105,7 +105,7 @@ model = keras.models.load_model("model.keras")
 src_tok, tgt_tok = (tokenizers.Tokenizer.from_file(f"tokenizer_{{s}}.json") for s in ("src", "tgt"))
 src = np.array([src_tok.encode("Click OK to close the dialog.").ids])  # (1, L_src), ends in </s>
 memory, mask, out = model.encode(src), model.src_mask(src), [{bos}]
-for _ in range(min(src.shape[1] + 50, {run.model_config.max_len})):
+for _ in range(min(src.shape[1] + 50, {run.model_config.max_positions})):
     logits = keras.ops.convert_to_numpy(model.logits(model.decode(memory, mask, np.array([out])))[0, -1])
     logits[{pad}] = -np.inf  # never <pad>
     out.append(int(logits.argmax()))

@@ -95,7 +95,7 @@ def optimum_config(run: Run) -> dict:
             "encoder_attention_heads": c.n_heads, "decoder_attention_heads": c.n_heads, "encoder_ffn_dim": c.d_ff,
             "decoder_ffn_dim": c.d_ff, "vocab_size": c.tgt_vocab_size, "decoder_vocab_size": c.tgt_vocab_size,
             "scratchformer_src_vocab_size": c.src_vocab_size,  # the graphs' own; vocab_size is the logits' width
-            "share_encoder_decoder_embeddings": False, "max_position_embeddings": c.max_len, "use_cache": True,
+            "share_encoder_decoder_embeddings": False, "max_position_embeddings": c.max_positions, "use_cache": True,
             **hf.token_ids(c)}
 
 
@@ -105,15 +105,16 @@ def _meta(run: Run, quantization: str) -> dict:
     n = c.n_decoder_layers
     return {"format": "scratchformer-onnx", "version": EXPORT_VERSION, "scratchformer": __version__,
             "quantization": quantization, "graphs": list(GRAPHS),
-            "decoder_start_id": bos, "eos_id": eos, "pad_id": pad, "max_len": c.max_len,
+            "decoder_start_id": bos, "eos_id": eos, "pad_id": pad, "max_positions": c.max_positions,
             "n_decoder_layers": n, "n_heads": c.n_heads, "d_k": c.head_dim_k, "d_v": c.head_dim_v,
             "d_model": c.d_model, "src_vocab_size": c.src_vocab_size, "tgt_vocab_size": c.tgt_vocab_size,
             "inputs": {"decoder_model": onnx_graphs.input_names(n, False),
                        "decoder_with_past_model": onnx_graphs.input_names(n, True)},
             "outputs": {"decoder_model": onnx_graphs.output_names(n, False),
                         "decoder_with_past_model": onnx_graphs.output_names(n, True)},
-            "decoding": {"source": f"tokenizer_src ids[:max_len - 1] + [{EOS_ID}]",
-                         "max_output_tokens": f"source length + {PAPER_EXTRA_LEN}, at most max_len, EOS not counted",
+            "decoding": {"source": f"tokenizer_src ids[:max_positions - 1] + [{EOS_ID}]",
+                         "max_output_tokens": f"source length + {PAPER_EXTRA_LEN}, at most max_positions, EOS not "
+                                              "counted",
                          "length_penalty": "score = log P(Y) / ((5 + |Y|) / 6) ** alpha, |Y| counting EOS",
                          "beam": run.decoding.beam, "alpha": run.decoding.alpha,
                          "split_sentences": run.decoding.split_sentences,

@@ -43,8 +43,8 @@ def attention_maps(run, source: str, translation: str) -> AttentionMaps:
     if not hasattr(model, "encoder") or not hasattr(model, "decoder"):
         raise InputError(N_("{path} holds a {arch} model: attention pictures need a translation (encoder-decoder) "
                             "run"), path=run.path, arch=model.config.arch)
-    src_ids = run.src_tok.encode(source)[: model.config.max_len - 1] + [EOS_ID]
-    tgt_ids = run.tgt_tok.encode(translation)[: model.config.max_len - 1]
+    src_ids = run.src_tok.encode(source)[: model.config.max_positions - 1] + [EOS_ID]
+    tgt_ids = run.tgt_tok.encode(translation)[: model.config.max_positions - 1]
     model.keep_attention_weights(True)
     try:
         with torch.no_grad():

@@ -168,7 +168,7 @@ def render_report(run, records: Sequence[dict], samples: Sequence[dict], scores:
             "this model uses {positions} positions; the sinusoidal table of its width is shown for comparison"
         ).format(positions=config.positions) + "</p>")
         positions = pe_note + image(plot_positions(folder / "positions.png", config.d_model,
-                                                   min(config.max_len, 100)), _("sinusoidal positional encoding"))
+                                                   min(config.max_positions, 100)), _("sinusoidal positional encoding"))
         chosen = [(s["src"], s["hyp"]) for s in samples[:attention_samples] if s["src"].strip()]
         bodies = {"config": config_section(run), "curves": curves, "positions": positions,
                   "attention": attention_section(run, chosen, folder), "samples": samples_section(samples),

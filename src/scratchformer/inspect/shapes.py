@@ -105,10 +105,10 @@ def check_sizes(config: ModelConfig, batch: int, src_len: int, tgt_len: int,
     for key, value in sizes.items():
         if value < 1:
             raise InputError(N_("{flags} {value}: give a size >= 1"), flags=flags[key], value=value)
-        if key != "batch" and value > config.max_len:
-            raise InputError(N_("{flags} {value} is longer than the model's max_len={max_len}: give at most "
-                                "{max_len} (or a larger max_len=N override)"), flags=flags[key], value=value,
-                             max_len=config.max_len)
+        if key != "batch" and value > config.max_positions:
+            raise InputError(N_("{flags} {value} is longer than the model's max_positions={max_len}: give at most "
+                                "{max_len} (or a larger max_positions=N override)"), flags=flags[key], value=value,
+                             max_len=config.max_positions)
 
 
 def _probe_config(config: ModelConfig, p: dict[str, int]) -> ModelConfig:
@@ -123,7 +123,8 @@ def _probe_config(config: ModelConfig, p: dict[str, int]) -> ModelConfig:
         heads = dict(n_heads=p["gqa_heads"], n_kv_heads=p["gqa_kv_heads"])
     d_k, d_v = (p["rope_d_k"], p["rope_d_k"]) if config.positions == "rope" else (p["d_k"], p["d_v"])
     return config.replace(d_model=p["d_model"], **heads, d_k=d_k, d_v=d_v, d_ff=p["d_ff"],
-                          src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab, max_len=max(p["src_len"], p["tgt_len"]),
+                          src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab,
+                          max_positions=max(p["src_len"], p["tgt_len"]),
                           dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, n_classes=n_classes,
                           labels=None, mask_id=None)
 

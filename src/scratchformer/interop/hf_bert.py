@@ -27,7 +27,7 @@ class Bert(Family):
                     attention_dropout=hf.get("attention_probs_dropout_prob", 0.1), norm_placement="post",
                     final_norm=False,
                     positions="learned", activation=activation(hf.get("hidden_act", "gelu")),
-                    scale_embeddings=False, max_len=need("max_position_embeddings"),
+                    scale_embeddings=False, max_positions=need("max_position_embeddings"),
                     pad_id=hf.get("pad_token_id") or 0, layer_norm_eps=hf.get("layer_norm_eps", 1e-12),
                     type_vocab_size=hf.get("type_vocab_size", 2), embedding_norm=True)
 
@@ -69,7 +69,7 @@ class Bert(Family):
         return dict(vocab_size=c.tgt_vocab_size, hidden_size=c.d_model, num_hidden_layers=c.n_encoder_layers,
                     num_attention_heads=c.n_heads, intermediate_size=c.d_ff, hidden_act=ACT_OUT[c.activation],
                     hidden_dropout_prob=c.dropout, attention_probs_dropout_prob=c.attention_dropout,
-                    max_position_embeddings=c.max_len, type_vocab_size=max(c.type_vocab_size, 1),
+                    max_position_embeddings=c.max_positions, type_vocab_size=max(c.type_vocab_size, 1),
                     layer_norm_eps=c.layer_norm_eps, pad_token_id=c.pad_id, position_embedding_type="absolute",
                     is_decoder=False, add_cross_attention=False)
 

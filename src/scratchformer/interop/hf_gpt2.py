@@ -30,7 +30,7 @@ class Gpt2(Family):
                     norm_placement="pre", final_norm=True, positions="learned",
                     activation=activation(hf.get("activation_function", "gelu_new")),
                     tie_embeddings=hf.get("tie_word_embeddings", True), scale_embeddings=False,
-                    max_len=need("n_positions"), pad_id=pad, layer_norm_eps=hf.get("layer_norm_epsilon", 1e-5),
+                    max_positions=need("n_positions"), pad_id=pad, layer_norm_eps=hf.get("layer_norm_epsilon", 1e-5),
                     generator_bias=False)
 
     def links(self, c):
@@ -60,7 +60,7 @@ class Gpt2(Family):
 
     def hf_config(self, c):
         return dict(vocab_size=c.tgt_vocab_size, n_embd=c.d_model, n_layer=c.n_decoder_layers, n_head=c.n_heads,
-                    n_inner=c.d_ff, n_positions=c.max_len, activation_function=ACT_OUT[c.activation],
+                    n_inner=c.d_ff, n_positions=c.max_positions, activation_function=ACT_OUT[c.activation],
                     resid_pdrop=c.dropout, embd_pdrop=c.dropout, attn_pdrop=c.attention_dropout,
                     layer_norm_epsilon=c.layer_norm_eps, scale_attn_weights=True,
                     scale_attn_by_inverse_layer_idx=False, reorder_and_upcast_attn=False, add_cross_attention=False,

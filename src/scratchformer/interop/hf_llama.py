@@ -55,7 +55,8 @@ class Llama(Family):
                     norm_kind="rms", final_norm=True, positions="rope", **rope_fields(hf), ffn_kind="gated",
                     activation=activation(hf.get("hidden_act", "silu")),
                     tie_embeddings=hf.get("tie_word_embeddings", False), scale_embeddings=False,
-                    max_len=need("max_position_embeddings"), pad_id=pad, layer_norm_eps=hf.get("rms_norm_eps", 1e-6),
+                    max_positions=need("max_position_embeddings"), pad_id=pad,
+                    layer_norm_eps=hf.get("rms_norm_eps", 1e-6),
                     bias=bool(hf.get("attention_bias", False)), generator_bias=False)
 
     def links(self, c):
@@ -94,7 +95,7 @@ class Llama(Family):
         return dict(vocab_size=c.tgt_vocab_size, hidden_size=c.d_model, intermediate_size=c.d_ff,
                     num_hidden_layers=c.n_decoder_layers, num_attention_heads=c.n_heads,
                     num_key_value_heads=c.kv_heads, head_dim=c.head_dim_k, hidden_act=act,
-                    max_position_embeddings=c.max_len, rms_norm_eps=c.layer_norm_eps, rope_parameters=rope,
+                    max_position_embeddings=c.max_positions, rms_norm_eps=c.layer_norm_eps, rope_parameters=rope,
                     rope_theta=c.rope_theta, rope_scaling=c.rope_scaling, attention_bias=c.bias, mlp_bias=c.bias,
                     attention_dropout=c.attention_dropout, tie_word_embeddings=c.tie_embeddings,
                     pad_token_id=c.extra.get("pad_token_id"))

@@ -52,7 +52,7 @@ class Marian(Family):
                     activation_dropout=hf.get("activation_dropout", 0.0), norm_placement="post", final_norm=False,
                     positions="sinusoidal-concat", activation=activation(hf.get("activation_function", "gelu")),
                     tie_embeddings=tie, scale_embeddings=hf.get("scale_embedding", False),
-                    max_len=need("max_position_embeddings"), pad_id=pad, layer_norm_eps=1e-5, generator_bias=True,
+                    max_positions=need("max_position_embeddings"), pad_id=pad, layer_norm_eps=1e-5, generator_bias=True,
                     decoder_start_id=hf.get("decoder_start_token_id", pad))
 
     def links(self, c):
@@ -117,7 +117,7 @@ class Marian(Family):
                     encoder_attention_heads=c.n_heads, decoder_attention_heads=c.n_heads, encoder_ffn_dim=c.d_ff,
                     decoder_ffn_dim=c.d_ff, activation_function=ACT_OUT[c.activation], dropout=c.dropout,
                     attention_dropout=c.attention_dropout, activation_dropout=c.activation_dropout,
-                    max_position_embeddings=c.max_len, scale_embedding=c.scale_embeddings,
+                    max_position_embeddings=c.max_positions, scale_embedding=c.scale_embeddings,
                     share_encoder_decoder_embeddings=shared, tie_word_embeddings=c.tie_embeddings,
                     pad_token_id=c.pad_id, decoder_start_token_id=_start_id(c), is_encoder_decoder=True,
                     forced_eos_token_id=c.extra.get("forced_eos_token_id"))

@@ -78,7 +78,7 @@ def greedy_decode(model: Any, src: Sequence[Sequence[int]], max_len: int | None 
     if len(src) == 0:
         return []
     src_ids = pad_ids(src, pad)
-    limits = length_limits(src_ids, pad, max_len, c.max_len)  # (B,)
+    limits = length_limits(src_ids, pad, max_len, c.max_positions)  # (B,)
     steps = Steps(model, src_ids)
     rows = np.arange(len(src))  # (A,) original sentence of each active row
     tokens = np.full((len(src), 1), bos, dtype=np.int32)  # (A, 1 + t)
@@ -116,7 +116,7 @@ def beam_search(model: Any, src: Sequence[Sequence[int]], beam_size: int = 4, al
     if len(src) == 0:
         return []
     src_ids = pad_ids(src, pad)
-    limits = length_limits(src_ids, pad, max_len, c.max_len)  # (B,)
+    limits = length_limits(src_ids, pad, max_len, c.max_positions)  # (B,)
     steps = Steps(model, src_ids)
     a = len(src)
     sents = np.arange(a)  # (A,) original sentence of each active sentence

@@ -60,8 +60,9 @@ def check_length(ids: Any, max_len: int, name: str, offset: int = 0) -> None:
     """One-line InputError for ids longer than the model's positions (when the length is known)."""
     length = ids.shape[1]
     if isinstance(length, int) and offset + length > max_len:
-        raise InputError(N_("{name} reaches position {value}, longer than max_len={max_len}: truncate the input or "
-                            "build the model with a larger max_len"), name=name, value=offset + length, max_len=max_len)
+        raise InputError(N_("{name} reaches position {value}, longer than max_positions={max_len}: truncate the input "
+                            "or build the model with a larger max_positions"), name=name,
+                         value=offset + length, max_len=max_len)
 
 
 def decoder_self_mask(tgt: Any, pad_id: int | None, start_is_pad: bool = False) -> Any:
@@ -77,7 +78,7 @@ def decoder_self_mask(tgt: Any, pad_id: int | None, start_is_pad: bool = False) 
 
 
 def _input_layer(c: ModelConfig, vocab_size: int, name: str, token: Any = None) -> InputLayer:
-    return InputLayer(vocab_size=vocab_size, d_model=c.d_model, max_len=c.max_len, positions=c.positions,
+    return InputLayer(vocab_size=vocab_size, d_model=c.d_model, max_len=c.max_positions, positions=c.positions,
                       dropout=c.dropout, pad_id=c.pad_id, scale=c.scale_embeddings, token=token, name=name)
 
 
@@ -101,13 +102,13 @@ class EncoderDecoder(keras.Model):
 
     def encode(self, src: Any, training: bool = False) -> Any:
         """src (B, L_src) -> memory (B, L_src, D)."""
-        check_length(src, self.model_config.max_len, "src")
+        check_length(src, self.model_config.max_positions, "src")
         return self.encoder(self.src_embed(src, training=training), self.src_mask(src), training=training)
 
     def decode(self, memory: Any, src_mask: Any, tgt: Any, training: bool = False) -> Any:
         """tgt (B, L_tgt) attends to itself (causally) and to memory (B, L_src, D) -> hidden (B, L_tgt, D)."""
         c = self.model_config
-        check_length(tgt, c.max_len, "tgt")
+        check_length(tgt, c.max_positions, "tgt")
         start_is_pad = c.decoder_start_id is not None and c.decoder_start_id == c.pad_id
         tgt_mask = decoder_self_mask(tgt, c.pad_id, start_is_pad)  # (B, 1, L_tgt, L_tgt)
         x = self.tgt_embed(tgt, training=training)  # (B, L_tgt, D)

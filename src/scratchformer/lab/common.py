@@ -71,7 +71,7 @@ def tagger_config(vocab: int = 16, d_model: int = 64, n_heads: int = 4, layers: 
                   **overrides: Any) -> ModelConfig:
     """A small encoder for the toy tasks (no dropout: the runs are short and the comparisons exact)."""
     fields = dict(arch="encoder", tgt_vocab_size=vocab, d_model=d_model, n_heads=n_heads, d_ff=2 * d_model,
-                  n_encoder_layers=layers, dropout=0.0, max_len=64, pad_id=PAD)
+                  n_encoder_layers=layers, dropout=0.0, max_positions=64, pad_id=PAD)
     return ModelConfig(**{**fields, **overrides})
 
 
@@ -206,7 +206,7 @@ def seq2seq_config(vocab: int = 16, d_model: int = 64, n_heads: int = 4, layers:
     """A small encoder-decoder for the toy tasks: `layers` encoder and `layers` decoder layers, no dropout."""
     fields = dict(arch="encoder-decoder", src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=d_model,
                   n_heads=n_heads, d_ff=2 * d_model, n_encoder_layers=layers, n_decoder_layers=layers, dropout=0.0,
-                  max_len=64, pad_id=PAD)
+                  max_positions=64, pad_id=PAD)
     return ModelConfig(**{**fields, **overrides})
 
 

@@ -61,8 +61,8 @@ def masked(heads: list[tuple[MultiHeadAttention, int]]):
 def sentence_weights(run, source: str, reference: str) -> tuple[dict[str, list[Tensor]], list[int], list[int]]:
     """Teacher-force one pair: kind -> per layer weights (h, L_q, L_k); and the source and target ids."""
     model = run.model
-    src_ids = run.src_tok.encode(source)[: model.config.max_len - 1] + [EOS_ID]
-    tgt_ids = [BOS_ID] + run.tgt_tok.encode(reference)[: model.config.max_len - 2]
+    src_ids = run.src_tok.encode(source)[: model.config.max_positions - 1] + [EOS_ID]
+    tgt_ids = [BOS_ID] + run.tgt_tok.encode(reference)[: model.config.max_positions - 2]
     mods = attention_modules(model)
     model.keep_attention_weights(True)
     try:

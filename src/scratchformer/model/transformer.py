@@ -61,8 +61,8 @@ def check_ids(ids: Tensor, vocab_size: int, max_len: int, name: str, offset: int
         return
     check_shape(ids, name)
     if offset + ids.size(1) > max_len:
-        raise InputError(N_("{name} reaches position {value}, longer than max_len={max_len}: truncate the input or "
-                            "build the model with a larger max_len"), name=name, value=offset + ids.size(1),
+        raise InputError(N_("{name} reaches position {value}, longer than max_positions={max_len}: truncate the input "
+                            "or build the model with a larger max_positions"), name=name, value=offset + ids.size(1),
                          max_len=max_len)
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
         bad = int(ids.max()) if int(ids.max()) >= vocab_size else int(ids.min())
@@ -148,7 +148,7 @@ def _sublayers(c: ModelConfig, n: int) -> list[SublayerConnection]:
 
 
 def _input_layer(c: ModelConfig, vocab_size: int) -> InputLayer:
-    return InputLayer(vocab_size=vocab_size, d_model=c.d_model, max_len=c.max_len, positions=c.positions,
+    return InputLayer(vocab_size=vocab_size, d_model=c.d_model, max_len=c.max_positions, positions=c.positions,
                       dropout=c.dropout, pad_id=c.pad_id, scale=c.scale_embeddings, type_vocab_size=c.type_vocab_size,
                       norm=make_norm(c) if c.embedding_norm else None)
 
@@ -206,7 +206,7 @@ class EncoderDecoder(TransformerBase):
 
     def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
         """src (B, L_src) -> memory (B, L_src, D)."""
-        check_ids(src, self.config.src_vocab_size, self.config.max_len, "src")
+        check_ids(src, self.config.src_vocab_size, self.config.max_positions, "src")
         return self.encoder(self.src_embed(src), self.src_mask(src, src_mask))
 
     def decode(self, memory: Tensor, src_mask: Tensor | None, tgt: Tensor, tgt_mask: Tensor | None = None,
@@ -216,7 +216,7 @@ class EncoderDecoder(TransformerBase):
         With a cache, `tgt` holds only the new positions; earlier keys and values come from the cache.
         """
         past = cache.length if cache is not None else 0
-        check_ids(tgt, self.config.tgt_vocab_size, self.config.max_len, "tgt", past)
+        check_ids(tgt, self.config.tgt_vocab_size, self.config.max_positions, "tgt", past)
         if tgt_mask is None:
             start_is_pad = self.config.decoder_start_id == self.config.pad_id
             tgt_mask = _decoder_self_mask(tgt, self.config.pad_id, past, start_is_pad)
@@ -257,7 +257,7 @@ class EncoderOnly(TransformerBase):
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,
                 token_type_ids: Tensor | None = None, position_ids: Tensor | None = None) -> Tensor:
-        check_ids(input_ids, self.config.tgt_vocab_size, self.config.max_len, "input_ids")
+        check_ids(input_ids, self.config.tgt_vocab_size, self.config.max_positions, "input_ids")
         if attention_mask is None:
             mask = padding_mask(input_ids, self.config.pad_id)  # (B, 1, 1, L)
         else:
@@ -290,7 +290,7 @@ class DecoderOnly(TransformerBase):
     def hidden(self, input_ids: Tensor, attention_mask: Tensor | None = None,
                position_ids: Tensor | None = None, cache: DecoderCache | None = None) -> Tensor:
         past = cache.length if cache is not None else 0
-        check_ids(input_ids, self.config.tgt_vocab_size, self.config.max_len, "input_ids", past)
+        check_ids(input_ids, self.config.tgt_vocab_size, self.config.max_positions, "input_ids", past)
         length = input_ids.size(1)
         mask = causal_mask(length, past + length, input_ids.device)  # (1, 1, L, past + L)
         if attention_mask is not None:

@@ -119,7 +119,7 @@ def _language(fields: dict, name: str, expected: str) -> str:
 
 def text_costs(translator: RunTranslator, texts: list[str], beam: int) -> list[int]:
     """Per text, the most decoding row-steps it can take at `beam`: request_cost's terms."""
-    cap = translator.run.model.config.max_len
+    cap = translator.run.model.config.max_positions
     split = translator.options.split_sentences
     owners = [(i, p) for i, t in enumerate(texts) for p in (split_sentences(t) if split else [t]) if p.strip()]
     costs = [0] * len(texts)

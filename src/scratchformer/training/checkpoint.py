@@ -144,10 +144,10 @@ def diverged(error: TrainingDiverged, last: Path | None) -> TrainingDiverged:
     if last is None:
         return TrainingDiverged(error.step, error.loss, N_(
             "loss became {loss} at step {step}: no checkpoint was saved (nothing was saved after it); lower "
-            "--lr-factor or enable --clip-norm, then --resume (or --overwrite)"))
+            "lr_factor= or set clip_norm=, then --resume (or --overwrite)"))
     return TrainingDiverged(error.step, error.loss, N_(
         "loss became {loss} at step {step}: the last finite checkpoint is step {last} (nothing was saved after it); "
-        "lower --lr-factor or enable --clip-norm, then --resume (or --overwrite)"), last=int(last.name.split("-")[1]))
+        "lower lr_factor= or set clip_norm=, then --resume (or --overwrite)"), last=int(last.name.split("-")[1]))
 
 
 def unfit(found: Path, e: Exception) -> CheckpointError:

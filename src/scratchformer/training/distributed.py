@@ -41,7 +41,7 @@ def pick_device(name: str, local_rank: int = 0) -> torch.device:
         return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(N_("device={name!r} asked for but no CUDA GPU is available; use --device cpu"), name=name)
+        raise ConfigError(N_("device={name!r} asked for but no CUDA GPU is available; use device=cpu"), name=name)
     return device
 
 
@@ -68,15 +68,15 @@ def setup(device_name: str = "auto", timeout_s: float | None = None) -> DistInfo
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     if device_name.startswith("cuda:") and local_world > 1:
-        raise ConfigError(N_("--device {device_name} would put all {local_world} ranks of this machine on one GPU; "
-                             "use --device cuda (local rank r takes cuda:r)"), device_name=device_name,
+        raise ConfigError(N_("device={device_name} would put all {local_world} ranks of this machine on one GPU; "
+                             "use device=cuda (local rank r takes cuda:r)"), device_name=device_name,
                           local_world=local_world)
     device = pick_device(device_name, local_rank)
     if device.type == "cuda":
         n_gpus = torch.cuda.device_count()
         if local_world > n_gpus:
             raise ConfigError(N_("--nproc-per-node {local_world} is larger than the {n_gpus} GPU(s) on this "
-                                 "machine; use --nproc-per-node {n_gpus} (or --device cpu for gloo on CPUs)"),
+                                 "machine; use --nproc-per-node {n_gpus} (or device=cpu for gloo on CPUs)"),
                               local_world=local_world, n_gpus=n_gpus)
         torch.cuda.set_device(device)
     elif local_rank == 0 and local_world > (os.cpu_count() or 1):

@@ -357,7 +357,7 @@ def consolidate(run_dir: str | Path, step: int | None = None, out: str | Path | 
         found = runs.checkpoint_dir(run_dir) / step_name(step)
     if found is None or not is_sharded_checkpoint(found):
         raise CheckpointError(N_("no sharded (FSDP) checkpoint {value}: consolidate reads checkpoints written by "
-                                 "`train --fsdp` under torchrun"),
+                                 "`train fsdp=true` under torchrun"),
                               value=found or 'in ' + str(runs.checkpoint_dir(run_dir)))
     model = build_model(config)
     load_sharded_state(model, None, found)

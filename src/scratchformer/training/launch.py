@@ -1,7 +1,7 @@
 """From what a command line asks for to a finished run: the settings' precedence, the run directory's
 preparation (lock, --overwrite, --resume) and the call of the trainer. `scratchformer train` only parses flags.
 
-Precedence: built-in defaults < --recipe < --config FILE < explicit flags (and KEY=VALUE model overrides). With
+Precedence: built-in defaults < --recipe < --config FILE < explicit flags and KEY=VALUE settings. With
 nothing given it is the `demo` recipe (or lm-demo / mlm-demo / classify-demo for --task lm / mlm / classify).
 --resume applies the flags that may change (SAFE_ON_RESUME, each change said on stderr) and refuses the others.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from scratchformer import runs
 from scratchformer.config import RECIPES, TrainConfig, read_json
-from scratchformer.config.train import upsample_factors
+from scratchformer.config.train import as_given, upgrade_train_fields, upsample_factors
 from scratchformer.data.corpus import absolute_corpus, check_corpus, check_upsample
 from scratchformer.decoding.compile_home import private_inductor
 from scratchformer.errors import N_, ConfigError
@@ -44,7 +44,7 @@ def read_config_file(path: str) -> dict:
     not a regular file such as a FIFO, not UTF-8, not JSON, not an object)."""
     if Path(path).is_dir():
         raise ConfigError(N_("--config {path} is a directory: give a JSON file of training options"), path=path)
-    return read_json(path, "--config")
+    return upgrade_train_fields(read_json(path, "--config"))  # an older file's max_len is max_sentence_len
 
 
 def given_settings(recipe: str | None, config_file: str | None, flags: dict[str, Any],
@@ -81,10 +81,9 @@ def resumed_config(out: Path, given: dict, is_main: bool) -> TrainConfig:
         if key == "corpus" and isinstance(old, str) and absolute_corpus(old) == value:
             continue  # a run that recorded its corpus relative (before paths were made absolute)
         if key not in SAFE_ON_RESUME:
-            flag = "--" + key.replace("_", "-")
-            raise ConfigError(N_("--resume {out}: {flag} {value!r} differs from the run's {old!r}: it would make a "
-                                 "different run; drop the flag, or train a new run into another --out"), out=out,
-                              flag=flag, value=value, old=old)
+            raise ConfigError(N_("--resume {out}: {given} differs from the run's {old!r}: it would make a different "
+                                 "run; drop it, or train a new run into another --out"), out=out,
+                              given=as_given(key, repr(value)), old=old)
         changed.append(f"{key} {old!r} -> {value!r}")
         saved[key] = value
     if changed and is_main:
@@ -103,7 +102,7 @@ def refuse_init_into_itself(init: str | None, out: Path, overwrite: bool = False
         return
     start, target = Path(init).resolve(), Path(out).resolve()
     if start == target or (overwrite and target in start.parents):
-        raise ConfigError(N_("--init {init} --out {out}: a run cannot be fine-tuned into itself (its weights and "
+        raise ConfigError(N_("init={init} --out {out}: a run cannot be fine-tuned into itself (its weights and "
                              "config would be replaced while they are read); give another --out"), init=init, out=out)
 
 

@@ -91,7 +91,7 @@ class FSDP(Plain):
 
     def check(self, dtype: str) -> None:
         if dtype == "fp16":
-            raise ConfigError(N_("--fsdp with --dtype fp16 is not supported: the gradient scaler would check only "
+            raise ConfigError(N_("fsdp=true with --dtype fp16 is not supported: the gradient scaler would check only "
                                  "this rank's shard for overflow; use --dtype bf16"))
 
     def wrap(self, model: nn.Module) -> nn.Module:

@@ -76,8 +76,8 @@ class Trainer:
             for left in runs.clean_partial_saves(run):
                 self.warn(N_("removed {path}: left by a save that was interrupted"), path=left)
         if cfg.max_steps < cfg.warmup:  # the learning rate would rise the whole run (Noam: the peak at `warmup`)
-            self.warn(N_("the run ends (--max-steps {steps}) before its warm-up (--warmup {warmup}) does: the learning "
-                         "rate rises the whole run and never reaches its peak; for the full schedule lower --warmup "
+            self.warn(N_("the run ends (--max-steps {steps}) before its warm-up (warmup={warmup}) does: the learning "
+                         "rate rises the whole run and never reaches its peak; for the full schedule lower warmup= "
                          "(e.g. {lower}) or raise --max-steps"), steps=cfg.max_steps, warmup=cfg.warmup,
                       lower=max(1, cfg.max_steps // 10))
         torch.manual_seed(cfg.seed)
@@ -173,7 +173,7 @@ class Trainer:
         if self.cursor + acc > len(batches):
             if len(batches) < acc:
                 raise ConfigError(N_("an epoch has only {n_batches} batches per rank, fewer than accum_steps={acc}: "
-                                     "lower --max-tokens or --accum-steps"), n_batches=len(batches), acc=acc)
+                                     "lower max_tokens= or accum_steps="), n_batches=len(batches), acc=acc)
             self.epoch, self.cursor = self.epoch + 1, 0
             batches = self._epoch_batches(self.epoch)
         chosen = batches[self.cursor : self.cursor + acc]

@@ -136,7 +136,7 @@ class Task:
             return
         if cfg.holdout == "none":
             self.split_info = {"corpus": cfg.corpus, "splits": SPLITS["none"]}
-            self.warn(N_("--holdout none: {corpus} serves train, valid and test alike; the valid and test scores "
+            self.warn(N_("holdout=none: {corpus} serves train, valid and test alike; the valid and test scores "
                          "are training scores"), corpus=cfg.corpus)
             return
         n_train, n_valid = len(train), len(valid)
@@ -149,7 +149,7 @@ class Task:
             return
         self.split_info = {"corpus": cfg.corpus, "splits": SPLITS["hash"].format(share=HOLDOUT_SHARE),
                            "train": n_train, "valid": n_valid, "test": n_test}
-        self.log(N_("{corpus}: one file, split by a hash of each source sentence (--holdout hash): {n_train} train, "
+        self.log(N_("{corpus}: one file, split by a hash of each source sentence (holdout=hash): {n_train} train, "
                     "{n_valid} valid, {n_test} test rows; valid and test are never trained on"), corpus=cfg.corpus,
                  n_train=n_train, n_valid=n_valid, n_test=n_test)
 
@@ -184,7 +184,7 @@ class Task:
         changed = {k: v for k, v in self.cfg.model.items() if getattr(config, k, None) != v}
         sizes = sorted(k for k in changed if k not in FINE_TUNE_OVERRIDES)
         if sizes:
-            raise ConfigError(N_("--init {init}: model override {sizes}={changed!r} would change the model that "
+            raise ConfigError(N_("init={init}: model override {sizes}={changed!r} would change the model that "
                                  "{init} trained; only {FINE_TUNE_OVERRIDES} may change"), init=init, sizes=sizes[0],
                               changed=changed[sizes[0]], FINE_TUNE_OVERRIDES=', '.join(FINE_TUNE_OVERRIDES))
         config = self.check_arch(config.replace(**changed, extra={**config.extra, "init": str(init)}))
@@ -210,7 +210,7 @@ class Task:
         if (run / CONFIG).exists() and resume:
             return ModelConfig.load(run / CONFIG)
         overrides = dict(cfg.model)
-        overrides.setdefault("max_len", max(cfg.max_len, ModelConfig.preset(cfg.preset).max_len))
+        overrides.setdefault("max_positions", max(cfg.max_sentence_len, ModelConfig.preset(cfg.preset).max_positions))
         overrides.update(sizes)
         return ModelConfig.preset(cfg.preset, **overrides)
 
@@ -231,11 +231,11 @@ class Task:
         self.note_splits(train, valid)
         if not self.train_examples:
             raise ConfigError(N_("corpus {corpus!r} has no training sentences") if sentences else
-                              N_("corpus {corpus!r} has no training examples shorter than max_len={max_len}"),
-                              corpus=self.cfg.corpus, max_len=self.cfg.max_len)
+                              N_("corpus {corpus!r} has no training examples shorter than max_sentence_len={max_len}"),
+                              corpus=self.cfg.corpus, max_len=self.cfg.max_sentence_len)
 
     def sentence_examples(self, split: str, loaded: list | None = None) -> list[list[int]]:
         """A text corpus's sentences as <s> ids </s> (cut to max_len), empty ones dropped (the lm and mlm data)."""
         cfg = self.cfg
         texts = loaded if loaded is not None else self.texts(split)
-        return [s for s in encode_sentences(self.tgt_tok, texts, cfg.max_len) if len(s) > 2]
+        return [s for s in encode_sentences(self.tgt_tok, texts, cfg.max_sentence_len) if len(s) > 2]

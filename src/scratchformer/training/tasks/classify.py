@@ -51,7 +51,7 @@ class ClassificationTask(EncoderTask):
         if unknown:
             raise ConfigError(N_("{corpus} ({split}): labels {unknown} do not occur in the train split"),
                               corpus=cfg.corpus, split=split, unknown=unknown[:3])
-        seqs = encode_sentences(self.tgt_tok, [t for t, _ in pairs], cfg.max_len)
+        seqs = encode_sentences(self.tgt_tok, [t for t, _ in pairs], cfg.max_sentence_len)
         return [(s, self.labels.index(y)) for s, (_, y) in zip(seqs, pairs)]
 
     def lengths(self, examples: list) -> list:
@@ -75,7 +75,7 @@ class ClassificationTask(EncoderTask):
         train_labels = [y for _, y in self.pairs("train")]
         for split in ("valid", "test"):
             pairs = self.pairs(split)
-            scores = classification_report(model, self.tgt_tok, pairs, train_labels, cfg.max_len)
+            scores = classification_report(model, self.tgt_tok, pairs, train_labels, cfg.max_sentence_len)
             report.update({f"{split}_{k}": v for k, v in scores.items()})
             self.log(N_("{split}: accuracy {accuracy:.4f} (majority class {majority_class!r}: "
                         "{majority_accuracy:.4f})"), split=split, accuracy=scores['accuracy'],

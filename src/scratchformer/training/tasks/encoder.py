@@ -57,7 +57,7 @@ class EncoderTask(Task):
             init = Path(cfg.init)
             base = load_config(init)
             if base.arch != "encoder":
-                raise ConfigError(N_("--init {init} holds a {arch} model; it must be an encoder (an mlm run)"),
+                raise ConfigError(N_("init={init} holds a {arch} model; it must be an encoder (an mlm run)"),
                                   init=init, arch=base.arch)
             base = base.replace(**cfg.model, head=None, n_classes=None, labels=None,
                                 extra={**base.extra, "init": str(init)})
@@ -101,7 +101,7 @@ def load_encoder_weights(base: torch.nn.Module, run_dir: Path) -> Path:
     try:
         path = weights_path(run_dir)
     except CheckpointError:
-        raise CheckpointError(N_("--init {run_dir}: no model.safetensors and no checkpoint"), run_dir=run_dir) from None
+        raise CheckpointError(N_("init={run_dir}: no model.safetensors and no checkpoint"), run_dir=run_dir) from None
     tensors = read_tensors(path)
     if any(k.startswith("base.") for k in tensors):
         tensors = {k[len("base."):]: v for k, v in tensors.items() if k.startswith("base.")}
@@ -110,7 +110,7 @@ def load_encoder_weights(base: torch.nn.Module, run_dir: Path) -> Path:
     bad = [k for k in own if k in tensors and tensors[k].shape != own[k].shape]
     if missing or unexpected or bad:
         raise CheckpointError(N_("{path} is not an encoder of this config (missing {missing}, unexpected "
-                                 "{unexpected}, other shapes {bad}): model overrides given with --init must keep "
+                                 "{unexpected}, other shapes {bad}): model overrides given with init= must keep "
                                  "the init run's sizes"), path=path, missing=missing[:2], unexpected=unexpected[:2],
                               bad=bad[:2])
     for name, t in tensors.items():  # a diverged (nan) or foreign encoder would poison the classifier

@@ -36,7 +36,7 @@ class MaskedLMTask(EncoderTask):
     def setup(self, resume: bool) -> ModelConfig:
         cfg = self.cfg
         if cfg.init:
-            raise ConfigError(N_("--init starts a classifier from an encoder run (--task classify); to continue an "
+            raise ConfigError(N_("init= starts a classifier from an encoder run (--task classify); to continue an "
                                  "mlm run, train it again with --resume and a larger --max-steps"))
         texts = self.texts("train")
         config = self.encoder_setup(resume, texts, [])

@@ -40,7 +40,7 @@ class TranslationTask(Task):
 
     def examples(self, split: str, loaded: list | None = None) -> list:
         pairs = loaded if loaded is not None else self.pairs(split)
-        return encode_pairs(pairs, self.src_tok, self.tgt_tok, self.cfg.max_len)
+        return encode_pairs(pairs, self.src_tok, self.tgt_tok, self.cfg.max_sentence_len)
 
     def lengths(self, examples: list) -> list:
         return [(len(s), len(t)) for s, t in examples]
