@@ -221,6 +221,4 @@ def test_the_commands_outside_decoding_hold_at_most_their_share():
 
 def test_the_whole_cli_holds_at_most_130_flags():
     counts = _flag_counts()
-    if "--int8" in counts["translate"]:  # the decoding commands' merge (opts' part of issue 43) has not landed here
-        pytest.xfail("translate / evaluate / report / serve still carry their old decoding flags")
     assert sum(len(v) for v in counts.values()) <= MOST_FLAGS, {k: len(v) for k, v in counts.items()}
