@@ -274,4 +274,4 @@ def test_serve_has_one_token_budget_flag(capsys):
         main(["serve", "en-zh", "--max-tokens", "100"])
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.count("\n") == 1, err
-    assert err.startswith("scratchformer serve: error: --max-tokens is gone: use --set max_batch_tokens=N")
+    assert err.startswith("scratchformer serve: error: --max-tokens is gone: use --set max_batch_tokens=100")

@@ -63,7 +63,7 @@ def test_stop_reports_file_and_line(tmp_path: Path, line: str, reason: str) -> N
     path = write(tmp_path / "corpus.tsv", GOOD + line + "\n" + GOOD)
     with pytest.raises(CorpusError) as err:
         load_pairs(path, on_error="stop")
-    assert str(err.value) == f"{path}:3: {reason} (use --on-error skip to skip bad lines)"
+    assert str(err.value) == f"{path}:3: {reason} (use on_error=skip to skip bad lines)"
     assert isinstance(err.value, ValueError)
 
 

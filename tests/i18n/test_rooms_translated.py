@@ -147,16 +147,16 @@ def test_a_message_is_english_for_str_and_chinese_where_shown():
     with its message; str() stays the English, byte for byte."""
     inner = ConfigError(N_("d_k and d_v must be positive"))
     outer = ConfigError(N_("{path}: {e}"), path="cfg.json", e=inner)
-    reason = ConfigError(N_("{name}:{lineno}: {reason} (use --on-error skip to skip bad lines)"), name="a.tsv",
+    reason = ConfigError(N_("{name}:{lineno}: {reason} (use on_error=skip to skip bad lines)"), name="a.tsv",
                          lineno=3, reason=Text(N_("expected 2 tab-separated fields, found {n}"), n=1))
     kind = ConfigError(N_("{path} is not a regular file (it is {kind})"), path="p", kind=Message(N_("a folder")))
     assert str(outer) == "cfg.json: d_k and d_v must be positive"
-    assert str(reason) == "a.tsv:3: expected 2 tab-separated fields, found 1 (use --on-error skip to skip bad lines)"
+    assert str(reason) == "a.tsv:3: expected 2 tab-separated fields, found 1 (use on_error=skip to skip bad lines)"
     try:
         i18n.set_language("zh")
         assert localized(outer, i18n._) == "cfg.json：d_k 和 d_v 必须为正数"
         assert localized(reason, i18n._) == ("a.tsv:3：应有 2 个用制表符分隔的字段，实际有 1 个"
-                                             "（用 --on-error skip 跳过坏行）")
+                                             "（用 on_error=skip 跳过坏行）")
         assert localized(kind, i18n._) == "p 不是普通文件（它是文件夹）"
     finally:
         i18n.set_language("en")
@@ -199,5 +199,5 @@ def test_a_bad_corpus_line_is_one_chinese_line(tmp_path, monkeypatch, capsys):
         i18n.set_language("en")
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 2, err
-    assert err.endswith("bad.tsv:2：应有 2 个用制表符分隔的字段，实际有 3 个（用 --on-error skip 跳过坏行）"), err
+    assert err.endswith("bad.tsv:2：应有 2 个用制表符分隔的字段，实际有 3 个（用 on_error=skip 跳过坏行）"), err
     assert not untranslated_checks.english_sentences(err)

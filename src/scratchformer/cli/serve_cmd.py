@@ -61,8 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target", help="target language code (default: from the run's corpus name)")
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
                    help="uvicorn's log level (default warning)")
-    p.set_defaults(retired_flags={"--max-tokens": "--set max_batch_tokens=N (decoding.json's max_tokens caps each "
-                                                  "batch)"})
+    p.set_defaults(retired_flags={"--max-tokens": N_("--set max_batch_tokens={value} (decoding.json's max_tokens caps "
+                                                     "each batch)")})
     d = p.add_argument_group("decoding (config/decoding.py, as `translate`; default: the run's decoding.json; a "
                              "request may ask for another --beam)")
     add_decoding_args(d, "serve", extra=LIMITS)

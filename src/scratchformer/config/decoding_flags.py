@@ -1,7 +1,8 @@
 """The decoding options on the command line of translate, evaluate, serve and report, made from one table (FLAGS):
 the everyday ones are flags (`--engine --beam --batch-size --step --dtype`, translate's `--n-best --align`), every
 other one a key of the repeatable `--set KEY=VALUE` (its value typed by the option's field). A flag that became a
-key, or went away, is a retired flag: one line naming its replacement (`--alpha is gone: use --set alpha=A`).
+key, or went away, is a retired flag: one line naming its replacement (`--alpha 1.0` -> `--alpha is gone: use
+--set alpha=1.0`).
 
     add_decoding_args(group, "translate")    the flags, --set with its keys in --help, the retired flags
     given_flags(args)                        the options given (flags and --set), by name
@@ -133,9 +134,9 @@ def add_decoding_args(group: Any, command: str, engines: Any = (), extra: Extra 
                 retired[_dash(f.name)] = f"--set {f.name}=true"
                 retired["--no-" + _dash(f.name)[2:]] = f"--set {f.name}=false"
             else:
-                retired[_dash(f.name)] = f"--set {f.name}={f.metavar}"
+                retired[_dash(f.name)] = f"--set {f.name}={{value}}"  # the value given (cli/__init__.py)
     for name in extra or {}:
-        retired[_dash(name)] = f"--set {name}=" + ("N" if extra[name][0] is int else "X")
+        retired[_dash(name)] = f"--set {name}={{value}}"
     group.set_defaults(retired_flags=retired, decoding_command=command, set_extra=extra or {})
 
 
