@@ -22,11 +22,11 @@ PAGES = {"en": "docs/shapes.md", "zh": "docs/zh/shapes.md"}
 COMMANDS = [  # each page names the command in `inline code` right before its output block
     "scratchformer params --preset paper-base",
     "scratchformer params --table3",
-    "scratchformer shapes --preset paper-base --batch 2 --src-len 10 --tgt-len 9",
-    "scratchformer shapes --preset paper-base src_vocab_size=1000 tgt_vocab_size=1000 --batch 2 --src-len 4 "
-    "--tgt-len 4",
+    "scratchformer shapes --preset paper-base --batch 2 --lengths 10,9",
+    "scratchformer shapes --preset paper-base src_vocab_size=1000 tgt_vocab_size=1000 --batch 2 --lengths "
+    "4,4",
     "scratchformer shapes --preset tiny d_model=16 n_heads=8 d_ff=512 n_encoder_layers=4 n_decoder_layers=4 --batch 2 "
-    "--src-len 10 --tgt-len 9",
+    "--lengths 10,9",
 ]
 
 

@@ -168,7 +168,7 @@ def test_the_diverged_message_keeps_its_fields_and_is_chinese_where_shown():
 
     error = diverged(TrainingDiverged(4, float("nan")), Path("run") / "checkpoints" / "step-2")
     assert (error.step, str(error)) == (4, "loss became nan at step 4: the last finite checkpoint is step 2 (nothing "
-                                           "was saved after it); lower --lr-factor or enable --clip-norm, then "
+                                           "was saved after it); lower lr_factor= or set clip_norm=, then "
                                            "--resume (or --overwrite)")
     assert str(diverged(TrainingDiverged(1, float("inf")), None)).startswith("loss became inf at step 1: no checkpoint")
     try:
@@ -193,7 +193,7 @@ def test_a_bad_corpus_line_is_one_chinese_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LANG", "zh_CN.UTF-8")
     (tmp_path / "bad.tsv").write_text("hello\t你好\nthis line\thas\tthree fields\n", encoding="utf-8")
     try:
-        code = main(["train", "--corpus", str(tmp_path / "bad.tsv"), "--max-steps", "1", "--warmup", "1",
+        code = main(["train", "--corpus", str(tmp_path / "bad.tsv"), "--max-steps", "1", "warmup=1",
                      "--out", str(tmp_path / "run")])
     finally:
         i18n.set_language("en")

@@ -74,8 +74,8 @@ def test_train_task_alone_picks_its_demo_recipe(task, preset, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["step"] == 2
 
 
-@pytest.mark.parametrize("flag", ["--confidence", "--split-sentences", "--repair-copies"])
+@pytest.mark.parametrize("flag", [["--confidence"], ["--set", "split_sentences=true"], ["--set", "repair_copies=true"]])
 def test_translation_only_evaluate_flags_on_a_language_model_are_one_line(lm_run, capsys, flag):
-    assert main(["evaluate", str(lm_run), flag]) == 2
+    assert main(["evaluate", str(lm_run), *flag]) == 2
     err = capsys.readouterr().err.strip()
-    assert f"{flag} is for translation" in err and "decoder" in err and "\n" not in err
+    assert f"{' '.join(flag)} is for translation" in err and "decoder" in err and "\n" not in err

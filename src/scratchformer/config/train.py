@@ -98,7 +98,8 @@ def upgrade_train_fields(data: Any) -> Any:
         if old in out:
             value = out.pop(old)
             if new in out and out[new] != value:
-                raise ConfigError(f"{old}={value!r} (the old name of {new}) disagrees with {new}={out[new]!r}")
+                raise ConfigError(N_("{old}={value!r} (the old name of {new}) disagrees with {new}={given!r}"), old=old,
+                                  value=value, new=new, given=out[new])
             out[new] = value
     return out
 
