@@ -38,7 +38,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from scratchformer.errors import ConfigError
 
         raise ConfigError(f"--explain takes BLEU apart: {args.run_dir} holds a {arch} model, which has no BLEU")
-    from scratchformer.config.decoding_flags import flag_of, given_flags
+    from scratchformer.config.decoding import flag_of
+    from scratchformer.config.decoding_flags import given_flags
 
     given = [(flag_of(name, value), value) for name, value in given_flags(args).items()]
     for flag, value in (*given, ("--confidence", args.confidence), ("--ensemble", args.ensemble)):

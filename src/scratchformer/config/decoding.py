@@ -298,6 +298,17 @@ def named(name: str, value: object, cli: Naming) -> str:
         return f"{name}={value}"
     if cli is not True and name not in cli:
         return f"{name}={value} from decoding.json"
-    from scratchformer.config.decoding_flags import flag_of
-
     return flag_of(name, value)
+
+
+# The options a command line sets with `--set KEY=VALUE` (config/decoding_flags.py's table makes the rest flags)
+SET_KEYS = frozenset({"alpha", "max_output_len", "max_tokens", "no_repeat_ngram", "repetition_penalty",
+                      "split_sentences", "repair_copies"})
+
+
+def flag_of(name: str, value: object) -> str:
+    """How the command line gives option `name`: `--beam 4`, `--align`, `--set alpha=1.5`."""
+    if name in SET_KEYS:
+        return f"--set {name}={str(value).lower() if isinstance(value, bool) else value}"
+    dash = "--" + name.replace("_", "-")
+    return dash if isinstance(value, bool) else f"{dash} {value}"

@@ -18,42 +18,45 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scratchformer.config.decoding import DEFAULTS, ENGINES, OPTION_NAMES, DecodingOptions
+from scratchformer.config.decoding import DEFAULTS, ENGINES, OPTION_NAMES, SET_KEYS, DecodingOptions
 from scratchformer.errors import ConfigError
 from scratchformer.i18n import N_, _
 
 
 @dataclass(frozen=True)
 class Flag:
-    """One decoding option on the command line; `commands` lists those that take it; `flag`: an everyday flag
-    (else a `--set` key)."""
+    """One decoding option on the command line; `commands` lists those that take it; `flag`: an everyday flag, else
+    a `--set` key (config/decoding.py's SET_KEYS)."""
 
     name: str
     help: str
     commands: frozenset[str]
     metavar: str | None = None
-    flag: bool = False
+
+    @property
+    def flag(self) -> bool:
+        return self.name not in SET_KEYS
 
 
 ALL = frozenset({"translate", "evaluate", "serve", "report"})
 TEXT = frozenset({"translate", "evaluate", "report"})  # serve: its max_batch_tokens is the batch budget
 FLAGS: tuple[Flag, ...] = (
     Flag("engine", N_("decode with our PyTorch code or an exported copy (cached in the run directory)"), ALL,
-         "ENGINE", True),
-    Flag("beam", N_("beam size (1 = greedy; the paper uses 4)"), ALL, "K", True),
-    Flag("batch_size", N_("most sentences decoded together"), ALL, "N", True),
+         "ENGINE"),
+    Flag("beam", N_("beam size (1 = greedy; the paper uses 4)"), ALL, "K"),
+    Flag("batch_size", N_("most sentences decoded together"), ALL, "N"),
     Flag("n_best", N_("the N best hypotheses (N <= --beam), each as a line `text<TAB>score`"), frozenset({"translate"}),
-         "N", True),
+         "N"),
     Flag("align", N_("add word alignments `i-j` (source-target subword indices, from the last decoder layer's "
          "cross-attention averaged over heads) after a TAB, or as \"alignment\" in jsonl"), frozenset({"translate"}),
-         None, True),
+         None),
     Flag("step", N_("torch's decoding step: eager, captured (compiled once with AOTInductor, cached in your cache "
          "folder; the first use says it compiles) or auto (a cached package; with none, translate --file compiles "
          "when the measured compile cost is below the time it saves, serve compiles in the background)"), ALL,
-         "{auto,eager,captured}", True),
+         "{auto,eager,captured}"),
     Flag("dtype", N_("what decodes in, as CTranslate2's compute_type: fp32, bf16 (torch; outputs may differ "
          "slightly), int8 (--engine ctranslate2) or auto (torch: bf16 where the CPU has AVX512-BF16 or AMX and it "
-         "measured faster)"), ALL, "{auto,fp32,bf16,int8}", True),
+         "measured faster)"), ALL, "{auto,fp32,bf16,int8}"),
     Flag("alpha", N_("GNMT length penalty ((5+|Y|)/6)^alpha"), ALL, "A"),
     Flag("max_output_len", N_("most output tokens per sentence (unset: source length + 50, the paper's rule)"), ALL,
          "N"),
@@ -77,14 +80,6 @@ Extra = Mapping[str, tuple[type, Any, str]]
 
 def _dash(name: str) -> str:
     return "--" + name.replace("_", "-")
-
-
-def flag_of(name: str, value: object) -> str:
-    """How the command line gives option `name`: `--beam 4`, `--align`, `--set alpha=1.5`."""
-    f = BY_NAME.get(name)
-    if f is not None and not f.flag:
-        return f"--set {name}={str(value).lower() if isinstance(value, bool) else value}"
-    return _dash(name) if isinstance(value, bool) else f"{_dash(name)} {value}"
 
 
 def _shown(value: Any) -> str:
