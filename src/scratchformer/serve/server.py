@@ -52,11 +52,12 @@ def check_settings(settings: Settings, port: int) -> None:
                               option=_limit(name, getattr(settings, name)))
     if settings.api_key is not None:
         if not settings.api_key:
-            raise ConfigError("--api-key '': give a key clients must send, or leave --api-key out")
+            raise ConfigError(N_("--api-key '': give a key clients must send, or leave --api-key out"))
         try:  # compared as UTF-8 bytes (app.key_matches): an argument that was not UTF-8 could never match
             settings.api_key.encode("utf-8")
         except UnicodeEncodeError:
-            raise ConfigError("--api-key: the key is not valid UTF-8 text (check the terminal's encoding)") from None
+            raise ConfigError(N_("--api-key: the key is not valid UTF-8 text (check the terminal's "
+                                 "encoding)")) from None
     for name in settings.allowed_hosts:
         if not name or any(c in name for c in "/ @"):
             raise ConfigError(N_("--allowed-host {name!r}: give a host name such as translate.example.org (or '*')"),
