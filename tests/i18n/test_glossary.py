@@ -27,6 +27,9 @@ def glossary() -> dict[str, str]:
 # an English word that is spelled like a term and means something else there (msgid start, term): the reason
 NOT_THE_TERM = {
     ("refusing to unpickle {path}: it references", "reference"): "the verb (it refers to), not a reference translation",
+    ("--api-key '': give a key", "key"): "serve's API key (a password: 密钥), not attention's key",
+    ("--api-key: the key is not valid", "key"): "serve's API key (a password: 密钥), not attention's key",
+    ("--host {host}: anyone who can reach", "key"): "serve's API key (a password: 密钥), not attention's key",
 }
 
 

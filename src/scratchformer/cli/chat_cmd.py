@@ -20,8 +20,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
     check_sampling_options(args)
     if not is_pretrained(args.model):
-        raise ConfigError(f"{args.model} is not a pretrained model: chat reads a .gguf file or a Hugging Face "
-                          "folder with config.json and tokenizer.json")
+        raise ConfigError(N_("{model} is not a pretrained model: chat reads a .gguf file or a Hugging Face folder "
+                             "with config.json and tokenizer.json"), model=args.model)
     lm = load_lm(args.model, DTYPES[args.dtype])
     messages = [{"role": "system", "content": args.system}] if args.system else []
     lm.chat_prompt(messages + [{"role": "user", "content": ""}])  # no template: a one-line error before any turn

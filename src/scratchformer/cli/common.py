@@ -35,8 +35,8 @@ def set_threads(threads: int | None) -> None:
         raise ConfigError("--threads {threads}: give a number of CPU threads >= 1", threads=threads)
     most = max_threads()
     if threads > most:  # torch's thread pool crashes (segfaults) long before 100000 threads
-        raise ConfigError(f"--threads {threads}: more than {most} (4 x the {os.cpu_count() or 1} CPUs here); "
-                          "leave it unset for torch's choice")
+        raise ConfigError(N_("--threads {threads}: more than {most} (4 x the {cpus} CPUs here); leave it unset for "
+                             "torch's choice"), threads=threads, most=most, cpus=os.cpu_count() or 1)
     import torch
 
     torch.set_num_threads(threads)
@@ -285,8 +285,9 @@ def _decoded(lines: Iterable[bytes], name: str) -> Iterator[str]:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise InputError(f"{name} line {n} is not valid UTF-8: {e.reason} at byte 0x{raw[e.start]:02x}; convert "
-                             "it with iconv (e.g. iconv -f latin1 -t utf-8)") from None
+            raise InputError(N_("{name} line {n} is not valid UTF-8: {reason} at byte 0x{byte:02x}; convert it with "
+                                "iconv (e.g. iconv -f latin1 -t utf-8)"), name=name, n=n, reason=e.reason,
+                             byte=raw[e.start]) from None
         yield text.rstrip("\n").rstrip("\r") if text.endswith("\n") else text.rstrip("\r")
 
 

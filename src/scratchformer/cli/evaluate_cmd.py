@@ -35,18 +35,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     _check_flags(args)
     arch = load_config(args.run_dir).arch  # config.json only: the evaluator loads the model
     if args.explain and arch != "encoder-decoder":
-        from scratchformer.errors import ConfigError
+        from scratchformer.errors import N_, ConfigError
 
-        raise ConfigError(f"--explain takes BLEU apart: {args.run_dir} holds a {arch} model, which has no BLEU")
+        raise ConfigError(N_("--explain takes BLEU apart: {run_dir} holds a {arch} model, which has no BLEU"),
+                          run_dir=args.run_dir, arch=arch)
     from scratchformer.config.decoding import flag_of
     from scratchformer.config.decoding_flags import given_flags
 
     given = [(flag_of(name, value), value) for name, value in given_flags(args).items()]
     for flag, value in (*given, ("--confidence", args.confidence), ("--ensemble", args.ensemble)):
         if value not in (None, False) and arch != "encoder-decoder":
-            from scratchformer.errors import ConfigError
+            from scratchformer.errors import N_, ConfigError
 
-            raise ConfigError(f"{flag} is for translation: {args.run_dir} holds a {arch} model")
+            raise ConfigError(N_("{flag} is for translation: {run_dir} holds a {arch} model"), flag=flag,
+                              run_dir=args.run_dir, arch=arch)
     if arch == "decoder":
         from scratchformer.evaluation.lm import evaluate_lm
 

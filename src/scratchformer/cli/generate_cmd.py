@@ -69,9 +69,9 @@ def check_sampling_options(args: argparse.Namespace) -> None:
     apply_sets(args)  # --set temperature=0.5 ...
     check_sampling_args(args.temperature, args.top_k, args.top_p)
     if args.max_new_tokens is not None and args.max_new_tokens < 1:
-        raise ConfigError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+        raise ConfigError(N_("--max-new-tokens must be >= 1, got {value}"), value=args.max_new_tokens)
     if args.seed is not None and not 0 <= args.seed < 2**64:  # what torch.Generator.manual_seed takes
-        raise ConfigError(f"seed={args.seed}: give a number in [0, 2**64)")
+        raise ConfigError(N_("seed={seed}: give a number in [0, 2**64)"), seed=args.seed)
     set_threads(args.threads)  # checked (and set) before the load, as translate does
 
 
@@ -84,7 +84,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     check_sampling_options(args)  # before the (slow) model load
     if args.batch_size < 1:
-        raise ConfigError(f"batch_size must be >= 1, got {args.batch_size}")
+        raise ConfigError(N_("batch_size must be >= 1, got {value}"), value=args.batch_size)
     if is_pretrained(args.run_dir):  # a .gguf file or a Hugging Face folder: its own tokenizer, BOS and EOS
         lm = load_lm(args.run_dir, DTYPES[args.dtype])
         start = [lm.bos_id if lm.bos_id is not None else lm.eos_id]  # what an empty prompt starts from
@@ -93,13 +93,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
     else:
         run = load_run(args.run_dir, args.weights)
         if run.model_config.arch != "decoder":
-            raise ConfigError(f"{args.run_dir} holds a {run.model_config.arch} model: generate needs a "
-                              "language-model (decoder-only) run, e.g. `scratchformer train --recipe lm-demo`")
+            raise ConfigError(N_("{run_dir} holds a {arch} model: generate needs a language-model (decoder-only) "
+                                 "run, e.g. `scratchformer train --recipe lm-demo`"), run_dir=args.run_dir,
+                              arch=run.model_config.arch)
         model, decode, eos = run.model, run.tgt_tok.decode, EOS_ID
         to_ids = lambda text: [BOS_ID, *run.tgt_tok.encode(text)]  # noqa: E731
     texts = _prompts(args)
     if not texts:
-        raise ConfigError("no prompt: give one as an argument or on stdin")
+        raise ConfigError(N_("no prompt: give one as an argument or on stdin"))
     prompts = [to_ids(t) for t in texts]
     max_new = fit_prompts(prompts, model.config.max_positions, args.max_new_tokens, args.truncate,  # before printing
                           flags={"max_new": "--max-new-tokens {}", "truncate": "--set truncate=left"})

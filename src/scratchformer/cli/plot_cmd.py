@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from scratchformer.errors import InputError
+from scratchformer.errors import N_, InputError
 from scratchformer.i18n import _
 
 
@@ -14,7 +14,8 @@ def _ints(text: str, flag: str) -> list[int]:
     try:
         return [int(t) for t in text.split(",") if t.strip()]
     except ValueError:
-        raise InputError(f"{flag} {text}: give whole numbers separated by commas, e.g. {flag} 0,1,20,21") from None
+        raise InputError(N_("{flag} {text}: give whole numbers separated by commas, e.g. {flag} 0,1,20,21"),
+                         flag=flag, text=text) from None
 
 
 def _one_or_all(text: str | None, flag: str) -> int | None:
@@ -22,7 +23,7 @@ def _one_or_all(text: str | None, flag: str) -> int | None:
     if text is None or text == "all":
         return None
     if not text.lstrip("-").isdigit():
-        raise InputError(f"{flag} {text}: give a number (1 = the first) or all")
+        raise InputError(N_("{flag} {text}: give a number (1 = the first) or all"), flag=flag, text=text)
     return int(text)
 
 
@@ -55,14 +56,14 @@ def cmd_plot(args: argparse.Namespace) -> int:
         from scratchformer.inspect.plots import check_dims, check_position_sizes, plot_positions
 
         if args.run_dir or args.sentence:
-            raise InputError("plot positions takes no run or sentence (give --d-model / --max-positions / --dims)")
+            raise InputError(N_("plot positions takes no run or sentence (give --d-model / --max-positions / --dims)"))
         check_position_sizes(args.d_model, args.max_positions, flags=_FLAGS)
         dims = check_dims(_ints(args.dims, "--dims"), args.d_model) if args.dims is not None else None
         path = plot_positions(_target(args, "positions.png"), args.d_model, args.max_positions, dims)
         print(_("wrote {path}").format(path=path))
         return 0
     if not args.run_dir or not args.sentence:
-        raise InputError('plot attention needs a run and a sentence: plot attention RUN_DIR "sentence" --out FILE')
+        raise InputError(N_('plot attention needs a run and a sentence: plot attention RUN_DIR "sentence" --out FILE'))
     from scratchformer.data.language import warn_wrong_language
     from scratchformer.inspect.attention import plot_sentence_attention
     from scratchformer.runs import load_run

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from scratchformer.i18n import _
+from scratchformer.i18n import N_, _
 
 CHUNK = 1000  # lines read, translated and printed together: memory stays bounded whatever the input's size
 
@@ -165,8 +165,10 @@ def _show_attention(args: argparse.Namespace, run, first: tuple[list[str], list]
     if args.input_format == "jsonl" and texts:
         texts = _jsonl_inputs(texts[:1], None)[0]
     if not texts or not texts[0].strip():
-        raise InputError(f"--show-attention {args.show_attention}: it draws the first sentence, and "
-                         f"{'there is none' if not texts else 'it is empty'}; give a non-empty first sentence")
+        raise InputError(N_("--show-attention {flag}: it draws the first sentence, and there is none; give a "
+                            "non-empty first sentence") if not texts else
+                         N_("--show-attention {flag}: it draws the first sentence, and it is empty; give a non-empty "
+                            "first sentence"), flag=args.show_attention)
     output = outputs[0] if isinstance(outputs[0], str) else outputs[0].hyps[0].text
     with warnings.catch_warnings():  # a missing-font warning as one line, like an error
         warnings.showwarning = lambda message, *_: print(f"scratchformer translate: warning: {message}",

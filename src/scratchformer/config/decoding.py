@@ -48,7 +48,7 @@ from typing import Any, Literal, get_args
 from scratchformer.config.budget import PAPER_EXTRA_LEN, output_budget
 from scratchformer.config.fields import check_field_types, literal_names, read_json, reject_unknown_fields
 from scratchformer.config.model import ModelConfig, available_memory, human_bytes
-from scratchformer.errors import ConfigError, InputError
+from scratchformer.errors import ConfigError, InputError, Message, Text
 from scratchformer.i18n import N_
 
 MEMBER_FILE = re.compile(r"[\w.-]+\.safetensors")  # a file name in the run folder, no path
@@ -91,18 +91,20 @@ def check_alpha(alpha: float, named: str) -> None:
     """A one-line ConfigError unless 0 <= alpha <= MAX_ALPHA (NaN fails too; a huge alpha overflows
     ((5 + |Y|) / 6) ** alpha); `named` is how the message names it (`--alpha -1`, `alpha=-1`)."""
     if not 0 <= alpha <= MAX_ALPHA:
-        raise ConfigError(f"{named}: the length penalty's exponent must be in [0, {MAX_ALPHA}] "
-                          "(0 = off; the paper uses 0.6)")
+        raise ConfigError(N_("{option}: the length penalty's exponent must be in [0, {most}] (0 = off; the paper "
+                             "uses 0.6)"), option=named, most=MAX_ALPHA)
 
 
 def check_repetition(no_repeat_ngram: int, repetition_penalty: float, names: tuple[str, str]) -> None:
     """One-line errors for a negative n-gram size and a penalty that is not a positive finite number."""
     if isinstance(no_repeat_ngram, bool) or not isinstance(no_repeat_ngram, numbers.Integral) or no_repeat_ngram < 0:
-        raise ConfigError(f"{names[0]}: the n-gram size must be a whole number >= 0 (0 = off; fairseq users give 3)")
+        raise ConfigError(N_("{option}: the n-gram size must be a whole number >= 0 (0 = off; fairseq users give 3)"),
+                          option=names[0])
     if not (isinstance(repetition_penalty, numbers.Real) and math.isfinite(repetition_penalty)
             and MIN_PENALTY <= repetition_penalty <= 1 / MIN_PENALTY):
-        raise ConfigError(f"{names[1]}: the penalty must be a positive number in [{MIN_PENALTY}, {1 / MIN_PENALTY:g}] "
-                          "(1 = off, > 1 discourages repeats; CTRL used 1.2)")
+        raise ConfigError(N_("{option}: the penalty must be a positive number in [{low}, {high:g}] (1 = off, > 1 "
+                             "discourages repeats; CTRL used 1.2)"), option=names[1], low=MIN_PENALTY,
+                          high=1 / MIN_PENALTY)
 
 
 def check_members(names: list, model_file: str) -> None:
@@ -110,10 +112,11 @@ def check_members(names: list, model_file: str) -> None:
     run folder, so a decoding.json cannot point outside it) other than `model_file`, the run's own weights."""
     for name in names:
         if not isinstance(name, str) or not MEMBER_FILE.fullmatch(name) or name == model_file:
-            raise ConfigError(f"ensemble member {name!r}: give the name of a .safetensors file in the run folder, "
-                              f"without a folder, other than {model_file} (the first member)")
+            raise ConfigError(N_("ensemble member {name!r}: give the name of a .safetensors file in the run folder, "
+                                 "without a folder, other than {model_file} (the first member)"), name=name,
+                              model_file=model_file)
     if len(set(names)) < len(names):
-        raise ConfigError(f"ensemble {names}: a member is named twice")
+        raise ConfigError(N_("ensemble {names}: a member is named twice"), names=names)
 
 
 def search_bytes(config: ModelConfig, rows: int, steps: int) -> int:
@@ -131,14 +134,16 @@ def upgrade(data: Mapping[str, Any]) -> dict[str, Any]:
     for old, new in RENAMED.items():
         if old in data:
             if new in data:
-                raise ConfigError(f"{old} and {new}: the same option under its old and new name; keep {new}")
+                raise ConfigError(N_("{old} and {new}: the same option under its old and new name; keep {new}"),
+                                  old=old, new=new)
             data[new] = data.pop(old)
     if "int8" in data:
         int8 = data.pop("int8")
         if not isinstance(int8, bool):
-            raise ConfigError(f"int8={int8!r} must be true or false (today: \"dtype\": \"int8\")")
+            raise ConfigError(N_("int8={int8!r} must be true or false (today: \"dtype\": \"int8\")"), int8=int8)
         if int8 and data.get("dtype", "auto") not in ("auto", "int8"):
-            raise ConfigError(f"int8=true with dtype={data['dtype']!r}: int8 is a dtype today; keep one")
+            raise ConfigError(N_("int8=true with dtype={dtype!r}: int8 is a dtype today; keep one"),
+                              dtype=data["dtype"])
         if int8:
             data["dtype"] = "int8"
     return data
@@ -177,8 +182,11 @@ class DecodingOptions:
         given = {k: v for k, v in flags.items() if v is not None}
         unknown = sorted(set(given) - set(OPTION_NAMES))
         if unknown:
-            renamed = "".join(f"; {old} is {RENAMED[old]} now" for old in unknown if old in RENAMED)
-            raise ConfigError(f"unknown decoding option(s) {unknown}{renamed}; the options: {', '.join(OPTION_NAMES)}")
+            renamed: Any = ""
+            for old in (old for old in unknown if old in RENAMED):
+                renamed = Text(N_("{before}; {old} is {new} now"), before=renamed, old=old, new=RENAMED[old])
+            raise ConfigError(N_("unknown decoding option(s) {unknown}{renamed}; the options: {options}"),
+                              unknown=unknown, renamed=renamed, options=", ".join(OPTION_NAMES))
         return replace(self, **given, **({} if named_as is None else {"named_as": named_as}))
 
     def text_level(self) -> list[str]:
@@ -209,18 +217,21 @@ class DecodingOptions:
         check_field_types(type(self), {n: getattr(self, n) for n in OPTION_NAMES}, name)
         for option, hint in CHOICES.items():
             if getattr(self, option) not in literal_names(hint):
-                raise ConfigError(f"{name(option)}: must be one of {', '.join(literal_names(hint))}")
+                raise ConfigError(N_("{option}: must be one of {choices}"), option=name(option),
+                                  choices=", ".join(literal_names(hint)))
         for size in ("beam", "batch_size"):
             if getattr(self, size) < 1:
-                raise ConfigError(f"{name(size)}: must be >= 1" + (" (1 = greedy)" if size == "beam" else ""))
+                raise ConfigError(N_("{option}: must be >= 1 (1 = greedy)") if size == "beam"
+                                  else N_("{option}: must be >= 1"), option=name(size))
         for size in ("max_tokens", "max_output_len"):
             if getattr(self, size) is not None and getattr(self, size) < 1:
-                raise ConfigError(f"{name(size)}: must be >= 1 (or left unset)")
+                raise ConfigError(N_("{option}: must be >= 1 (or left unset)"), option=name(size))
         if self.n_best < 1:
-            raise ConfigError(f"{name('n_best')}: must be >= 1")
+            raise ConfigError(N_("{option}: must be >= 1"), option=name("n_best"))
         if self.n_best > self.beam:
-            raise ConfigError(f"{name('n_best')}: beam search keeps only {self.beam} hypotheses ({name('beam')}); give "
-                              f"a beam of at least {self.n_best}")
+            raise ConfigError(N_("{option}: beam search keeps only {beam} hypotheses ({beam_option}); give a beam of "
+                                 "at least {n_best}"), option=name("n_best"), beam=self.beam, beam_option=name("beam"),
+                              n_best=self.n_best)
         check_repetition(self.no_repeat_ngram, self.repetition_penalty,
                          (name("no_repeat_ngram"), name("repetition_penalty")))
         check_alpha(self.alpha, name("alpha"))
@@ -233,23 +244,25 @@ class DecodingOptions:
         together, an ensemble, each with its own KV cache)."""
         arch = getattr(config, "arch", None)
         if config is None or arch != "encoder-decoder":
-            hint = {"decoder": " (a language model continues text: use `scratchformer generate`)",
-                    "encoder": " (a classifier / masked LM: use `scratchformer evaluate`)"}.get(arch, "")
-            raise InputError(f"translation needs an encoder-decoder model, got a {arch or 'model-less'} one{hint}")
+            hint = {"decoder": Message(N_(" (a language model continues text: use `scratchformer generate`)")),
+                    "encoder": Message(N_(" (a classifier / masked LM: use `scratchformer evaluate`)"))}.get(arch, "")
+            raise InputError(N_("translation needs an encoder-decoder model, got a {arch} one{hint}"),
+                             arch=arch or Message(N_("model-less")), hint=hint)
         self.check_supported(supports)
         name, cap = self.name, config.max_positions
         if self.max_output_len is not None and self.max_output_len > cap:
-            raise ConfigError(f"{name('max_output_len')}: the model's positions end at {cap}; give at most {cap} "
-                              f"output tokens (unset: source length + {PAPER_EXTRA_LEN})")
+            raise ConfigError(N_("{option}: the model's positions end at {cap}; give at most {cap} output tokens "
+                                 "(unset: source length + {extra})"), option=name("max_output_len"), cap=cap,
+                              extra=PAPER_EXTRA_LEN)
         if self.beam > config.tgt_vocab_size:
-            raise ConfigError(f"{name('beam')}: wider than the {config.tgt_vocab_size}-token target vocabulary; "
-                              "beams of 4-12 are usual")
+            raise ConfigError(N_("{option}: wider than the {size}-token target vocabulary; beams of 4-12 are usual"),
+                              option=name("beam"), size=config.tgt_vocab_size)
         steps = output_budget(cap, self.max_output_len, cap)  # the longest source's budget
         need, have = members * search_bytes(config, self.batch_size * self.beam, steps), available_memory()
         if have is not None and need > have:
-            raise ConfigError(f"{name('beam')} with {name('batch_size')}: the search would need about "
-                              f"{human_bytes(need)}; this machine has {human_bytes(have)} available: lower the beam "
-                              "or the batch size")
+            raise ConfigError(N_("{beam} with {batch_size}: the search would need about {need}; this machine has "
+                                 "{have} available: lower the beam or the batch size"), beam=name("beam"),
+                              batch_size=name("batch_size"), need=human_bytes(need), have=human_bytes(have))
 
     def check_supported(self, supports: Collection[str], prefix: bool = False) -> None:
         """One line naming the engine for an option its backend does not have (set away from its default); a
@@ -261,8 +274,8 @@ class DecodingOptions:
         for option in OPTIONAL:
             if option in changed and option not in supports:
                 shown = self.name(option) if option != "prefix" else "--prefix" if self.named_as else "prefix"
-                raise ConfigError(f"{shown}: the {self.engine} backend does not have this option (--engine torch, "
-                                  "our own decoder, has every option)")
+                raise ConfigError(N_("{option}: the {engine} backend does not have this option (--engine torch, our "
+                                     "own decoder, has every option)"), option=shown, engine=self.engine)
 
     @classmethod
     def load(cls, path: str | Path, model_file: str) -> DecodingOptions:
@@ -273,13 +286,14 @@ class DecodingOptions:
             data = upgrade(data) if isinstance(data, Mapping) else data
             reject_unknown_fields(cls, data, "decoding config field(s)")
             if "named_as" in data:
-                raise ConfigError(f"unknown decoding config field(s) ['named_as']; known fields: "
-                                  f"{', '.join(sorted(OPTION_NAMES))}")
+                raise ConfigError(N_("unknown {what} {unknown}; known fields: {known}"),
+                                  what=Message(N_("decoding config field(s)")), unknown=["named_as"],
+                                  known=", ".join(sorted(OPTION_NAMES)))
             options = cls(**{**data, **({"alpha": float(data["alpha"])} if "alpha" in data else {})})
             check_members(options.ensemble, model_file)
             return options
         except ConfigError as e:
-            raise ConfigError(f"decoding config {path}: {e}") from None
+            raise ConfigError(N_("decoding config {path}: {e}"), path=path, e=e) from None
 
 
 OPTION_NAMES = tuple(f.name for f in fields(DecodingOptions) if f.name != "named_as")

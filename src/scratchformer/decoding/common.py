@@ -24,7 +24,7 @@ from scratchformer.config.budget import output_budget
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID, PAD_ID
 from scratchformer.decoding.fast_step import LeanDecoder
 from scratchformer.decoding.packing import packed_linears
-from scratchformer.errors import InputError
+from scratchformer.errors import N_, InputError
 from scratchformer.model.transformer import EncoderDecoder
 
 NEG_INF = float("-inf")  # the score of a token or hypothesis that must never be chosen
@@ -65,18 +65,20 @@ def check_id_lists(seqs: object, name: str) -> None:
     """One-line InputError unless `seqs` is a list of non-empty token-id lists (or 1-D tensors): a flat list, a
     string or an empty sentence would otherwise fail deep inside padding or the model."""
     if isinstance(seqs, (str, bytes, Tensor)) or not isinstance(seqs, Sequence):
-        raise InputError(f"{name} must be a list of token-id lists, got {type(seqs).__name__}")
+        raise InputError(N_("{name} must be a list of token-id lists, got {kind}"), name=name,
+                         kind=type(seqs).__name__)
     for i, s in enumerate(seqs):
         if isinstance(s, Tensor) and s.dim() == 1:
             s = s.tolist()
         if isinstance(s, (str, bytes)) or not isinstance(s, Sequence):
-            raise InputError(f"{name}[{i}] must be a list of token ids, got {type(s).__name__}: {name} is a list of "
-                             "token-id lists (one per sentence)")
+            raise InputError(N_("{name}[{i}] must be a list of token ids, got {kind}: {name} is a list of token-id "
+                                "lists (one per sentence)"), name=name, i=i, kind=type(s).__name__)
         if len(s) == 0:
-            raise InputError(f"{name}[{i}] is empty: every sequence needs at least one token (end sources with EOS)")
+            raise InputError(N_("{name}[{i}] is empty: every sequence needs at least one token (end sources with "
+                                "EOS)"), name=name, i=i)
         if not all(isinstance(t, numbers.Integral) for t in s):
             bad = next(t for t in s if not isinstance(t, numbers.Integral))
-            raise InputError(f"{name}[{i}] holds {bad!r}, not a token id (an int)")
+            raise InputError(N_("{name}[{i}] holds {bad!r}, not a token id (an int)"), name=name, i=i, bad=bad)
 
 
 def as_src_tensor(src: Tensor | Sequence[Sequence[int]], pad: int, device: torch.device) -> Tensor:
@@ -84,7 +86,7 @@ def as_src_tensor(src: Tensor | Sequence[Sequence[int]], pad: int, device: torch
     else (a 1-D tensor, zero-length sentences, a flat list)."""
     if isinstance(src, Tensor):
         if src.dim() != 2 or (src.size(0) > 0 and src.size(1) == 0):
-            raise InputError(f"src must be (B, L_src) token ids, got shape {tuple(src.shape)}")
+            raise InputError(N_("src must be (B, L_src) token ids, got shape {shape}"), shape=tuple(src.shape))
         return src.to(device=device, dtype=torch.long)
     check_id_lists(src, "src")
     return pad_ids(src, pad, device)

@@ -27,7 +27,7 @@ from torch import Tensor
 
 from scratchformer.config.decoding import MIN_PENALTY, check_repetition  # noqa: F401 (MIN_PENALTY: re-exported)
 from scratchformer.decoding.common import NEG_INF
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 
 
 def banned_ngram_tokens(hyps: Tensor, n: int, vocab: int) -> Tensor:
@@ -55,7 +55,8 @@ def constrained_limits(limits: Tensor, constraints: Constraints, cap: int) -> Te
     """(B,) token budgets grown to hold each sentence's forced prefix; one-line error for one beyond `cap`."""
     lengths = constraints.prefix_lengths(limits.size(0), limits.device)  # (B,)
     if lengths.numel() and int(lengths.max()) > cap:
-        raise ConfigError(f"prefix of {int(lengths.max())} tokens: longer than the model's max_len={cap}")
+        raise ConfigError(N_("prefix of {n} tokens: longer than the model's max_len={cap}"), n=int(lengths.max()),
+                          cap=cap)
     return torch.maximum(limits, lengths)
 
 
@@ -82,8 +83,8 @@ class Constraints:
         if self.prefixes is None:
             return torch.zeros(batch, dtype=torch.long, device=device)
         if len(self.prefixes) != batch:
-            raise ConfigError(f"prefixes: got {len(self.prefixes)} for {batch} sentence(s); give one per sentence "
-                              "([] for none)")
+            raise ConfigError(N_("prefixes: got {n} for {batch} sentence(s); give one per sentence ([] for none)"),
+                              n=len(self.prefixes), batch=batch)
         return torch.tensor([len(p) for p in self.prefixes], dtype=torch.long, device=device)
 
     def forced_at(self, t: int, sents: Tensor) -> Tensor | None:

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from scratchformer.decoding.common import Seq2SeqSteps, eval_mode
-from scratchformer.errors import InputError
+from scratchformer.errors import N_, InputError
 from scratchformer.model.transformer import EncoderDecoder
 
 
@@ -53,9 +53,9 @@ class model_steps(ExitStack):  # noqa: N801 - used like a function: `with model_
             c = getattr(m, "config", None)
             if getattr(c, "arch", None) != "encoder-decoder" or (c.src_vocab_size, c.tgt_vocab_size) != (
                     first.src_vocab_size, first.tgt_vocab_size):
-                raise InputError(f"ensemble member {i} is not an encoder-decoder with the model's vocabularies "
-                                 f"({first.src_vocab_size} source, {first.tgt_vocab_size} target tokens): members "
-                                 "are trainings of the same model")
+                raise InputError(N_("ensemble member {i} is not an encoder-decoder with the model's vocabularies "
+                                    "({src} source, {tgt} target tokens): members are trainings of the same model"),
+                                 i=i, src=first.src_vocab_size, tgt=first.tgt_vocab_size)
         self.models, self.src, self.options = list(models), src, dict(use_cache=use_cache, beam=beam, pack=pack)
 
     def __enter__(self) -> Seq2SeqSteps | EnsembleSteps:  # type: ignore[override]

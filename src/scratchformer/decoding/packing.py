@@ -42,6 +42,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from scratchformer import autotune
+from scratchformer.errors import N_, ScratchformerWarning
 
 _PACKS: weakref.WeakKeyDictionary[nn.Module, Packs] = weakref.WeakKeyDictionary()  # model -> its last packs
 _broken: list[str] = []  # why packing failed in this process (then it stays off)
@@ -53,11 +54,15 @@ def packing_available() -> bool:
             and hasattr(torch.ops.mkl, "_mkl_reorder_linear_weight"))
 
 
+class PackingWarning(ScratchformerWarning, RuntimeWarning):
+    """Packing failed and is off: a RuntimeWarning (a torch op changed under us), with a translatable template."""
+
+
 def _give_up(error: Exception) -> None:
     """Packing off for the rest of the process: a private torch op is gone or changed."""
     if not _broken:
-        warnings.warn(f"MKL packed GEMMs failed ({type(error).__name__}: {error}); decoding goes on unpacked",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(PackingWarning(N_("MKL packed GEMMs failed ({kind}: {error}); decoding goes on unpacked"),
+                                     kind=type(error).__name__, error=str(error)), stacklevel=3)
     _broken.append(f"{type(error).__name__}: {error}")
 
 

@@ -24,7 +24,7 @@ from scratchformer.data.tokenizers import EOS_ID, UNK_ID, Tokenizer
 from scratchformer.decoding.copies import repair_copies
 from scratchformer.decoding.results import Hyp, Translation, join_parts
 from scratchformer.decoding.sentences import blank, join_translations, split_sentences
-from scratchformer.errors import ConfigError, InputError
+from scratchformer.errors import N_, ConfigError, InputError, ScratchformerWarning
 from scratchformer.i18n import _
 
 
@@ -106,19 +106,19 @@ def prefix_ids(tgt_tok: Tokenizer, prefix: str | Sequence[str | None] | None, n:
     if prefix is None or isinstance(prefix, str):
         prefix = [prefix] * n
     elif not isinstance(prefix, Sequence) or len(prefix) != n:
-        raise InputError(f"prefix must be a string or one per text (None for none), got "
-                         f"{len(prefix) if isinstance(prefix, Sequence) else type(prefix).__name__} for {n} text(s)")
+        raise InputError(N_("prefix must be a string or one per text (None for none), got {got} for {n} text(s)"),
+                         got=len(prefix) if isinstance(prefix, Sequence) else type(prefix).__name__, n=n)
     out = []
     for p in prefix:
         if p is not None and not isinstance(p, str):
-            raise InputError(f"prefix must be a string or None, got {type(p).__name__}")
+            raise InputError(N_("prefix must be a string or None, got {kind}"), kind=type(p).__name__)
         ids = tgt_tok.encode(p) if p else []
         if UNK_ID in ids:
-            raise InputError(f"prefix {p!r} holds text the target vocabulary lacks; it would be "
-                             "forced as <unk> and lost from the output")
+            raise InputError(N_("prefix {prefix!r} holds text the target vocabulary lacks; it would be forced as "
+                                "<unk> and lost from the output"), prefix=p)
         if len(ids) > most:
-            raise ConfigError(f"prefix {p!r}: {len(ids)} target tokens, more than the "
-                              f"{most} an output may have (max_len)")
+            raise ConfigError(N_("prefix {prefix!r}: {n} target tokens, more than the {most} an output may have "
+                                 "(max_len)"), prefix=p, n=len(ids), most=most)
         out.append(ids)
     return out
 
@@ -136,7 +136,8 @@ def run_pipeline(backend: Backend, tokenizers: tuple[Tokenizer, Tokenizer], limi
     ids = src_tok.encode_batch(pieces)
     long = sum(len(s) + 1 > limit for s in ids)
     if long:
-        warnings.warn(f"cut {long} source sentence(s) to the model's max_len={limit} tokens", stacklevel=3)
+        warnings.warn(ScratchformerWarning(N_("cut {long} source sentence(s) to the model's max_len={limit} tokens"),
+                                           long=long, limit=limit), stacklevel=3)
     srcs = [[*s[: limit - 1], EOS_ID] for s in ids]
     firsts = {o: i for i, o in reversed(list(enumerate(owner)))}  # a text's prefix starts its first sentence
     prefixes = [forced[o] if firsts[o] == i else [] for i, o in enumerate(owner)]

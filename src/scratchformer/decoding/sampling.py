@@ -18,7 +18,7 @@ from torch import Tensor
 
 from scratchformer.config.decoding import DEFAULT_MAX_NEW
 from scratchformer.decoding.common import NEG_INF, check_id_lists, eval_mode, model_device, pad_ids
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError, ScratchformerWarning
 from scratchformer.model.transformer import DecoderOnly
 
 
@@ -117,11 +117,12 @@ def fit_prompts(prompts: Sequence[Sequence[int]], max_len: int, max_new: int | N
     room = prompt_room(max_len, max_new)
     asked = flags["max_new"].format(max_new)
     if room < 1:
-        raise ConfigError(f"{asked} does not fit in the model's max_len={max_len}")
+        raise ConfigError(N_("{asked} does not fit in the model's max_len={max_len}"), asked=asked, max_len=max_len)
     too_long = sum(len(p) > room for p in prompts)
     if too_long and truncate == "error":
-        raise ConfigError(f"{too_long} prompt(s) longer than {room} tokens: with {asked} they exceed the model's "
-                          f"max_len={max_len}; shorten them or pass {flags['truncate']}")
+        raise ConfigError(N_("{too_long} prompt(s) longer than {room} tokens: with {asked} they exceed the model's "
+                             "max_len={max_len}; shorten them or pass {truncate}"), too_long=too_long, room=room,
+                          asked=asked, max_len=max_len, truncate=flags["truncate"])
     return max_new
 
 
@@ -136,7 +137,9 @@ def _cut_left(prompts: Sequence[Sequence[int]], max_new: int, max_len: int) -> l
     room = prompt_room(max_len, max_new)
     long = sum(len(p) > room for p in prompts)
     if long:
-        warnings.warn(f"cut {long} prompt(s) on the left to {room} tokens to fit max_len={max_len}", stacklevel=3)
+        warnings.warn(ScratchformerWarning(N_("cut {long} prompt(s) on the left to {room} tokens to fit "
+                                              "max_len={max_len}"), long=long, room=room, max_len=max_len),
+                      stacklevel=3)
     return [list(p[-room:]) for p in prompts]
 
 

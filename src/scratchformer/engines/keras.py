@@ -8,7 +8,7 @@ from typing import Any
 
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.decoding.results import Hyp
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.export.keras import check_expressible, keras_model
 from scratchformer.runs import Run
 
@@ -26,7 +26,7 @@ class Backend:
 
     def __init__(self, run: Run, options: DecodingOptions | None = None, **settings: Any) -> None:
         if settings:
-            raise ConfigError(f"the keras engine has no setting {sorted(settings)[0]!r}")
+            raise ConfigError(N_("the keras engine has no setting {name!r}"), name=sorted(settings)[0])
         check_expressible(run)
         self.run = run
         self.model = keras_model(run)

@@ -31,7 +31,7 @@ from scratchformer.data.tokenizers import Tokenizer
 from scratchformer.decoding.pipeline import Backend, check_texts, run_pipeline
 from scratchformer.decoding.results import Translation
 from scratchformer.engines.backends import engine_module, make_backend
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError, ScratchformerWarning
 from scratchformer.runs import Run
 
 IN_MEMORY = Path("<a model in memory>")  # the path of from_model's run: it has no folder
@@ -63,11 +63,11 @@ class Translator:
         ensemble: more models with the same vocabularies, averaged with `model` at every step."""
         options = options or DecodingOptions()
         if options.engine != "torch":
-            raise ConfigError(f"engine={options.engine}: a model in memory decodes on our own engine (torch); "
-                              "save it as a run to decode it on another")
+            raise ConfigError(N_("engine={engine}: a model in memory decodes on our own engine (torch); save it as a "
+                                 "run to decode it on another"), engine=options.engine)
         if options.step == "captured":
-            warnings.warn("a model in memory runs the eager step; step='captured' is chosen by Translator(run, "
-                          "options)", stacklevel=2)
+            warnings.warn(ScratchformerWarning(N_("a model in memory runs the eager step; step='captured' is chosen "
+                                                  "by Translator(run, options)")), stacklevel=2)
         options = options.pick(step="eager")
         run = Run(IN_MEMORY, model, getattr(model, "config", None), src_tok, tgt_tok, None, options, list(ensemble))
         return cls(run, options)
@@ -81,7 +81,7 @@ class Translator:
         The engine and dtype stay (they are the search itself)."""
         options = self.options.pick(**changes)
         if (options.engine, options.dtype) != (self.options.engine, self.options.dtype):
-            raise ConfigError("engine and dtype are the search itself: make another Translator to change them")
+            raise ConfigError(N_("engine and dtype are the search itself: make another Translator to change them"))
         return Translator(self.run, options, backend=self.backend)
 
     def translate(self, texts: Sequence[str], prefix: str | Sequence[str | None] | None = None,

@@ -24,7 +24,7 @@ from scratchformer.data.batching import encode_sentences, token_batches
 from scratchformer.data.corpus import load_pairs, load_text
 from scratchformer.data.masking import MASK, collate_mlm, pad_right
 from scratchformer.data.tokenizers import PAD_ID, Tokenizer
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 
 EVAL_MAX_TOKENS = 8192  # padded tokens per inference batch
 
@@ -71,7 +71,7 @@ def mlm_scores(model: nn.Module, seqs: Sequence[Sequence[int]], mask_id: int, se
     finally:
         model.train(was_training)
     if n == 0:
-        raise ConfigError("no maskable tokens in the evaluated sentences")
+        raise ConfigError(N_("no maskable tokens in the evaluated sentences"))
     return {"masked_tokens": int(n), "masked_accuracy": round(correct / n, 4), "mlm_ppl": round(math.exp(nll / n), 2)}
 
 
@@ -81,7 +81,8 @@ def classification_report(model: nn.Module, tok: Tokenizer, pairs: Sequence[tupl
     labels = list(model.config.labels)
     unknown = sorted({y for _, y in pairs} - set(labels))
     if unknown:
-        raise ConfigError(f"labels {unknown[:3]} are not among the model's classes {labels}")
+        raise ConfigError(N_("labels {unknown} are not among the model's classes {labels}"), unknown=unknown[:3],
+                          labels=labels)
     predicted = predict_classes(model, encode_sentences(tok, [t for t, _ in pairs], max_len))
     gold = [labels.index(y) for _, y in pairs]
     majority = Counter(train_labels).most_common(1)[0][0]
@@ -100,7 +101,7 @@ def evaluate_encoder(run_dir: str | Path, split: str = "test", weights: str | Pa
     tc = run.train_config
     source = corpus or (tc.corpus if tc else None)
     if source is None:
-        raise ConfigError(f"{run_dir} has no train_config.json naming its corpus: pass --corpus")
+        raise ConfigError(N_("{run_dir} has no train_config.json naming its corpus: pass --corpus"), run_dir=run_dir)
     max_len = min(tc.max_sentence_len if tc else run.model_config.max_positions, run.model_config.max_positions)
     result: dict[str, Any] = {"run_dir": str(run_dir), "corpus": source, "split": split}
     holdout = tc.holdout if tc and not corpus else "none"  # the run's own splits of a one-file corpus
@@ -116,5 +117,5 @@ def evaluate_encoder(run_dir: str | Path, split: str = "test", weights: str | Pa
         seqs = [s for s in encode_sentences(run.tgt_tok, texts, max_len) if len(s) > 2]
         return {**result, "sentences": len(seqs),
                 **mlm_scores(run.model, seqs, mask_id, seed=tc.seed if tc else 0)}
-    raise ConfigError(f"{run_dir} holds an encoder without a task head: nothing to evaluate "
-                      "(train one with `scratchformer train --task mlm` or `--task classify`)")
+    raise ConfigError(N_("{run_dir} holds an encoder without a task head: nothing to evaluate (train one with "
+                         "`scratchformer train --task mlm` or `--task classify`)"), run_dir=run_dir)

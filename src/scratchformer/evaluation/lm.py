@@ -18,7 +18,7 @@ from typing import Any
 from scratchformer.data.batching import collate_lm, encode_sentences, token_batches
 from scratchformer.data.corpus import load_text
 from scratchformer.data.tokenizers import PAD_ID
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.evaluation.metrics import perplexity
 
 EVAL_MAX_TOKENS = 8192  # padded tokens per batch
@@ -31,19 +31,19 @@ def evaluate_lm(run_dir: str | Path, split: str = "test", weights: str | Path | 
 
     run = load_run(run_dir, weights)
     if run.model_config.arch != "decoder":
-        raise ConfigError(f"{run_dir} holds a {run.model_config.arch} model: perplexity here needs a decoder-only "
-                          "(language model) run")
+        raise ConfigError(N_("{run_dir} holds a {arch} model: perplexity here needs a decoder-only (language model) "
+                             "run"), run_dir=run_dir, arch=run.model_config.arch)
     tc = run.train_config
     source = corpus or (tc.corpus if tc else None)
     if source is None:
-        raise ConfigError(f"{run_dir} has no train_config.json naming its corpus: pass --corpus")
+        raise ConfigError(N_("{run_dir} has no train_config.json naming its corpus: pass --corpus"), run_dir=run_dir)
     max_len = min(tc.max_sentence_len if tc else run.model_config.max_positions, run.model_config.max_positions)
     holdout = tc.holdout if tc and not corpus else "none"  # the run's own splits of a one-file corpus
     texts = [t for t in load_text(source, split, side=tc.text_side if tc else "both", on_error="skip",
                                   holdout=holdout) if t]
     seqs = [s for s in encode_sentences(run.tgt_tok, texts, max_len) if len(s) > 2]
     if not seqs:
-        raise ConfigError(f"{source} ({split}) has no sentences to score")
+        raise ConfigError(N_("{source} ({split}) has no sentences to score"), source=source, split=split)
     start = time.time()
     batches = (collate_lm([seqs[i] for i in idx], PAD_ID)
                for idx in token_batches([len(s) for s in seqs], EVAL_MAX_TOKENS, shuffle=False, seed=0))

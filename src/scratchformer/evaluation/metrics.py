@@ -22,7 +22,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 
 BOOTSTRAP_RESAMPLES = 1000  # sacreBLEU's --confidence-n default
 MAX_BOOTSTRAP_RESAMPLES = 10_000  # each resample scores the whole test set again: 1e9 of them never end
@@ -50,8 +50,8 @@ def bleu(hyps: Sequence[str], refs: Sequence[str], tokenize: str | None = None,
     width of the 95% interval of the resampled scores and "mean" their mean; the signature names bs and seed."""
     _check(hyps, refs)
     if not 1 <= n_bootstrap <= MAX_BOOTSTRAP_RESAMPLES:
-        raise ConfigError(f"n_bootstrap={n_bootstrap}: give 1 (no resampling) or the number of resamples, at most "
-                          f"{MAX_BOOTSTRAP_RESAMPLES:,} (1000 is usual)")
+        raise ConfigError(N_("n_bootstrap={n}: give 1 (no resampling) or the number of resamples, at most {most:,} "
+                             "(1000 is usual)"), n=n_bootstrap, most=MAX_BOOTSTRAP_RESAMPLES)
     tokenize = tokenize or ("zh" if has_cjk(refs) else "13a")
     metric = BLEU(tokenize=tokenize)
     score = metric.corpus_score(list(hyps), [list(refs)], n_bootstrap=n_bootstrap)

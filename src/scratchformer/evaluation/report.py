@@ -11,7 +11,7 @@ from typing import Any
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.config.decoding_flags import from_args
 from scratchformer.data.corpus import load_pairs
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.runs import Run, load_run
 from scratchformer.runs.metrics import read_records
 from scratchformer.runs.names import README_JSON
@@ -76,14 +76,15 @@ def write_run_report(run_dir: str | Path, out: str | Path, samples: int = 3, lim
     from scratchformer.inspect.report import render_report
 
     if samples < 1 or limit < 1:
-        raise ConfigError(f"--samples {samples} / --limit {limit}: give numbers >= 1")
+        raise ConfigError(N_("--samples {samples} / --limit {limit}: give numbers >= 1"), samples=samples,
+                          limit=limit)
     run = load_run(run_dir)
     if run.model_config.arch != "encoder-decoder":
-        raise ConfigError(f"{run_dir} holds a {run.model_config.arch} model: the report is for translation "
-                          "(encoder-decoder) runs")
+        raise ConfigError(N_("{run_dir} holds a {arch} model: the report is for translation (encoder-decoder) runs"),
+                          run_dir=run_dir, arch=run.model_config.arch)
     source = corpus or (run.train_config.corpus if run.train_config else None)
     if source is None:
-        raise ConfigError(f"{run_dir} has no train_config.json naming its corpus: pass --corpus")
+        raise ConfigError(N_("{run_dir} has no train_config.json naming its corpus: pass --corpus"), run_dir=run_dir)
     holdout = run.train_config.holdout if run.train_config and not corpus else "none"  # the run's own test split
     rows, scores = report_figures(run, load_pairs(source, "test", on_error="skip", holdout=holdout), samples, limit,
                                   from_args(run.decoding, decoding or {}))

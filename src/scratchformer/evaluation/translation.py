@@ -10,7 +10,7 @@ from typing import Any
 
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.data.corpus import load_pairs
-from scratchformer.errors import ConfigError, ScratchformerError
+from scratchformer.errors import N_, ConfigError, ScratchformerError
 from scratchformer.runs import Run, load_run
 
 
@@ -78,12 +78,12 @@ def evaluate_run(run_dir: str | Path, split: str = "test", limit: int | None = N
     (load_run; None: decoding.json's). The options are checked where the Translator is made (the architecture
     too)."""
     if ensemble and changes.get("engine") not in (None, "torch"):
-        raise ConfigError(f"--ensemble: only --engine torch (our own decoder) decodes an ensemble, not "
-                          f"{changes['engine']}")
+        raise ConfigError(N_("--ensemble: only --engine torch (our own decoder) decodes an ensemble, not {engine}"),
+                          engine=changes["engine"])
     run = load_run(run_dir, weights, ensemble=ensemble)
     source = corpus or (run.train_config.corpus if run.train_config else None)
     if source is None:
-        raise ConfigError(f"{run_dir} has no train_config.json naming its corpus: pass --corpus")
+        raise ConfigError(N_("{run_dir} has no train_config.json naming its corpus: pass --corpus"), run_dir=run_dir)
     holdout = run.train_config.holdout if run.train_config and not corpus else "none"  # the run's own splits
     pairs = load_pairs(source, split, on_error="skip", holdout=holdout)
     if limit:

@@ -13,7 +13,7 @@ from typing import Any
 from scratchformer.config.decoding_flags import from_args
 from scratchformer.data.corpus import corpus_languages
 from scratchformer.engines import Translator
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError
 from scratchformer.runs import Run
 
 # Codes clients use for the same language (LibreTranslate >= 1.6 calls Simplified Chinese "zh-Hans").
@@ -36,8 +36,9 @@ def run_languages(run: Run, source: str | None, target: str | None) -> tuple[str
     found = corpus_languages(corpus if isinstance(corpus, str) else None) or (None, None)
     source, target = source or found[0], target or found[1]
     if not source or not target:
-        raise ConfigError(f"cannot tell the languages of {run.path} (its train_config.json names no corpus like "
-                          "en-zh or software): give --source and --target, e.g. --source en --target zh")
+        raise ConfigError(N_("cannot tell the languages of {path} (its train_config.json names no corpus like en-zh "
+                             "or software): give --source and --target, e.g. --source en --target zh"),
+                          path=run.path)
     return source, target
 
 

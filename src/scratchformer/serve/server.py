@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError, ScratchformerWarning
 from scratchformer.i18n import _
 from scratchformer.runs import load_run
 from scratchformer.serve.app import Settings, begin_shutdown, create_app
@@ -36,30 +36,32 @@ def check_settings(settings: Settings, port: int) -> None:
     """One-line ConfigErrors for server settings that cannot work, before the (slow) model load (the decoding
     options check themselves: config/decoding.py)."""
     if not 0 <= port <= 65535:
-        raise ConfigError(f"--port {port}: a TCP port is 0 to 65535 (0 picks a free one)")
+        raise ConfigError(N_("--port {port}: a TCP port is 0 to 65535 (0 picks a free one)"), port=port)
     for name in ("max_batch_tokens", "max_chars", "max_sentences", "max_beam", "max_cost", "max_connections"):
         if getattr(settings, name) < 1:
-            raise ConfigError(f"{_limit(name, getattr(settings, name))}: must be >= 1")
+            raise ConfigError(N_("{option}: must be >= 1"), option=_limit(name, getattr(settings, name)))
     if not 0 <= settings.batch_wait_ms <= 10_000:  # NaN fails too
-        raise ConfigError(f"{_limit('batch_wait_ms', settings.batch_wait_ms)}: give 0 (no merging) to 10000 "
-                          "milliseconds")
+        raise ConfigError(N_("{option}: give 0 (no merging) to 10000 milliseconds"),
+                          option=_limit("batch_wait_ms", settings.batch_wait_ms))
     if not 0 < settings.timeout <= 86_400:
-        raise ConfigError(f"{_limit('timeout', settings.timeout)}: give seconds > 0 (a request that waits longer "
-                          "gets 408)")
+        raise ConfigError(N_("{option}: give seconds > 0 (a request that waits longer gets 408)"),
+                          option=_limit("timeout", settings.timeout))
     for name in ("header_timeout", "body_timeout", "keep_alive_timeout"):
         if not 0 < getattr(settings, name) <= 86_400:  # NaN fails too
-            raise ConfigError(f"{_limit(name, getattr(settings, name))}: give seconds > 0 (a connection slower "
-                              "than that is closed)")
+            raise ConfigError(N_("{option}: give seconds > 0 (a connection slower than that is closed)"),
+                              option=_limit(name, getattr(settings, name)))
     if settings.api_key is not None:
         if not settings.api_key:
-            raise ConfigError("--api-key '': give a key clients must send, or leave --api-key out")
+            raise ConfigError(N_("--api-key '': give a key clients must send, or leave --api-key out"))
         try:  # compared as UTF-8 bytes (app.key_matches): an argument that was not UTF-8 could never match
             settings.api_key.encode("utf-8")
         except UnicodeEncodeError:
-            raise ConfigError("--api-key: the key is not valid UTF-8 text (check the terminal's encoding)") from None
+            raise ConfigError(N_("--api-key: the key is not valid UTF-8 text (check the terminal's "
+                                 "encoding)")) from None
     for name in settings.allowed_hosts:
         if not name or any(c in name for c in "/ @"):
-            raise ConfigError(f"--allowed-host {name!r}: give a host name such as translate.example.org (or '*')")
+            raise ConfigError(N_("--allowed-host {name!r}: give a host name such as translate.example.org (or '*')"),
+                              name=name)
 
 
 def is_loopback(host: str) -> bool:
@@ -78,7 +80,8 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as e:
         sock.close()
-        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+        raise ConfigError(N_("cannot listen on {host}:{port}: {reason}"), host=host, port=port,
+                          reason=e.strerror or e) from None
     sock.listen(LISTEN_BACKLOG)
     return sock
 
@@ -114,14 +117,16 @@ def serve(run_dir: str | Path, settings: Settings | None = None, port: int = 500
     host = settings.host
     check_settings(settings, port)
     if not is_loopback(host) and settings.api_key is None:
-        warnings.warn(f"--host {host}: anyone who can reach this port can use the service (no authentication); "
-                      "add --api-key KEY to require a key", stacklevel=2)
+        warnings.warn(ScratchformerWarning(N_("--host {host}: anyone who can reach this port can use the service (no "
+                                              "authentication); add --api-key KEY to require a key"), host=host),
+                      stacklevel=2)
     run = load_run(run_dir, weights)
     beam = {} if settings.beam is None else {"beam": settings.beam}  # Settings' beam: the API's way to give it
     translator = RunTranslator(run, {**(decoding or {}), **beam})
     settings.beam = translator.options.beam  # the run's own unless --beam was given
     if settings.beam > settings.max_beam:  # a limit, not an option: the server's beam within what requests may ask
-        raise ConfigError(f"{translator.options.name('beam')}: more than {_limit('max_beam', settings.max_beam)}")
+        raise ConfigError(N_("{option}: more than {limit}"), option=translator.options.name("beam"),
+                          limit=_limit("max_beam", settings.max_beam))
     settings.source, settings.target = run_languages(run, settings.source, settings.target)
     sock = bind(host, port)
     where = f"[{host}]" if ":" in host else host
@@ -140,8 +145,9 @@ def serve(run_dir: str | Path, settings: Settings | None = None, port: int = 500
                             timeout_keep_alive=settings.keep_alive_timeout,  # type: ignore[arg-type] (a float works)
                             timeout_graceful_shutdown=math.ceil(SHUTDOWN_GRACE) + 3, backlog=ACCEPT_BURST)
     if limits.cap < settings.max_connections:
-        warnings.warn(f"--set max_connections={settings.max_connections}: the open-files limit (ulimit -n) leaves room "
-                      f"for {limits.cap} connections; serving at most that many", stacklevel=2)
+        warnings.warn(ScratchformerWarning(N_("--set max_connections={asked}: the open-files limit (ulimit -n) leaves "
+                                              "room for {cap} connections; serving at most that many"),
+                                           asked=settings.max_connections, cap=limits.cap), stacklevel=2)
 
     def on_exit() -> None:
         begin_shutdown(app)
