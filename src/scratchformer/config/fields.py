@@ -216,3 +216,20 @@ def read_json(path: str | Path, what: str) -> dict[str, Any]:
         raise ConfigError(N_("{what} {path} must hold a JSON object, got {name}"), what=Message(what), path=path,
                           name=type(data).__name__)
     return data
+
+
+def renamed_fields(data: Any, renamed: Mapping[str, str]) -> Any:
+    """A mapping with each old name of `renamed` (old -> new) replaced by its new one: the one rule by which older
+    config.json, train_config.json and decoding.json files load. A field given under both names with different
+    values is a one-line ConfigError; anything not a dict is returned as it is (its reader says what is wrong)."""
+    if not isinstance(data, dict) or not any(old in data for old in renamed):
+        return data
+    out = dict(data)
+    for old, new in renamed.items():
+        if old in out:
+            value = out.pop(old)
+            if new in out and out[new] != value:
+                raise ConfigError(N_("{old}={value!r} (the old name of {new}) disagrees with {new}={given!r}"),
+                                  old=old, value=value, new=new, given=out[new])
+            out[new] = value
+    return out

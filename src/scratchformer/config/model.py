@@ -21,7 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from scratchformer.config.fields import check_choices, check_field_types, read_json, reject_unknown_fields
+from scratchformer.config.fields import (
+    check_choices,
+    check_field_types,
+    read_json,
+    reject_unknown_fields,
+    renamed_fields,
+)
 from scratchformer.errors import ConfigError
 from scratchformer.i18n import N_
 
@@ -261,17 +267,7 @@ class ModelConfig:
 def upgrade_fields(data: Any) -> Any:
     """A mapping of config fields with the old names of RENAMED_FIELDS replaced by the new ones (older config.json
     files, `norm=pre` overrides); a one-line ConfigError if both names are given with different values."""
-    if not isinstance(data, dict) or not any(old in data for old in RENAMED_FIELDS):
-        return data
-    out = dict(data)
-    for old, new in RENAMED_FIELDS.items():
-        if old in out:
-            value = out.pop(old)
-            if new in out and out[new] != value:
-                raise ConfigError(N_("{old}={value!r} (the old name of {new}) disagrees with {new}={out!r}"), old=old,
-                                  value=value, new=new, out=out[new])
-            out[new] = value
-    return out
+    return renamed_fields(data, RENAMED_FIELDS)
 
 
 # -- memory -------------------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scratchformer.config.fields import check_field_types, read_json, reject_unknown_fields
+from scratchformer.config.fields import check_field_types, read_json, reject_unknown_fields, renamed_fields
 from scratchformer.config.model import ModelConfig, upgrade_fields
 from scratchformer.errors import ConfigError, Message
 from scratchformer.i18n import N_
@@ -91,17 +91,7 @@ def upgrade_train_fields(data: Any) -> Any:
     """A mapping of TrainConfig fields with the old names of RENAMED_TRAIN_FIELDS replaced by the new ones (older
     train_config.json and --config files; their `model` overrides are upgraded by TrainConfig itself); a one-line
     ConfigError if both names are given with different values."""
-    if not isinstance(data, dict):
-        return data
-    out = dict(data)
-    for old, new in RENAMED_TRAIN_FIELDS.items():
-        if old in out:
-            value = out.pop(old)
-            if new in out and out[new] != value:
-                raise ConfigError(N_("{old}={value!r} (the old name of {new}) disagrees with {new}={given!r}"), old=old,
-                                  value=value, new=new, given=out[new])
-            out[new] = value
-    return out
+    return renamed_fields(data, RENAMED_TRAIN_FIELDS)
 
 
 @dataclass
