@@ -6,6 +6,7 @@ encoder) in the default suite; no timing (benchmarks/bench_decode_paths.py measu
 
 from __future__ import annotations
 
+import copy
 import shutil
 
 import pytest
@@ -40,8 +41,8 @@ def package(run, tmp_path_factory):
     """The run's step compiled once for one row per sentence (the default suite's one compile)."""
     if not captured.compiler_available():
         pytest.skip("no C++ compiler")
-    return captured.compile_step(captured.StaticStep.for_model(run.model, 1),
-                                 tmp_path_factory.mktemp("captured") / "step.pt2")
+    return captured.compile_step(captured.StaticStep.for_model(run.model, 1),  # plain weights: the packed ones
+                                 tmp_path_factory.mktemp("captured") / "step.pt2", prepack=False)  # in slow tests
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +50,8 @@ def encoder_package(run, tmp_path_factory):
     """The run's encoder with the cross-attention projections, compiled once."""
     if not captured.compiler_available():
         pytest.skip("no C++ compiler")
-    return captured.compile_encoder(captured.StaticEncoder(run.model), tmp_path_factory.mktemp("enc") / "encoder.pt2")
+    return captured.compile_encoder(captured.StaticEncoder(run.model), tmp_path_factory.mktemp("enc") / "encoder.pt2",
+                                    prepack=False)
 
 
 def _sources(run):
@@ -132,7 +134,7 @@ def test_step_captured_compiles_once_into_the_private_cache_and_auto_then_uses_i
     monkeypatch.setattr(autotune, "TUNER", autotune.Tuner(private_home / "autotune.json"))  # off (the suite's env)
     options = run.decoding.pick(beam=1, step="captured")
     first = Translator(run, options).translate(TEXTS)
-    assert compiles == [(1, False), (1, True), "encoder"]  # any rows, tuned for few rows, and the encoder
+    assert compiles == [(1, "packed"), (1, "tuned"), "encoder"]  # any rows, tuned for few rows, and the encoder
     err = capsys.readouterr().err
     assert err.count("compiling the decoding step") == 1 and str(private_home / "cache" / "scratchformer") in err
     folder = next((private_home / "cache" / "scratchformer").glob("captured-*"))
@@ -149,8 +151,48 @@ def test_step_captured_compiles_once_into_the_private_cache_and_auto_then_uses_i
     assert auto.backend.captured(1) is not None and auto.translate(TEXTS) == first and len(compiles) == 3
 
 
+def test_plain_weights_compile_two_packages_and_translate_as_the_eager_step(run, fake_compiles, private_home,
+                                                                            monkeypatch):
+    """Where the rule says plain weights (MKL's plain sgemm measured faster here), the step for any rows and the
+    encoder are compiled without packing, nothing is tuned, and the cache folder loads without a tuned package."""
+    monkeypatch.setattr(torch_engine.CapturedStepCache, "prepack", lambda self, beam: False)
+    options = run.decoding.pick(beam=1, step="captured")
+    first = Translator(run, options).translate(TEXTS)
+    assert fake_compiles == [(1, "plain"), "encoder"]
+    folder = next((private_home / "cache" / "scratchformer").glob("captured-*"))
+    assert sorted(p.name for p in folder.glob("*.pt2")) == ["encoder.pt2", "step.pt2"]
+    again = Translator(run, options)
+    assert again.backend.captured(1) is not None and again.translate(TEXTS) == first and len(fake_compiles) == 2
+    assert first == Translator(run, options.pick(step="eager")).translate(TEXTS)
+
+
+def test_the_packing_rule_asks_mkl_at_the_steps_rows_for_fp32_and_packs_bf16(run, monkeypatch):
+    """fp32: packed only if MKL's packed sgemm measured faster at one sentence's rows and at 32 sentences' (beam x
+    sentences); bf16: packed without asking. The choice is part of the package's key and of autotune's records."""
+    asked = []
+
+    def should_pack(linears, rows):
+        asked.append(rows)
+        return verdict
+
+    monkeypatch.setattr(torch_engine, "should_pack", should_pack)
+    monkeypatch.setattr(torch_engine, "packing_available", lambda: True)
+    verdict = True
+    assert torch_engine.CapturedStepCache(run.model, "captured").prepack(4) is True and asked == [4, 128]
+    verdict, asked[:] = False, []
+    steps = torch_engine.CapturedStepCache(run.model, "captured")
+    assert steps.prepack(1) is False and asked == [1]  # the first "no" settles it
+    plain_key, plain_shapes = steps.stamp(1), steps.shapes(1)
+    verdict = True
+    packed = torch_engine.CapturedStepCache(run.model, "captured")
+    assert packed.stamp(1) != plain_key and packed.shapes(1) != plain_shapes
+    asked[:] = []
+    half = torch_engine.CapturedStepCache(copy.deepcopy(run.model).to(torch.bfloat16), "captured")
+    assert half.prepack(1) is True and asked == []
+
+
 def test_auto_never_compiles(run, private_home, monkeypatch):
-    monkeypatch.setattr(captured, "compile_step", lambda *a: pytest.fail("auto compiled"))
+    monkeypatch.setattr(captured, "compile_step", lambda *a, **k: pytest.fail("auto compiled"))
     monkeypatch.setenv(autotune.ENV, "1")
     monkeypatch.setattr(autotune.TUNER, "recorded", lambda decision, shapes: "captured")  # measured faster, no package
     translator = Translator(run, run.decoding.pick(beam=1, step="auto", dtype="fp32"))  # dtype auto would measure
@@ -162,7 +204,7 @@ def test_auto_never_compiles(run, private_home, monkeypatch):
 
 def test_without_a_compiler_the_eager_step_runs_with_one_line(run, private_home, monkeypatch, capsys):
     monkeypatch.setattr(captured, "compiler_available", lambda: False)
-    monkeypatch.setattr(captured, "compile_step", lambda *a: pytest.fail("compiled without a compiler"))
+    monkeypatch.setattr(captured, "compile_step", lambda *a, **k: pytest.fail("compiled without a compiler"))
     translator = Translator(run, run.decoding.pick(beam=1, step="captured"))
     assert translator.backend.captured(1) is None
     assert translator.translate(TEXTS) == Translator(run, run.decoding.pick(beam=1, step="eager")).translate(TEXTS)
@@ -172,7 +214,8 @@ def test_without_a_compiler_the_eager_step_runs_with_one_line(run, private_home,
 
 def test_a_failing_compile_runs_the_eager_step_with_one_line(run, private_home, monkeypatch, capsys):
     monkeypatch.setattr(captured, "compiler_available", lambda: True)
-    monkeypatch.setattr(captured, "compile_step", lambda *a: (_ for _ in ()).throw(RuntimeError("no headers\nmore")))
+    fail = RuntimeError("no headers\nmore")
+    monkeypatch.setattr(captured, "compile_step", lambda *a, **k: (_ for _ in ()).throw(fail))
     translator = Translator(run, run.decoding.pick(beam=1, step="captured"))
     assert translator.backend.captured(1) is None
     assert translator.translate(TEXTS) == Translator(run, run.decoding.pick(beam=1, step="eager")).translate(TEXTS)
@@ -256,12 +299,12 @@ def fake_compiles(package, encoder_package, monkeypatch):
     replaced by fixed figures. Returns the list of what was compiled."""
     compiles = []
 
-    def fake_compile(step, path, tuned=False):
-        compiles.append((step.beam, tuned))
+    def fake_compile(step, path, tuned=False, prepack=True):
+        compiles.append((step.beam, "tuned" if tuned else "packed" if prepack else "plain"))
         shutil.copy(package, path)
         return path
 
-    def fake_encoder(encoder, path):
+    def fake_encoder(encoder, path, prepack=True):
         compiles.append("encoder")
         shutil.copy(encoder_package, path)
         return path
@@ -269,12 +312,15 @@ def fake_compiles(package, encoder_package, monkeypatch):
     monkeypatch.setattr(captured, "compile_step", fake_compile)
     monkeypatch.setattr(captured, "compile_encoder", fake_encoder)
     monkeypatch.setattr(torch_engine.CapturedStepCache, "_measure", lambda self, fn, beam: None)
+    monkeypatch.setattr(torch_engine.CapturedStepCache, "prepack", lambda self, beam: True)  # the measured rule's
+    # choice pinned (it differs by CPU): packed weights, three packages; test_plain_weights_* pins the other
     return compiles
 
 
 def test_a_one_sentence_call_on_a_fresh_cache_runs_eager_and_never_compiles(run, autotune_on, monkeypatch, capsys):
     monkeypatch.setattr(captured, "compile_step", lambda *a, **k: pytest.fail("a one-sentence call compiled"))
-    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", 0.0)  # even where a compile would cost nothing
+    # even where a compile would cost nothing
+    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", {True: 0.0, False: 0.0})
     for beam in (1, 4):
         translator = Translator(run, run.decoding.pick(beam=beam, step="auto", dtype="fp32"))
         assert translator.translate(TEXTS[:1])
@@ -284,7 +330,7 @@ def test_a_one_sentence_call_on_a_fresh_cache_runs_eager_and_never_compiles(run,
 
 
 def test_the_rule_compiles_when_the_estimated_saving_exceeds_the_compile_cost(run, autotune_on, monkeypatch):
-    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", 100.0)
+    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", {True: 100.0, False: 100.0})
     monkeypatch.setattr(torch_engine, "SAVING_PER_ROW_TOKEN", 1e-3)
     steps = torch_engine.CapturedStepCache(run.model, "auto", expected_tokens=200_000)
     assert steps.pays(1) == (True, 100.0, pytest.approx(200.0))
@@ -304,7 +350,7 @@ def test_a_big_file_compiles_once_saying_so_and_a_second_run_uses_the_cached_pac
         run, tiny_run, autotune_on, fake_compiles, monkeypatch, capsys, tmp_path):
     from scratchformer.cli import main
 
-    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", 1.0)
+    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", {True: 1.0, False: 1.0})
     monkeypatch.setattr(torch_engine, "SAVING_PER_ROW_TOKEN", 1e-3)
     small, big = tmp_path / "small.txt", tmp_path / "big.txt"
     small.write_text("hello world\n")  # ~12 tokens: saves ~0.012 s < 1 s
@@ -314,7 +360,7 @@ def test_a_big_file_compiles_once_saying_so_and_a_second_run_uses_the_cached_pac
     assert fake_compiles == [] and "compil" not in capsys.readouterr().err
     assert main([*args, "--file", str(big)]) == 0
     out = capsys.readouterr()
-    assert fake_compiles == [(1, False), (1, True), "encoder"]
+    assert fake_compiles == [(1, "packed"), (1, "tuned"), "encoder"]
     err = out.err.splitlines()
     assert err[0].startswith("compiling the captured decoding step: it should save about 2 s")
     assert [line.split(" (")[0].strip() for line in err if line.strip().startswith("[")] == [
@@ -341,7 +387,7 @@ def test_without_a_compiler_a_call_that_would_compile_runs_eager_with_one_line(r
                                                                                capsys):
     monkeypatch.setattr(captured, "compiler_available", lambda: False)
     monkeypatch.setattr(captured, "compile_step", lambda *a, **k: pytest.fail("compiled without a compiler"))
-    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", 0.0)
+    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", {True: 0.0, False: 0.0})
     options = run.decoding.pick(beam=1, step="auto", dtype="fp32")
     translator = Translator(run, options, expected_tokens=10_000)
     assert translator.translate(TEXTS) == Translator(run, options.pick(step="eager")).translate(TEXTS)
@@ -362,9 +408,9 @@ def test_serve_compiles_in_the_background_and_answers_eagerly_until_ready(run, a
     release = threading.Event()
     compile_step = captured.compile_step
 
-    def slow_compile(step, path, tuned=False):
+    def slow_compile(step, path, tuned=False, prepack=True):
         assert release.wait(60)
-        return compile_step(step, path, tuned)
+        return compile_step(step, path, tuned, prepack)
 
     monkeypatch.setattr(captured, "compile_step", slow_compile)
     served = RunTranslator(run, {"beam": 1, "dtype": "fp32"})

@@ -166,13 +166,15 @@ class StaticStep(nn.Module):
         return ({0: n}, None, {0: b, 3: s}, (*beams, *cross, *selfs))  # *inputs: one tuple
 
 
-def compile_step(step: StaticStep, package_path: Path, tuned: bool = False) -> Path:
+def compile_step(step: StaticStep, package_path: Path, tuned: bool = False, prepack: bool = True) -> Path:
     """torch.export the step with dynamic rows / source length / capacity, then AOTInductor with frozen weights,
     into `package_path` (a .pt2 file). tuned: max-autotune, which times inductor's C++ micro-GEMM against ATen's
-    for each Linear at the example's rows and mostly keeps the C++ one: ~2x faster for 1-2 rows, slower from about
-    8 (benchmarks/RESULTS.md); `by_rows` uses it for few rows only. With beams (beam > 1) its rows are one
-    sentence's, fixed, so that the GEMMs are timed at the rows they will run."""
-    configs = {"freezing": True}
+    for each packed Linear at the example's rows and mostly keeps the C++ one: ~2x faster for 1-2 rows, slower from
+    about 8 (benchmarks/RESULTS.md); `by_rows` uses it for few rows only. With beams (beam > 1) its rows are one
+    sentence's, fixed, so that the GEMMs are timed at the rows they will run. prepack: the weights re-laid for
+    MKL's / oneDNN's packed GEMMs (inductor's `cpp.weight_prepack`); False leaves each Linear a plain GEMM on the
+    frozen weight (MKL sgemm), which tuned cannot improve: the torch engine chooses by a measured rule (packing.py)."""
+    configs: dict[str, object] = {"freezing": True, "cpp.weight_prepack": prepack}
     if tuned:
         configs.update(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN",
                        autotune_num_choices_displayed=0)  # its timing tables on stderr: the caller says one line
@@ -219,15 +221,17 @@ class StaticEncoder(nn.Module):
         return ({0: b, 1: n}, {0: b, 3: n})
 
 
-def compile_encoder(encoder: StaticEncoder, package_path: Path) -> Path:
+def compile_encoder(encoder: StaticEncoder, package_path: Path, prepack: bool = True) -> Path:
     """torch.export the encoder with dynamic batch and source length, then AOTInductor with frozen weights, into
     `package_path`: 1.6-2.0x the modules for one sentence of 12-40 tokens, 1.16x for 32 of 30 (experiments/
-    decode-capture/encoder_capture.py of e832339). Plain inductor: max-autotune measured no faster there."""
+    decode-capture/encoder_capture.py of e832339). Plain inductor: max-autotune measured no faster there. prepack:
+    as compile_step's."""
     with inductor_home(), torch.no_grad(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
         exported = torch.export.export(encoder, encoder.example(), dynamic_shapes=encoder.dynamic_shapes())
         path = torch._inductor.aoti_compile_and_package(exported, package_path=str(package_path),
-                                                        inductor_configs={"freezing": True})
+                                                        inductor_configs={"freezing": True,
+                                                                          "cpp.weight_prepack": prepack})
     return Path(path)
 
 

@@ -14,8 +14,9 @@ default, the captured step whenever it pays (CapturedStepCache.pays):
     have run, one line says why; SCRATCHFORMER_AUTOTUNE=0 (the test suite) makes auto the eager step.
 Packages live in this user's cache (runs/cache.py: $XDG_CACHE_HOME/scratchformer, 0700, written atomically, content
 hashed), one per CPU flags, torch version, dtype, weights digest and rows per sentence (1 for greedy, the beam
-width), each holding two packages of the same step (one tuned for a few rows, one for any; rows, source length and
-capacity are dynamic dimensions of both) and one of the encoder with the decoder's cross-attention projections.
+width) and weight packing, each holding the step for any rows (rows, source length and capacity are dynamic
+dimensions), with packed weights a second one tuned for a few rows, and one of the encoder with the decoder's
+cross-attention projections. Packed or plain weights (`prepack`): a measured rule, CapturedStepCache.prepack.
 Packages are only ever loaded from there, under a name made from our own digest of the weights. Anything that fails
 runs the eager step, with one line.
 
@@ -39,6 +40,7 @@ import torch
 from scratchformer import autotune
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.decoding import captured
+from scratchformer.decoding.packing import packing_available, should_pack
 from scratchformer.decoding.search import TorchSearch
 from scratchformer.errors import N_
 from scratchformer.export.formats import weights_digest
@@ -49,12 +51,12 @@ from scratchformer.runs.cache import find_private, private_cache, user_cache_dir
 PACKAGE = "step.pt2"  # any row count
 SMALL = "small_step.pt2"  # tuned for few rows (captured.by_rows)
 ENCODER = "encoder.pt2"  # the encoder with the cross-attention projections (captured.StaticEncoder)
-FORMAT = 6  # of the packages' layout and graph, part of every key (4: attention written out, 5: the encoder,
-#            6: beams read their cache through an index)
+FORMAT = 7  # of the packages' layout and graph, part of every key and of autotune's records of them (4: attention
+#            written out, 5: the encoder, 6: beams read their cache through an index, 7: weights packed by a rule)
 SENTENCES = (1, 32)  # the batch sizes autotune times the two steps at
 MEASURED_STEPS = 16  # decoding steps per timed call (captured.time_steps)
-COMPILE_SECONDS = 150.0  # a beam width's three packages, until measured here (~50 s on a quiet EPYC, more on a busy
-#                          2-core Xeon)
+COMPILE_SECONDS = {True: 150.0, False: 45.0}  # a beam width's packages, until measured here, by `prepack`: three
+#   with packed weights (~50 s on a quiet EPYC, ~150 s on a 2-core Xeon), two without (~35 s on that Xeon)
 SAVING_PER_ROW_TOKEN = 2.5e-4  # seconds the captured step saves per output token and row of a sentence (x beam
 #                               width), until measured here: the shipped model at batch 32 saves 0.2-0.4 ms greedy
 
@@ -71,6 +73,7 @@ class CapturedStepCache:
     def __init__(self, model: torch.nn.Module, mode: str, expected_tokens: int | None = None) -> None:
         self.model, self.mode, self.expected = model, mode, expected_tokens
         self.loaded: dict[int, captured.CapturedDecoder | None] = {}
+        self._prepack: dict[int, bool] = {}  # per beam width: packed weights in its packages (prepack)
         self._pending: set[int] = set()  # groups compiling in the background (serve): the eager step meanwhile
         self._digest: str | None = None
         self._why = captured.unavailable(model) if mode != "eager" else "eager"
@@ -125,7 +128,25 @@ class CapturedStepCache:
         """What autotune's records of this choice are keyed by (besides CPU, torch, threads): the step's geometry."""
         c = self.model.config
         return {"d_model": c.d_model, "d_ff": c.d_ff, "heads": c.n_heads, "layers": c.n_decoder_layers,
-                "vocab": c.tgt_vocab_size, "group": beam, "sentences": list(SENTENCES), "dtype": self.dtype()}
+                "vocab": c.tgt_vocab_size, "group": beam, "sentences": list(SENTENCES), "dtype": self.dtype(),
+                "format": FORMAT, "prepack": self.prepack(beam)}
+
+    def prepack(self, beam: int) -> bool:
+        """Whether `beam`'s packages run packed weights (inductor's weight prepack: MKL's packed sgemm for fp32,
+        oneDNN's packed GEMMs for bf16) or plain GEMMs on the frozen weights. bf16: packed (on a Xeon with AMX the
+        packed bf16 step ran 1.2-1.7x the plain one, 1 to 32 sentences). fp32: packed only where MKL's packed
+        sgemm measures faster than the plain one at this step's rows, one sentence's and 32 sentences'
+        (packing.should_pack: autotune's `mkl-packing`, timed once per CPU); on a Xeon with AVX-512 it did not,
+        and the plain package ran 1.3-1.6x the packed ones (docs/performance.md)."""
+        if beam not in self._prepack:
+            if self.dtype() != "float32":
+                self._prepack[beam] = True
+            else:
+                linears = [m for root in (self.model.decoder, self.model.generator) for m in root.modules()
+                           if type(m) is torch.nn.Linear]
+                self._prepack[beam] = packing_available() and all(should_pack(linears, rows)
+                                                                  for rows in (beam, SENTENCES[-1] * beam))
+        return self._prepack[beam]
 
     def dtype(self) -> str:
         return str(next(self.model.parameters()).dtype).removeprefix("torch.")
@@ -135,7 +156,7 @@ class CapturedStepCache:
         output tokens (default: expected_tokens) at `beam` rows per sentence: compile when cost < saving."""
         tokens = self.expected if tokens is None else tokens
         shapes = self.shapes(beam)
-        cost = (autotune.entry("decode-compile", shapes) or {}).get("seconds", COMPILE_SECONDS)
+        cost = (autotune.entry("decode-compile", shapes) or {}).get("seconds", COMPILE_SECONDS[shapes["prepack"]])
         per_token = (autotune.entry("decode-step", shapes) or {}).get("saving_per_token",
                                                                        SAVING_PER_ROW_TOKEN * beam)
         saving = max(0.0, float(per_token)) * (tokens or 0)
@@ -145,7 +166,8 @@ class CapturedStepCache:
         if self._digest is None:
             self._digest = weights_digest(self.model)
         return {"format": FORMAT, "cpu": hashlib.sha256(autotune.cpu_flags().encode()).hexdigest()[:16],
-                "torch": torch.__version__, "dtype": self.dtype(), "weights": self._digest, "group": beam}
+                "torch": torch.__version__, "dtype": self.dtype(), "weights": self._digest, "group": beam,
+                "prepack": self.prepack(beam)}
 
     def _load(self, beam: int, compile: bool | None = None) -> captured.CapturedDecoder | None:
         """The package for `beam`, from the cache, else compiled when `compile` (default: captured mode, or auto
@@ -166,9 +188,9 @@ class CapturedStepCache:
                 if not compile:
                     return None
                 folder, compiled = self._compile(name, stamp, beam), True
-            fn = captured.CapturedDecoder(
-                captured.by_rows(captured.load_step(folder / SMALL), captured.load_step(folder / PACKAGE), beam),
-                captured.load_step(folder / ENCODER))
+            small = captured.load_step(folder / SMALL) if (folder / SMALL).is_file() else None  # packed only
+            fn = captured.CapturedDecoder(captured.by_rows(small, captured.load_step(folder / PACKAGE), beam),
+                                          captured.load_step(folder / ENCODER))
         except Exception as e:  # noqa: BLE001 - any failure of the optional fast path: the eager step, one line
             first = (str(e).splitlines() or [""])[0][:160]
             say(N_("the captured decoding step failed ({kind}: {first}); decoding with the eager step"),
@@ -194,12 +216,15 @@ class CapturedStepCache:
             folder=user_cache_dir() / name)
         start = time.perf_counter()
 
+        packed = self.prepack(beam)
+
         def write(tmp: Path) -> None:
-            parts = ((PACKAGE, N_("the step for any batch"), lambda p: captured.compile_step(step, p)),
+            parts = ((PACKAGE, N_("the step for any batch"), lambda p: captured.compile_step(step, p, prepack=packed)),
                      (SMALL, N_("the step tuned for a few rows"),
                       lambda p: captured.compile_step(step, p, tuned=True)),
                      (ENCODER, N_("the encoder"),
-                      lambda p: captured.compile_encoder(captured.StaticEncoder(self.model), p)))
+                      lambda p: captured.compile_encoder(captured.StaticEncoder(self.model), p, prepack=packed)))
+            parts = parts if packed else (parts[0], parts[2])  # tuning picks among packed GEMMs: none to pick
             for i, (file, what, make) in enumerate(parts, start=1):
                 say(N_("  [{i}/{n}] {what} ({seconds:.0f} s so far)"), i=i, n=len(parts), what=_(what),
                     seconds=time.perf_counter() - start)
