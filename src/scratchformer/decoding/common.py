@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from scratchformer.config.budget import output_budget
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID, PAD_ID
-from scratchformer.decoding.fast_step import LeanDecoder
+from scratchformer.decoding.fast_step import LeanDecoder, modules_under
 from scratchformer.decoding.packing import packed_linears
 from scratchformer.errors import N_, InputError
 from scratchformer.model.transformer import EncoderDecoder
@@ -37,7 +37,7 @@ def model_device(model: nn.Module) -> torch.device:
 @contextmanager
 def eval_mode(model: nn.Module) -> Iterator[None]:
     """Dropout off while decoding; the caller's train/eval mode is restored afterwards."""
-    if not any(m.training for m in model.modules()):  # already in eval mode (every decode after the first): no
+    if not any(m.training for m in modules_under([model])):  # already in eval mode (every decode after the first): no
         yield  # recursive train() toggling, which costs ~0.1-0.3 ms a call
         return
     was_training = model.training

@@ -42,6 +42,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from scratchformer import autotune
+from scratchformer.decoding.fast_step import modules_under
 from scratchformer.errors import N_, ScratchformerWarning
 
 _PACKS: weakref.WeakKeyDictionary[nn.Module, Packs] = weakref.WeakKeyDictionary()  # model -> its last packs
@@ -116,7 +117,7 @@ class Packs:
 def packed_linears(owner: nn.Module, modules: Sequence[nn.Module], rows: int) -> Iterator[bool]:
     """Run every nn.Linear under `modules` from weights packed for `rows` input rows while the context is open;
     the packs are kept per `owner` (the model) for the next call. Yields whether packing is on."""
-    linears = [m for root in modules for m in root.modules() if type(m) is nn.Linear]
+    linears = [m for m in modules_under(list(modules)) if type(m) is nn.Linear]
     if not (rows >= 1 and linears and autotune.enabled() and packing_available() and not torch.is_grad_enabled()
             and all(m.weight.device.type == "cpu" and m.weight.dtype == torch.float32 and not m.training
                     for m in linears)):
