@@ -154,7 +154,10 @@ def _tests(rows: list[Row], lang: str) -> str:
 
 
 def _paths(rows: list[Row], lang: str) -> str:
-    return " / ".join(ratio(r) for r in rows)
+    threads = sorted({r.get("threads") for r in rows if r.get("threads")})
+    said = "/".join(map(str, threads))
+    return " / ".join(ratio(r) for r in rows) + (("" if not said else f"（{said} 个线程）") if lang == "zh" else
+                                                  ("" if not said else f" ({said} thread{'s' if said != '1' else ''})"))
 
 
 def _bleu(rows: list[Row], lang: str) -> str:
@@ -188,9 +191,9 @@ HEADLINE = [
              [(f"decode fp32: greedy, batch {b}, 64 new tokens", HF) for b in (1, 32)],
              _pair, "docs/performance.md"),
     *[Headline("decode_paths", {"en": f"our decoder, {what}, against CTranslate2 float32 (patience 2), same "
-                                      "sentences, 1 thread: greedy batch 1 / 32, beam 4 batch 1 / 32",
-                                "zh": f"我们的解码器，{zh}，对比 CTranslate2 float32（`patience=2`），同样的句子，"
-                                      "1 个线程：贪心批 1 / 32，束宽 4 批 1 / 32"},
+                                      "sentences and threads: greedy batch 1 / 32, beam 4 batch 1 / 32",
+                                "zh": f"我们的解码器，{zh}，对比 CTranslate2 float32（`patience=2`），同样的句子和"
+                                      "线程数：贪心批 1 / 32，束宽 4 批 1 / 32"},
                 [(f"decode paths: {w}, batch {b}, {name} vs CTranslate2 float32", CT2) for w in ("greedy", "beam 4")
                  for b in (1, 32)], _paths, "docs/performance.md")
       for name, what, zh in (("default fp32", "fp32 by default (`--step auto`: the captured step where its package "
@@ -375,6 +378,64 @@ def _name_of(rows: list[Row], figure: str) -> str:
             "decode fp32": "decode", "engines": "decode_paths"}.get(prefix, prefix.split()[0])
 
 
+# --- docs/performance.md (+ zh): every decoding cell of bench_decode_paths.py, one table per CPU kind ---------------
+
+CELLS = [("greedy", 1), ("greedy", 32), ("beam 4", 1), ("beam 4", 32)]
+CANDIDATES = {"eager fp32": "eager fp32 (`--step eager`)", "default fp32": "default fp32 (`--step auto`, warm cache)",
+              "bf16": "bf16 (`--dtype bf16`)", "ct2 float32": "CTranslate2 float32", "ct2 int8": "CTranslate2 int8"}
+CANDIDATES_ZH = {"eager fp32": "即时 fp32（`--step eager`）", "default fp32": "默认 fp32（`--step auto`，缓存已热）",
+                 "bf16": "bf16（`--dtype bf16`）", "ct2 float32": "CTranslate2 float32", "ct2 int8": "CTranslate2 int8"}
+
+
+def newest_per_threads(rows: list[Row], figure: str, peer: str) -> dict[tuple, Row]:
+    """newest(), per CPU kind and thread count: a 1-thread and a 2-thread run are two tables, not one superseding the
+    other (CTranslate2 ran slower with 2 threads at batch 1 than with 1)."""
+    out: dict[tuple, Row] = {}
+    for r in live(rows):
+        if r.get("figure") == figure and r.get("peer_name") == peer:
+            out[(*cpu_kind(r), r.get("threads"))] = r
+    return out
+
+
+def render_decode_cells(rows: list[Row], lang: str) -> list[str]:
+    """Per CPU kind: each candidate's sentences/s against CTranslate2 float32 in the four cells, with its BLEU and
+    its outputs identical to ours eager fp32; the CPU, the commits, dates and loads of the rows under the table."""
+    found = {(c, w, b): newest_per_threads(rows, f"decode paths: {w}, batch {b}, {c} vs CTranslate2 float32", CT2)
+             for c in CANDIDATES for w, b in CELLS}
+    kinds = list(dict.fromkeys(k for f in found.values() for k in f))
+    zh = lang == "zh"
+    names = CANDIDATES_ZH if zh else CANDIDATES
+    heads = [f"{'贪心' if w == 'greedy' and zh else '束 4' if zh else w} b{b}" for w, b in CELLS]
+    out: list[str] = []
+    for kind in kinds:
+        some = [f[kind] for f in found.values() if kind in f]
+        loads: dict[str, list[float]] = {}
+        for r in some:
+            loads.setdefault(measured(r, lang), []).append((r.get("load") or [0.0])[0])
+        sep = "，" if zh else ", "
+        runs = [f"{m}{sep}{'负载' if zh else 'load'} {min(v):.1f}-{max(v):.1f}" for m, v in sorted(loads.items())]
+        threads = kind[-1]
+        said = (f"{threads} 个线程（两边相同）" if zh
+                else f"{threads} thread{'s' if threads != 1 else ''} (both sides)")
+        out += [("以下各格相对 CTranslate2 float32（句/秒之比；BLEU；与即时 fp32 相同的输出），" if zh else
+                 "Each cell: sentences/s against CTranslate2 float32; BLEU; outputs identical to ours eager fp32. ")
+                + f"{cpu_label(some[0], lang)}{'，' if zh else ', '}{said}{'；' if zh else '; '}"
+                + ("；" if zh else "; ").join(runs), "",
+                f"| {'候选' if zh else 'candidate'} | " + " | ".join(heads) + " |",
+                "| --- |" + " ---: |" * len(CELLS)]
+        for c in CANDIDATES:
+            cells = []
+            for w, b in CELLS:
+                r = found[(c, w, b)].get(kind)
+                semi = "；" if zh else "; "
+                cells.append("-" if r is None else f"{ratio(r)}{semi}{r['bleu']:.2f}{semi}"
+                             f"{r.get('identical_to_eager_fp32', '-')}")
+            if any(x != "-" for x in cells):
+                out.append(f"| {names[c]} | " + " | ".join(cells) + " |")
+        out.append("")
+    return out[:-1] or [_missing(["decode_paths"], lang)]
+
+
 # --- RESULTS.md: every live figure, newest per CPU kind; the withdrawn rows with their reasons ----------------------
 
 def render_results(rows: list[Row], lang: str = "en") -> list[str]:
@@ -403,7 +464,8 @@ def render_results(rows: list[Row], lang: str = "en") -> list[str]:
 
 
 TABLES: dict[str, Callable[[list[Row], str], list[str]]] = {
-    "headline": render_headline, "performance": render_performance, "results": render_results}
+    "headline": render_headline, "performance": render_performance, "results": render_results,
+    "decode-cells": render_decode_cells}
 MARK = re.compile(r"(<!-- figures:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /figures:(?P=name) -->)", re.S)
 
 

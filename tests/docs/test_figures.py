@@ -165,13 +165,29 @@ def test_the_chinese_tables_speak_chinese():
     """docs/zh/performance.md's and README.zh-CN.md's rendered tables name each figure, unit and peer in Chinese
     (they showed results.jsonl's English row labels); the English pages keep results.jsonl's own words."""
     rows = results.load()
-    for table in (render.render_performance, render.render_headline):
+    for table in (render.render_performance, render.render_headline, render.render_decode_cells):
         english = {w for line in table(rows, "zh") for w in english_words(line)}
         assert not english, (table.__name__, sorted(english))
     en = "\n".join(render.render_performance(rows, "en"))
     assert "| train: tokens/s, fp32, paper-base 6+6, 32 x ~16 tokens |" in en
     zh = "\n".join(render.render_performance(rows, "zh"))
     assert "| 训练：词元/秒，fp32，paper-base 6+6，32 句 × 约 16 个词元 |" in zh and "train:" not in zh
+
+
+def test_the_decode_cells_table_has_one_table_per_cpu_kind_and_marks_a_missing_cell():
+    """docs/performance.md's matrix of bench_decode_paths.py: candidates x the four cells, each cell its ratio to
+    CTranslate2 float32, BLEU and identical share, from that CPU kind's rows only; a cell without a row shows "-"."""
+    def cell(name, w, b, r, cpu):
+        return row(f"decode paths: {w}, batch {b}, {name} vs CTranslate2 float32", r, peer=render.CT2, bleu=40.0,
+                   identical_to_eager_fp32="30/30", **cpu)
+    rows = [cell(n, w, b, 1.5, XEON) for n in ("default fp32", "bf16") for w, b in render.CELLS]
+    rows += [cell("default fp32", "greedy", 1, 0.75, EPYC)]
+    lines = render.render_decode_cells(rows, "en")
+    assert sum(line.startswith("| candidate |") for line in lines) == 2
+    xeon, epyc = "\n".join(lines).split("AMD EPYC")
+    assert xeon.count(" | 1.50x; 40.00; 30/30" * 4 + " |") == 2 and "0.75x" not in xeon
+    assert "| default fp32 (`--step auto`, warm cache) | 0.75x; 40.00; 30/30 | - | - | - |" in epyc
+    assert "bf16" not in epyc.split("| --- |")[-1]  # a candidate without rows on that CPU has no line
 
 
 def test_a_figure_without_a_translation_would_show_as_english():
