@@ -87,6 +87,10 @@ def recording(argv: list[str] | None = None) -> bool:
     return bool(argv) and figure_name(argv[0]) is not None and "--quick" not in argv
 
 
+OUTPUTS = {"benchmarks/results.jsonl", "benchmarks/RESULTS.md", "README.md", "README.zh-CN.md", "docs/performance.md",
+           "docs/zh/performance.md"}  # what a run writes: results.jsonl, and render.py's PAGES
+
+
 def git_commit(root: Path = ROOT) -> tuple[str | None, bool | None]:
     """(HEAD's full hash, whether the work tree has changes); (None, None) outside a git checkout."""
     try:
@@ -97,8 +101,9 @@ def git_commit(root: Path = ROOT) -> tuple[str | None, bool | None]:
         return None, None
     if head.returncode != 0:
         return None, None
-    # results.jsonl itself changes with every run: it does not make the measured code dirty
-    changed = [line for line in status.stdout.splitlines() if not line.endswith("benchmarks/results.jsonl")]
+    # results.jsonl changes with every run, and the pages render.py writes from it after each run.py call (README,
+    # docs/performance.md ...): neither makes the measured code dirty, or a second figure after a first is "+"
+    changed = [line for line in status.stdout.splitlines() if line[3:].strip() not in OUTPUTS]
     return head.stdout.strip(), bool(changed)
 
 

@@ -234,3 +234,20 @@ def test_the_bench_extra_installs_what_the_benchmarks_run_and_nothing_else():
                 for m in re.finditer(r"^\s*(?:import|from) (\w+)", p.read_text(encoding="utf-8"), re.M)}
     assert names(extras["export"]) <= bench
     assert bench <= names(extras["export"]) | names(extras["serve"]) | imported
+
+
+def test_the_pages_a_run_renders_do_not_make_the_next_figure_dirty(monkeypatch):
+    """run.py renders the pages after each call: a second call measuring the same commit is not "+", while any other
+    change (src/ above all) still is. results.OUTPUTS must be render.PAGES and results.jsonl."""
+    assert results.OUTPUTS == {*render.PAGES, "benchmarks/results.jsonl"}
+
+    def fake(status):
+        def run(cmd, **kw):
+            out = "a" * 40 + "\n" if "rev-parse" in cmd else status
+            return type("Done", (), {"returncode": 0, "stdout": out})()
+        return run
+
+    monkeypatch.setattr(results.subprocess, "run", fake(" M README.md\n M benchmarks/results.jsonl\n"))
+    assert results.git_commit() == ("a" * 40, False)
+    monkeypatch.setattr(results.subprocess, "run", fake(" M README.md\n M src/scratchformer/decoding/captured.py\n"))
+    assert results.git_commit() == ("a" * 40, True)
