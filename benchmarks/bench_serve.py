@@ -27,19 +27,24 @@ import threading
 import time
 from pathlib import Path
 
+import torch
 from benchlib import ROOT, add_common_args, emit, interleave, log, median, setup_threads
 
+from scratchformer.cli.serve_cmd import default_threads
 from scratchformer.data.corpus import load_pairs
 from scratchformer.engines import Translator
 from scratchformer.runs import load_run
 from scratchformer.serve.metrics import quantile
 
 
-def start(run_dir: Path, threads: int, wait_ms: float, beam: int, step: str = "auto") -> tuple[subprocess.Popen, int]:
-    """`scratchformer serve` on 127.0.0.1 and a free port, in a child process; (process, port) once it listens."""
+def start(run_dir: Path, threads: int | None, wait_ms: float, beam: int,
+          step: str = "auto") -> tuple[subprocess.Popen, int]:
+    """`scratchformer serve` on 127.0.0.1 and a free port, in a child process; (process, port) once it listens.
+    threads None: serve's own default (cli/serve_cmd.py's default_threads), as a user runs it."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    given = [] if threads is None else ["--threads", str(threads)]
     proc = subprocess.Popen([sys.executable, "-m", "scratchformer", "serve", str(run_dir), "--host", "127.0.0.1",
-                             "--port", "0", "--threads", str(threads), "--set", f"batch_wait_ms={wait_ms}", "--beam",
+                             "--port", "0", *given, "--set", f"batch_wait_ms={wait_ms}", "--beam",
                              str(beam), "--step", step], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
     for line in proc.stderr:
@@ -135,13 +140,17 @@ def main() -> None:
                    "unless this user's cache has it)")
     p.add_argument("--wait-ms", type=float, default=10.0, help="serve's batch_wait_ms with batching on")
     args = p.parse_args()
-    threads = setup_threads(args.threads)
+    default = default_threads() or torch.get_num_threads()  # what serve takes (before this process sets its own)
+    threads = setup_threads(args.threads)  # this process's (the in-process comparison)
+    server = None if args.threads == "auto" else threads  # auto: serve's own default, as a user runs it
+    if server is None:
+        threads = default
     seconds = 3.0 if args.quick else args.seconds
     counts = [int(c) for c in args.clients.split(",")]
     sentences = [s for s, _ in load_pairs("en-zh", "test", on_error="skip")]
     table = []
     for mode, wait in (("batching on", args.wait_ms), ("batching off", 0.0)):
-        proc, port = start(args.run_dir, threads, wait, args.beam, args.step)
+        proc, port = start(args.run_dir, server, wait, args.beam, args.step)
         try:
             level(port, sentences, 1, min(2.0, seconds))  # warm-up: first calls, allocator, caches
             rows = [level(port, sentences, n, seconds) for n in counts]

@@ -5,6 +5,7 @@ decoding options' (LIMITS below; serve/app.py's Settings holds them)."""
 from __future__ import annotations
 
 import argparse
+import os
 
 from scratchformer.i18n import N_
 
@@ -30,12 +31,24 @@ LIMITS = {
 }
 
 
+def default_threads() -> int | None:
+    """serve's torch threads without --threads: every core but one, which stays with the HTTP server, the batcher and
+    the tokenizers. Measured on a 2-core Xeon, beam 4, 16 clients (benchmarks/bench_serve.py, 2026-12-06): p99
+    1.02 s and 34 sentences/s with 2 torch threads, 0.53 s and 47 sentences/s with 1. None (torch's choice) where
+    OMP_NUM_THREADS already says, or on one core."""
+    import torch
+
+    if "OMP_NUM_THREADS" in os.environ or torch.get_num_threads() < 2:
+        return None
+    return torch.get_num_threads() - 1
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from scratchformer.cli.common import set_threads
     from scratchformer.config.decoding_flags import given_flags, set_values
     from scratchformer.serve import Settings, serve
 
-    set_threads(args.threads)
+    set_threads(args.threads if args.threads is not None else default_threads())
     limits = {k: v for k, v in set_values(args).items() if k in LIMITS}
     settings = Settings(args.source or "", args.target or "", api_key=args.api_key, host=args.host,
                         allowed_hosts=tuple(args.allowed_host), **limits)
@@ -56,7 +69,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a host name clients reach the server by, besides its address, localhost and IP addresses "
                         "(repeatable; '*': any). Other Host headers get 421, against DNS rebinding")
     p.add_argument("--weights", help="another safetensors file of the same run (e.g. averaged.safetensors)")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--threads", type=int, default=None, help=N_(
+        "torch CPU threads (default: every core but one, which serves HTTP; OMP_NUM_THREADS if set)"))
     p.add_argument("--source", help="source language code (default: from the run's corpus name, e.g. en-zh)")
     p.add_argument("--target", help="target language code (default: from the run's corpus name)")
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
