@@ -2,9 +2,9 @@
 a static KV cache, with no Python between its kernels.
 
     step = StaticStep.for_model(model, beam)       # None when fast_step.py's lean step does not cover the model
-    path = compile_step(step, package_path)          # torch.export + AOTInductor, frozen weights: ~20 s once
-    small = compile_step(step, other_path, tuned=True)  # max-autotune's C++ GEMMs, for few rows: ~2 min once
-    fn = by_rows(load_step(small), load_step(path), beam)  # the tuned package for few rows, the other above
+    path = compile_step(step, package_path, prepack=False)  # torch.export + AOTInductor, frozen weights: ~20 s
+    small = compile_step(step, other_path, tuned=True)  # packed, max-autotune's C++ GEMMs for few rows: ~2 min
+    fn = by_rows(load_step(small), load_step(path), beam)  # the tuned package for few rows (packed only), or None
     enc = load_step(compile_encoder(StaticEncoder(model), encoder_path))  # the encoder + cross k/v: ~12 s once
     steps = CapturedSteps(model, CapturedDecoder(fn, enc), src, src_mask, capacity, beam)  # Seq2SeqSteps' contract
 
@@ -13,10 +13,10 @@ decoder layer, which the graph writes in place with `index_copy_` at the step's 
 the positions `arange(C) <= pos`, so every step has the same shapes. Rows N, the source length S and the capacity C
 are dynamic dimensions of one package (beams per sentence, G, is fixed per package); a beam reorder is a reorder of
 an (N, C) index the graph reads the caches through, and sentences dropping out move cache rows outside the graph,
-so nothing recompiles. The encoder's keys and
-values are inputs, not constants: one package serves every sentence of the weights it was compiled from. They come
-from a third package, the encoder with the decoder's cross-attention projections (StaticEncoder; dynamic batch and
-source length), or from the modules where it was not compiled.
+so nothing recompiles. The encoder's keys and values are inputs, not constants: one package serves every sentence.
+They come from the encoder's package (StaticEncoder: the encoder with the decoder's cross-attention projections;
+dynamic batch and source length), or from the modules where it was not compiled. Packed or plain weights
+(compile_step's `prepack`) are the torch engine's measured choice.
 
 What chooses it (`step: auto | eager | captured`, config/decoding.py), where packages are cached and how they are
 keyed is the torch engine's business (engines/torch_engine.py); this file builds, compiles, loads, runs and times
@@ -167,13 +167,11 @@ class StaticStep(nn.Module):
 
 
 def compile_step(step: StaticStep, package_path: Path, tuned: bool = False, prepack: bool = True) -> Path:
-    """torch.export the step with dynamic rows / source length / capacity, then AOTInductor with frozen weights,
-    into `package_path` (a .pt2 file). tuned: max-autotune, which times inductor's C++ micro-GEMM against ATen's
-    for each packed Linear at the example's rows and mostly keeps the C++ one: ~2x faster for 1-2 rows, slower from
-    about 8 (benchmarks/RESULTS.md); `by_rows` uses it for few rows only. With beams (beam > 1) its rows are one
-    sentence's, fixed, so that the GEMMs are timed at the rows they will run. prepack: the weights re-laid for
-    MKL's / oneDNN's packed GEMMs (inductor's `cpp.weight_prepack`); False leaves each Linear a plain GEMM on the
-    frozen weight (MKL sgemm), which tuned cannot improve: the torch engine chooses by a measured rule (packing.py)."""
+    """torch.export the step (dynamic rows / source length / capacity), then AOTInductor with frozen weights into
+    `package_path` (.pt2). tuned: max-autotune times inductor's C++ micro-GEMM against ATen's per packed Linear and
+    mostly keeps the C++ one (~2x for 1-2 rows, slower from ~8: RESULTS.md; by_rows uses it for few rows; with
+    beams its rows are one sentence's, fixed). prepack: weights re-laid for MKL's / oneDNN's packed GEMMs
+    (`cpp.weight_prepack`); False: plain GEMMs on the frozen weights, nothing to tune (the engine's measured rule)."""
     configs: dict[str, object] = {"freezing": True, "cpp.weight_prepack": prepack}
     if tuned:
         configs.update(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN",
@@ -222,23 +220,21 @@ class StaticEncoder(nn.Module):
 
 
 def compile_encoder(encoder: StaticEncoder, package_path: Path, prepack: bool = True) -> Path:
-    """torch.export the encoder with dynamic batch and source length, then AOTInductor with frozen weights, into
-    `package_path`: 1.6-2.0x the modules for one sentence of 12-40 tokens, 1.16x for 32 of 30 (experiments/
-    decode-capture/encoder_capture.py of e832339). Plain inductor: max-autotune measured no faster there. prepack:
-    as compile_step's."""
+    """compile_step's for the encoder (dynamic batch and source length): 1.6-2.0x the modules for one sentence of
+    12-40 tokens, 1.16x for 32 of 30 (experiments/decode-capture of e832339); max-autotune measured no faster."""
     with inductor_home(), torch.no_grad(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
         exported = torch.export.export(encoder, encoder.example(), dynamic_shapes=encoder.dynamic_shapes())
+        configs = {"freezing": True, "cpp.weight_prepack": prepack}
         path = torch._inductor.aoti_compile_and_package(exported, package_path=str(package_path),
-                                                        inductor_configs={"freezing": True,
-                                                                          "cpp.weight_prepack": prepack})
+                                                        inductor_configs=configs)
     return Path(path)
 
 
 def by_rows(small: Callable[..., Tensor] | None, large: Callable[..., Tensor], beam: int = 1) -> Callable[..., Tensor]:
     """One step from two packages of the same step: `small` (compiled `tuned`) for calls of at most SMALL_ROWS rows
     (greedy: a sentence alone, the last sentences of a batch) or, with beams, of one sentence; `large` for more."""
-    if small is None:
+    if small is None:  # plain weights: one package
         return large
     most = SMALL_ROWS if beam == 1 else beam
 
