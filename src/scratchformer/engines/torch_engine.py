@@ -56,7 +56,7 @@ FORMAT = 7  # of the packages' layout and graph, part of every key and of autotu
 SENTENCES = (1, 32)  # the batch sizes autotune times the two steps at
 MEASURED_STEPS = 16  # decoding steps per timed call (captured.time_steps)
 COMPILE_SECONDS = {True: 150.0, False: 45.0}  # a beam width's packages, until measured here, by `prepack`: three
-#   with packed weights (~50 s on a quiet EPYC, ~150 s on a 2-core Xeon), two without (~35 s on that Xeon)
+#   with packed weights (~50 s on a quiet EPYC, ~150 s on a 2-core Xeon), two without (38-45 s on that Xeon)
 SAVING_PER_ROW_TOKEN = 2.5e-4  # seconds the captured step saves per output token and row of a sentence (x beam
 #                               width), until measured here: the shipped model at batch 32 saves 0.2-0.4 ms greedy
 
@@ -134,7 +134,7 @@ class CapturedStepCache:
     def prepack(self, beam: int) -> bool:
         """Whether `beam`'s packages run packed weights (inductor's weight prepack: MKL's packed sgemm for fp32,
         oneDNN's packed GEMMs for bf16) or plain GEMMs on the frozen weights. bf16: packed (on a Xeon with AMX the
-        packed bf16 step ran 1.2-1.7x the plain one, 1 to 32 sentences). fp32: packed only where MKL's packed
+        packed bf16 step ran 1.2-2.2x the plain one, 1 to 32 sentences). fp32: packed only where MKL's packed
         sgemm measures faster than the plain one at this step's rows, one sentence's and 32 sentences'
         (packing.should_pack: autotune's `mkl-packing`, timed once per CPU); on a Xeon with AVX-512 it did not,
         and the plain package ran 1.3-1.6x the packed ones (docs/performance.md)."""
