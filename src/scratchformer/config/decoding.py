@@ -320,9 +320,13 @@ SET_KEYS = frozenset({"alpha", "max_output_len", "max_tokens", "no_repeat_ngram"
                       "split_sentences", "repair_copies"})
 
 
+def dash(name: str) -> str:
+    """An option's flag spelling: max_output_len -> --max-output-len (config/decoding_flags.py's too)."""
+    return "--" + name.replace("_", "-")
+
+
 def flag_of(name: str, value: object) -> str:
     """How the command line gives option `name`: `--beam 4`, `--align`, `--set alpha=1.5`."""
     if name in SET_KEYS:
         return f"--set {name}={str(value).lower() if isinstance(value, bool) else value}"
-    dash = "--" + name.replace("_", "-")
-    return dash if isinstance(value, bool) else f"{dash} {value}"
+    return dash(name) if isinstance(value, bool) else f"{dash(name)} {value}"

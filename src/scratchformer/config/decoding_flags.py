@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scratchformer.config.decoding import DEFAULTS, ENGINES, OPTION_NAMES, SET_KEYS, DecodingOptions
+from scratchformer.config.decoding import DEFAULTS, ENGINES, OPTION_NAMES, SET_KEYS, DecodingOptions, dash
 from scratchformer.errors import ConfigError
 from scratchformer.i18n import N_, _
 
@@ -78,10 +78,6 @@ TRUE, FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 Extra = Mapping[str, tuple[type, Any, str]]
 
 
-def _dash(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 def _shown(value: Any) -> str:
     return N_("unset") if value is None else N_("on") if value is True else N_("off") if value is False else str(value)
 
@@ -108,13 +104,13 @@ def add_decoding_args(group: Any, command: str, engines: Any = (), extra: Extra 
             continue
         help = help_of(f.help, DEFAULTS[f.name])
         if f.metavar is None:
-            group.add_argument(_dash(f.name), action=argparse.BooleanOptionalAction, default=None, help=help)
+            group.add_argument(dash(f.name), action=argparse.BooleanOptionalAction, default=None, help=help)
         elif f.name == "engine":
-            group.add_argument(_dash(f.name), default=None, choices=ENGINES, metavar=f.metavar,
+            group.add_argument(dash(f.name), default=None, choices=ENGINES, metavar=f.metavar,
                                help=help.replace(" (default", ": %(choices)s (default", 1))
         else:
             kind = int if f.metavar in ("K", "N") else str
-            group.add_argument(_dash(f.name), type=kind, default=None, metavar=f.metavar, help=help)
+            group.add_argument(dash(f.name), type=kind, default=None, metavar=f.metavar, help=help)
     keys = set_keys(command, extra)
     listed = "; ".join(f"{name}: " + (help_of(help, value) if name in OPTION_NAMES else
                                       _("{help} (default {value})").format(help=_(help), value=value))
@@ -126,12 +122,12 @@ def add_decoding_args(group: Any, command: str, engines: Any = (), extra: Extra 
     for f in FLAGS:
         if not f.flag and command in f.commands:
             if f.metavar == "BOOL":
-                retired[_dash(f.name)] = f"--set {f.name}=true"
-                retired["--no-" + _dash(f.name)[2:]] = f"--set {f.name}=false"
+                retired[dash(f.name)] = f"--set {f.name}=true"
+                retired["--no-" + dash(f.name)[2:]] = f"--set {f.name}=false"
             else:
-                retired[_dash(f.name)] = f"--set {f.name}={{value}}"  # the value given (cli/__init__.py)
+                retired[dash(f.name)] = f"--set {f.name}={{value}}"  # the value given (cli/__init__.py)
     for name in extra or {}:
-        retired[_dash(name)] = f"--set {name}={{value}}"
+        retired[dash(name)] = f"--set {name}={{value}}"
     group.set_defaults(retired_flags=retired, decoding_command=command, set_extra=extra or {})
 
 
