@@ -30,10 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from results import ROOT, load
+from results import PAGES, ROOT, load
 
-PAGES = {"README.md": "en", "README.zh-CN.md": "zh", "docs/performance.md": "en", "docs/zh/performance.md": "zh",
-         "benchmarks/RESULTS.md": "en"}
 Row = dict[str, Any]
 
 
@@ -90,12 +88,14 @@ def live(rows: list[Row]) -> list[Row]:
     return [r for r in rows if not r.get("withdrawn")]
 
 
-def newest(rows: list[Row], figure: str, peer: str | None = None) -> dict[tuple, Row]:
-    """The newest live row of `figure` (and `peer_name`) per CPU kind, in the order the kinds first appear."""
+def newest(rows: list[Row], figure: str, peer: str | None = None,
+           by: Callable[[Row], tuple] = cpu_kind) -> dict[tuple, Row]:
+    """The newest live row of `figure` (and `peer_name`) per CPU kind (or per `by`), in the order they first
+    appear."""
     out: dict[tuple, Row] = {}
     for r in live(rows):
         if r.get("figure") == figure and (peer is None or r.get("peer_name") == peer):
-            out[cpu_kind(r)] = r
+            out[by(r)] = r
     return out
 
 
@@ -154,10 +154,11 @@ def _tests(rows: list[Row], lang: str) -> str:
 
 
 def _paths(rows: list[Row], lang: str) -> str:
-    threads = sorted({r.get("threads") for r in rows if r.get("threads")})
-    said = "/".join(map(str, threads))
-    return " / ".join(ratio(r) for r in rows) + (("" if not said else f"（{said} 个线程）") if lang == "zh" else
-                                                  ("" if not said else f" ({said} thread{'s' if said != '1' else ''})"))
+    ratios = " / ".join(ratio(r) for r in rows)
+    said = "/".join(map(str, sorted({r["threads"] for r in rows if r.get("threads")})))
+    if not said:
+        return ratios
+    return f"{ratios}（{said} 个线程）" if lang == "zh" else f"{ratios} ({said} thread{'s' if said != '1' else ''})"
 
 
 def _bleu(rows: list[Row], lang: str) -> str:
@@ -387,20 +388,17 @@ CANDIDATES_ZH = {"eager fp32": "即时 fp32（`--step eager`）", "default fp32"
                  "bf16": "bf16（`--dtype bf16`）", "ct2 float32": "CTranslate2 float32", "ct2 int8": "CTranslate2 int8"}
 
 
-def newest_per_threads(rows: list[Row], figure: str, peer: str) -> dict[tuple, Row]:
-    """newest(), per CPU kind and thread count: a 1-thread and a 2-thread run are two tables, not one superseding the
-    other (CTranslate2 ran slower with 2 threads at batch 1 than with 1)."""
-    out: dict[tuple, Row] = {}
-    for r in live(rows):
-        if r.get("figure") == figure and r.get("peer_name") == peer:
-            out[(*cpu_kind(r), r.get("threads"))] = r
-    return out
+def kind_and_threads(row: Row) -> tuple:
+    """A decode-cells table's key: a 1-thread and a 2-thread run are two tables, not one superseding the other
+    (CTranslate2 ran slower with 2 threads at batch 1 than with 1)."""
+    return (*cpu_kind(row), row.get("threads"))
 
 
 def render_decode_cells(rows: list[Row], lang: str) -> list[str]:
     """Per CPU kind: each candidate's sentences/s against CTranslate2 float32 in the four cells, with its BLEU and
     its outputs identical to ours eager fp32; the CPU, the commits, dates and loads of the rows under the table."""
-    found = {(c, w, b): newest_per_threads(rows, f"decode paths: {w}, batch {b}, {c} vs CTranslate2 float32", CT2)
+    found = {(c, w, b): newest(rows, f"decode paths: {w}, batch {b}, {c} vs CTranslate2 float32", CT2,
+                               by=kind_and_threads)
              for c in CANDIDATES for w, b in CELLS}
     kinds = list(dict.fromkeys(k for f in found.values() for k in f))
     zh = lang == "zh"
@@ -412,22 +410,20 @@ def render_decode_cells(rows: list[Row], lang: str) -> list[str]:
         loads: dict[str, list[float]] = {}
         for r in some:
             loads.setdefault(measured(r, lang), []).append((r.get("load") or [0.0])[0])
-        sep = "，" if zh else ", "
-        runs = [f"{m}{sep}{'负载' if zh else 'load'} {min(v):.1f}-{max(v):.1f}" for m, v in sorted(loads.items())]
+        comma, semi = ("，", "；") if zh else (", ", "; ")
+        runs = [f"{m}{comma}{'负载' if zh else 'load'} {min(v):.1f}-{max(v):.1f}" for m, v in sorted(loads.items())]
         threads = kind[-1]
         said = (f"{threads} 个线程（两边相同）" if zh
                 else f"{threads} thread{'s' if threads != 1 else ''} (both sides)")
         out += [("以下各格相对 CTranslate2 float32（句/秒之比；BLEU；与即时 fp32 相同的输出），" if zh else
                  "Each cell: sentences/s against CTranslate2 float32; BLEU; outputs identical to ours eager fp32. ")
-                + f"{cpu_label(some[0], lang)}{'，' if zh else ', '}{said}{'；' if zh else '; '}"
-                + ("；" if zh else "; ").join(runs), "",
+                + f"{cpu_label(some[0], lang)}{comma}{said}{semi}" + semi.join(runs), "",
                 f"| {'候选' if zh else 'candidate'} | " + " | ".join(heads) + " |",
                 "| --- |" + " ---: |" * len(CELLS)]
         for c in CANDIDATES:
             cells = []
             for w, b in CELLS:
                 r = found[(c, w, b)].get(kind)
-                semi = "；" if zh else "; "
                 cells.append("-" if r is None else f"{ratio(r)}{semi}{r['bleu']:.2f}{semi}"
                              f"{r.get('identical_to_eager_fp32', '-')}")
             if any(x != "-" for x in cells):

@@ -87,8 +87,10 @@ def recording(argv: list[str] | None = None) -> bool:
     return bool(argv) and figure_name(argv[0]) is not None and "--quick" not in argv
 
 
-OUTPUTS = {"benchmarks/results.jsonl", "benchmarks/RESULTS.md", "README.md", "README.zh-CN.md", "docs/performance.md",
-           "docs/zh/performance.md"}  # what a run writes: results.jsonl, and render.py's PAGES
+# The pages render.py rewrites from results.jsonl, and their language
+PAGES = {"README.md": "en", "README.zh-CN.md": "zh", "docs/performance.md": "en", "docs/zh/performance.md": "zh",
+         "benchmarks/RESULTS.md": "en"}
+OUTPUTS = {"benchmarks/results.jsonl", *PAGES}  # what a run writes: results.jsonl, then the pages
 
 
 def git_commit(root: Path = ROOT) -> tuple[str | None, bool | None]:
