@@ -113,11 +113,16 @@ class Packs:
                 and all(m.weight._version == v for m, (_, v) in zip(linears, self.packed)))
 
 
+def linears_under(modules: Sequence[nn.Module]) -> list[nn.Linear]:
+    """The plain nn.Linear layers under `modules`, in one fixed order: what packing covers and should_pack times."""
+    return [m for m in modules_under(list(modules)) if type(m) is nn.Linear]
+
+
 @contextmanager
 def packed_linears(owner: nn.Module, modules: Sequence[nn.Module], rows: int) -> Iterator[bool]:
     """Run every nn.Linear under `modules` from weights packed for `rows` input rows while the context is open;
     the packs are kept per `owner` (the model) for the next call. Yields whether packing is on."""
-    linears = [m for m in modules_under(list(modules)) if type(m) is nn.Linear]
+    linears = linears_under(modules)
     if not (rows >= 1 and linears and autotune.enabled() and packing_available() and not torch.is_grad_enabled()
             and all(m.weight.device.type == "cpu" and m.weight.dtype == torch.float32 and not m.training
                     for m in linears)):

@@ -40,7 +40,7 @@ import torch
 from scratchformer import autotune
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.decoding import captured
-from scratchformer.decoding.packing import packing_available, should_pack
+from scratchformer.decoding.packing import linears_under, packing_available, should_pack
 from scratchformer.decoding.search import TorchSearch
 from scratchformer.errors import N_
 from scratchformer.export.formats import weights_digest
@@ -142,8 +142,7 @@ class CapturedStepCache:
             if self.dtype() != "float32":
                 self._prepack[beam] = True
             else:
-                linears = [m for root in (self.model.decoder, self.model.generator) for m in root.modules()
-                           if type(m) is torch.nn.Linear]
+                linears = linears_under([self.model.decoder, self.model.generator])  # what the eager step packs
                 self._prepack[beam] = packing_available() and all(should_pack(linears, rows)
                                                                   for rows in (beam, SENTENCES[-1] * beam))
         return self._prepack[beam]
