@@ -140,11 +140,9 @@ def main() -> None:
                    "unless this user's cache has it)")
     p.add_argument("--wait-ms", type=float, default=10.0, help="serve's batch_wait_ms with batching on")
     args = p.parse_args()
-    default = default_threads() or torch.get_num_threads()  # what serve takes (before this process sets its own)
-    threads = setup_threads(args.threads)  # this process's (the in-process comparison)
-    server = None if args.threads == "auto" else threads  # auto: serve's own default, as a user runs it
-    if server is None:
-        threads = default
+    # auto: serve's own default, as a user runs it (no --threads), and this process's in-process comparison on as many
+    threads = setup_threads(default_threads() or torch.get_num_threads() if args.threads == "auto" else args.threads)
+    server = None if args.threads == "auto" else threads
     seconds = 3.0 if args.quick else args.seconds
     counts = [int(c) for c in args.clients.split(",")]
     sentences = [s for s, _ in load_pairs("en-zh", "test", on_error="skip")]
