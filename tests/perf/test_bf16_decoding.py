@@ -94,6 +94,41 @@ def test_auto_takes_bf16_where_it_measured_clearly_faster(run, monkeypatch, fake
     assert Translator(run, run.decoding.pick(step="eager")).backend.dtype == chosen and len(clock.calls) == calls
 
 
+@pytest.mark.parametrize(("step", "packed"), [("auto", True), ("eager", False)])
+def test_auto_times_the_gemms_of_the_step_that_will_decode(run, monkeypatch, fake_tuner, step, packed):
+    """Where the captured step can be built (and is not forced off), bf16 is timed through oneDNN's packed GEMMs,
+    what a bf16 package runs (ATen's plain bf16 GEMM chose fp32 on a Xeon where the captured bf16 step ran 1.4-2.1x
+    the fp32 one); the eager step's rule times ATen's. Two decisions, two records. The work runs (a fake clock
+    reports the seconds), so the private ops are called as the rule calls them wherever this torch has them."""
+    clock = fake_tuner(fp32=1.0, bf16=0.5)
+    monkeypatch.setattr(autotune, "cpu_flags", lambda: WITH_AMX)
+    monkeypatch.setattr(captured, "unavailable", lambda model: None)  # a compiler and a covered model
+    assert Translator(run, run.decoding.pick(step=step)).backend.dtype == "bf16"
+    keys = [k for k in autotune.TUNER._read() if "decode-dtype" in k]
+    assert len(keys) == 1 and ('"packed"' in keys[0]) == (packed and autotune._onednn_packing())
+    assert clock.calls.count("bf16") >= 2  # a warm-up and the timed calls
+
+
+def test_auto_times_the_eager_gemms_where_no_captured_step_can_be_built(run, monkeypatch, fake_tuner):
+    fake_tuner(fp32=1.0, bf16=0.5)
+    monkeypatch.setattr(autotune, "cpu_flags", lambda: WITH_AMX)
+    monkeypatch.setattr(captured, "unavailable", lambda model: "no C++ compiler")
+    Translator(run, run.decoding.pick(step="auto"))
+    keys = [k for k in autotune.TUNER._read() if "decode-dtype" in k]
+    assert len(keys) == 1 and '"packed"' not in keys[0]
+
+
+def test_evaluate_scores_in_fp32_unless_bf16_is_asked(run, monkeypatch, fake_tuner):
+    """A BLEU is the model's, not the CPU's: evaluate's auto decodes in fp32 even where auto would take bf16."""
+    from scratchformer.evaluation.translation import evaluate_pairs
+
+    clock = fake_tuner(fp32=1.0, bf16=0.1)
+    monkeypatch.setattr(autotune, "cpu_flags", lambda: WITH_AMX)
+    pairs = [("hello world", "x"), ("the cat", "y")]
+    assert evaluate_pairs(run, pairs, step="eager")["dtype"] == "fp32" and clock.calls == []
+    assert evaluate_pairs(run, pairs, step="eager", dtype="bf16")["dtype"] == "bf16"
+
+
 def test_the_torch_engine_refuses_int8_in_one_line_and_an_unknown_dtype_is_refused(run):
     with pytest.raises(ConfigError, match=r"^--dtype int8: the torch engine has no int8 \(it was slower than "
                                           r"CTranslate2's\): use --engine ctranslate2 --dtype int8, or --dtype bf16$"):

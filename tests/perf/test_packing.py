@@ -154,6 +154,31 @@ def test_no_packing_with_gradients_in_training_or_with_autotune_off(fake_tuner, 
     assert "forward" not in owner.__dict__
 
 
+
+@pytest.mark.skipif(not autotune._onednn_packing(), reason="oneDNN's packed bf16 GEMM does not run here")
+def test_bf16_weights_pack_through_onednn_with_the_same_tokens(tiny_model, tiny_sources, monkeypatch, fake_tuner):
+    """bf16 weights (`--dtype bf16`, or auto's) pack through oneDNN, as a bf16 package's do: one sentence's beams
+    and fixed-length greedy run packed, with the tokens and (to bf16's rounding) the logits of the unpacked step."""
+    model = tiny_model(0).to(torch.bfloat16)
+    src = tiny_sources(1, lengths=(3, 7, 5))
+    ref = greedy_decode(model, src, Search(force_len=10), return_logits=True)  # autotune off: unpacked
+    ref_one = beam_search(model, src[:1], Search(beam=4, max_output_len=10, n_best=4))
+    fake_tuner(**PACKED_FASTER)
+    calls = []
+    real = packing._packed_linear
+    monkeypatch.setattr(packing, "_packed_linear", lambda x, p, w, b, rows: calls.append((w.dtype, rows))
+                        or real(x, p, w, b, rows))
+    got = greedy_decode(model, src, Search(force_len=10), return_logits=True)
+    assert calls and set(calls) == {(torch.bfloat16, 3)}
+    assert got.tokens == ref.tokens
+    torch.testing.assert_close(got.logits, ref.logits, atol=2e-2, rtol=0)
+    calls.clear()
+    got_one = beam_search(model, src[:1], Search(beam=4, max_output_len=10, n_best=4))
+    assert set(calls) == {(torch.bfloat16, 4)}
+    assert [[h.tokens for h in hs] for hs in got_one] == [[h.tokens for h in hs] for hs in ref_one]
+    assert not any("forward" in m.__dict__ for m in model.modules())
+    packing._PACKS.pop(model, None)
+
 @needs_mkl
 @pytest.mark.parametrize("op", ["_mkl_linear", "_mkl_reorder_linear_weight"])
 def test_a_missing_op_means_unpacked_with_the_same_outputs(fake_tuner, monkeypatch, fresh_process, op):

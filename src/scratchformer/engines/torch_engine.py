@@ -250,14 +250,17 @@ class CapturedStepCache:
 
 
 def decoding_dtype(run: Run, options: DecodingOptions) -> str:
-    """"fp32" or "bf16": options.dtype, auto resolved by autotune's measured rule; ensembles: fp32. An explicit bf16
-    on a CPU without AVX512-BF16 or AMX runs, with one line saying it will be slow. (int8 is CTranslate2's: the
-    Translator refuses it here, config/decoding.py's check_for.)"""
+    """"fp32" or "bf16": options.dtype, auto resolved by autotune's measured rule, timing the GEMMs of the step that
+    will decode: the captured step's (oneDNN's packed bf16) where it can be built and the step is not forced eager,
+    else the eager step's; ensembles: fp32. An explicit bf16 on a CPU without AVX512-BF16 or AMX runs, with one
+    line saying it will be slow. (int8 is CTranslate2's: the Translator refuses it here, config/decoding.py's
+    check_for.)"""
     if run.members:
         return "fp32"
     if options.dtype == "auto":
         c = run.model.config
-        return autotune.decoding_dtype(c.d_model, c.d_ff, c.tgt_vocab_size)
+        packed = options.step != "eager" and captured.unavailable(run.model) is None
+        return autotune.decoding_dtype(c.d_model, c.d_ff, c.tgt_vocab_size, packed=packed)
     if options.dtype == "bf16" and not autotune.has_bf16():
         say(N_("--dtype bf16: this CPU has neither AVX512-BF16 nor AMX, so bf16 is emulated and slower than fp32"))
     return options.dtype

@@ -22,7 +22,9 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], options: DecodingOpti
     by engines.Translator with `options` (default: the run's decoding.json) and any option named in `changes`
     (beam=2, engine="ctranslate2", split_sentences=False, ...); the result says which were used. explain: BLEU
     taken apart too (metrics.bleu_explained), under "bleu_explained". confidence N > 1: "bleu_ci95", half the 95%
-    interval of BLEU over N bootstrap resamples of the sentences (metrics.bleu). progress: a bar with an ETA."""
+    interval of BLEU over N bootstrap resamples of the sentences (metrics.bleu). progress: a bar with an ETA.
+    dtype auto decodes in fp32 here (a bf16 CPU would otherwise score another model's outputs); an explicit bf16
+    is kept."""
     from scratchformer.engines import Translator
     from scratchformer.evaluation.metrics import (
         bleu,
@@ -35,6 +37,8 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], options: DecodingOpti
     )
 
     decoding = (options or run.decoding).pick(**changes)
+    if decoding.dtype == "auto":  # a score is the model's, not this CPU's: auto's bf16 would move it by ~0.1 BLEU
+        decoding = decoding.pick(dtype="fp32")
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     translator = Translator(run, decoding)
     start = time.time()
@@ -45,6 +49,7 @@ def evaluate_pairs(run: Run, pairs: list[tuple[str, str]], options: DecodingOpti
         "sentences": len(pairs), "beam": decoding.beam, "bleu": round(b["score"], 2),
         **({"bleu_ci95": round(b["ci95"], 2)} if "ci95" in b else {}), "chrf": round(c["score"], 2),
         "exact_match": round(exact_match(hyps, refs), 4), "seconds": round(seconds, 1), **decoding.options(),
+        "dtype": decoding.dtype,
         **({"ensemble_size": 1 + len(run.members)} if run.members and decoding.engine == "torch" else {}),
         "bleu_signature": b["signature"], "chrf_signature": c["signature"],
     }
