@@ -6,8 +6,9 @@
     .venv/bin/python benchmarks/bench_decode_paths.py --quick      # a smoke run: 8 sentences, greedy, one round
 
 In one harness (benchlib.interleave: alternating order, medians of `--repeats` rounds), text in and text out, the
-same sentences through: ours eager fp32 (`--step eager`, the reference), ours by default (`--step auto`, fp32: with
-a warm cache, the captured step; its package is compiled before the rounds if this user's cache lacks it, and the
+same sentences through: ours eager fp32 (`--step eager`, the reference), ours by default (no flag: `--step auto`
+and `--dtype auto`, whose dtype the row's `step` names), ours fp32 by default (`--step auto --dtype fp32`: with a
+warm cache, the captured step; its package is compiled before the rounds if this user's cache lacks it, and the
 seconds that took are printed), ours bf16 (`--dtype bf16`, `--step auto`: captured where its package is cached,
 compiled before the rounds too), and scratchformer's CTranslate2 engine in float32 and int8 (each in a child
 process: ct2_worker.py). Our own int8 (dynamic quantisation) is gone: it measured 0.39-1.16x CTranslate2 float32
@@ -51,6 +52,7 @@ from scratchformer.runs import load_run
 
 OURS = {  # name -> the options over DecodingOptions(beam, batch_size)
     "eager fp32": {"step": "eager", "dtype": "fp32"},
+    "default": {"step": "auto"},  # the dtype too as decoding.json says: auto (bf16 where it measured faster)
     "default fp32": {"step": "auto", "dtype": "fp32"},
     "bf16": {"step": "auto", "dtype": "bf16"},
 }

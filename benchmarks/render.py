@@ -197,9 +197,14 @@ HEADLINE = [
                                       "线程数：贪心批 1 / 32，束宽 4 批 1 / 32"},
                 [(f"decode paths: {w}, batch {b}, {name} vs CTranslate2 float32", CT2) for w in ("greedy", "beam 4")
                  for b in (1, 32)], _paths, "docs/performance.md")
-      for name, what, zh in (("default fp32", "fp32 by default (`--step auto`: the captured step where its package "
-                              "is cached and measured faster)",
-                              "默认 fp32（`--step auto`：缓存了包且测得更快时用捕获的解码步）"),
+      for name, what, zh in (("default", "by default (no flag: `--step auto`, the captured step where its package "
+                              "is cached and measured faster; `--dtype auto`, bf16 where the CPU has AVX512-BF16 or "
+                              "AMX and it measured faster)",
+                              "默认（不加参数：`--step auto`，缓存了包且测得更快时用捕获的解码步；`--dtype auto`，CPU "
+                              "有 AVX512-BF16 或 AMX 且测得更快时用 bf16）"),
+                             ("default fp32", "fp32 (`--dtype fp32`, `--step auto`: the captured step where its "
+                              "package is cached and measured faster)",
+                              "fp32（`--dtype fp32`，`--step auto`：缓存了包且测得更快时用捕获的解码步）"),
                              ("bf16", "bf16 (`--dtype bf16`; `auto` takes it where the CPU has AVX512-BF16 or AMX and "
                               "it measured faster)", "bf16（`--dtype bf16`；CPU 有 AVX512-BF16 或 AMX 且测得更快时 "
                               "`auto` 会选它）"))],
@@ -278,7 +283,7 @@ FIGURE_ZH = [  # (English fragment, Chinese), applied in order to a figure's nam
     (r"batch-1 step at d_model 64 \(arithmetic ~0\), ours vs HF",
      "批 1 的一步，d_model 64（算术量约为 0），我们对比 HF"),
     (r"training step", "训练的一步"), (r"decoding (fp32|int8)", r"\1 解码"),
-    (r"default fp32", "默认 fp32"), (r"greedy", "贪心"), (r"beam (\d+)", r"束宽 \1"), (r"batch (\d+)", r"批 \1"),
+    (r"default fp32", "默认 fp32"), (r"default vs", "默认 vs"), (r"greedy", "贪心"), (r"beam (\d+)", r"束宽 \1"), (r"batch (\d+)", r"批 \1"),
     (r" vs ", " 对比 "),
 ]
 UNIT_ZH = {"target tok/s": "目标端词元/秒", "tok/s": "词元/秒",
@@ -320,7 +325,7 @@ PERFORMANCE = [  # (figure, peer_name): None takes any peer (the figure has one)
     ("train: tokens/s, ours torch.compile vs ours eager", "ours eager"),
     *[(f"decode fp32: {w}, batch {b}, 64 new tokens", HF) for w in ("greedy", "beam 4") for b in (1, 32)],
     *[(f"decode paths: {w}, batch {b}, {name} vs CTranslate2 float32", CT2) for w in ("greedy", "beam 4")
-      for b in (1, 32) for name in ("eager fp32", "default fp32", "bf16", "ct2 int8")],
+      for b in (1, 32) for name in ("eager fp32", "default", "default fp32", "bf16", "ct2 int8")],
     ("decode floor: batch-1 step, fp32 paper-base: weight GEMVs alone vs our whole step", None),
     ("decode overhead: batch-1 step at d_model 64 (arithmetic ~0), ours vs HF", None),
     ("decode fp32: KV cache vs none, greedy, batch 1, 256 new tokens", None),
@@ -382,9 +387,11 @@ def _name_of(rows: list[Row], figure: str) -> str:
 # --- docs/performance.md (+ zh): every decoding cell of bench_decode_paths.py, one table per CPU kind ---------------
 
 CELLS = [("greedy", 1), ("greedy", 32), ("beam 4", 1), ("beam 4", 32)]
-CANDIDATES = {"eager fp32": "eager fp32 (`--step eager`)", "default fp32": "default fp32 (`--step auto`, warm cache)",
+CANDIDATES = {"eager fp32": "eager fp32 (`--step eager`)", "default": "default (no flag, warm cache)",
+              "default fp32": "default fp32 (`--step auto`, warm cache)",
               "bf16": "bf16 (`--dtype bf16`)", "ct2 float32": "CTranslate2 float32", "ct2 int8": "CTranslate2 int8"}
-CANDIDATES_ZH = {"eager fp32": "即时 fp32（`--step eager`）", "default fp32": "默认 fp32（`--step auto`，缓存已热）",
+CANDIDATES_ZH = {"eager fp32": "即时 fp32（`--step eager`）", "default": "默认（不加参数，缓存已热）",
+                 "default fp32": "默认 fp32（`--step auto`，缓存已热）",
                  "bf16": "bf16（`--dtype bf16`）", "ct2 float32": "CTranslate2 float32", "ct2 int8": "CTranslate2 int8"}
 
 
