@@ -85,6 +85,15 @@ def batches(port: int) -> tuple[float, float]:
     return float(values[f"{name}_sum"]), float(values[f"{name}_count"])
 
 
+def step_in_use(port: int) -> str:
+    """What the server decodes with now, from its /health: `captured bf16`, `compiling fp32`, `eager fp32` ..."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", "/health")
+    step = json.loads(conn.getresponse().read()).get("step", "?")
+    conn.close()
+    return str(step)
+
+
 def level(port: int, sentences: list[str], clients: int, seconds: float) -> dict:
     """`clients` closed-loop clients for `seconds`; their figures."""
     results: list[list] = [[] for _ in range(clients)]
@@ -151,6 +160,7 @@ def main() -> None:
         proc, port = start(args.run_dir, server, wait, args.beam, args.step)
         try:
             level(port, sentences, 1, min(2.0, seconds))  # warm-up: first calls, allocator, caches
+            in_use = step_in_use(port)
             rows = [level(port, sentences, n, seconds) for n in counts]
             if wait == 0:
                 cost = overhead(port, args.run_dir, sentences[::97][:8], args.beam, 2 if args.quick else 3)
@@ -159,6 +169,7 @@ def main() -> None:
             proc.wait(120)
         for row in rows:
             row["mode"], row["x_sequential"] = mode, row["sentences_s"] / rows[0]["sentences_s"]
+            row["step"] = in_use
             table.append(row)
     log(f"bench_serve: {args.run_dir.name}, beam {args.beam}, --step {args.step}, {threads} server thread(s), "
         f"{seconds:g} s per level")
@@ -179,7 +190,7 @@ def report(table: list[dict], beam: int, threads: int, step: str = "auto") -> No
     """One JSON figure per mode and level; the targets on the batching-on rows at 16 and 64 clients."""
     for r in table:
         name = f"serve {r['mode']}, {r['clients']} client(s)"
-        note = (f"beam {beam}, {threads} thread(s), --step {step}; "
+        note = (f"beam {beam}, {threads} thread(s), --step {step} ({r['step']} in use); "
                 f"p50/p95/p99 {r['p50']:.2f}/{r['p95']:.2f}/{r['p99']:.2f} s, "
                 f"{r['errors']} errors of {r['requests']}, {r['per_batch']:.1f} requests per batch")
         first = table[[t["mode"] for t in table].index(r["mode"])]

@@ -283,7 +283,8 @@ FIGURE_ZH = [  # (English fragment, Chinese), applied in order to a figure's nam
     (r"batch-1 step at d_model 64 \(arithmetic ~0\), ours vs HF",
      "批 1 的一步，d_model 64（算术量约为 0），我们对比 HF"),
     (r"training step", "训练的一步"), (r"decoding (fp32|int8)", r"\1 解码"),
-    (r"default fp32", "默认 fp32"), (r"default vs", "默认 vs"), (r"greedy", "贪心"), (r"beam (\d+)", r"束宽 \1"), (r"batch (\d+)", r"批 \1"),
+    (r"default fp32", "默认 fp32"), (r"default vs", "默认 vs"), (r"greedy", "贪心"), (r"beam (\d+)", r"束宽 \1"),
+    (r"batch (\d+)", r"批 \1"),
     (r" vs ", " 对比 "),
 ]
 UNIT_ZH = {"target tok/s": "目标端词元/秒", "tok/s": "词元/秒",
