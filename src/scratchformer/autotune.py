@@ -17,6 +17,7 @@ plain row-major layout, no packing); the test suite runs that way.
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import platform
@@ -314,14 +315,15 @@ def training_dtype(d_model: int, d_ff: int, device: torch.device, rows: int = 20
     return choose("train-dtype", [d_model, d_ff, rows], {"fp32": step(None), "bf16": step(torch.bfloat16)}, "fp32")
 
 
-def decoding_dtype(d_model: int, d_ff: int, vocab: int, rows: tuple[int, ...] = (1, 32), packed: bool = False) -> str:
+def decoding_dtype(d_model: int, d_ff: int, vocab: int, rows: tuple[int, ...] = (1, 32),
+                   packed_gemm: Callable[[torch.Tensor], Callable[[torch.Tensor], torch.Tensor]] | None = None) -> str:
     """"bf16" or "fp32" for decoding's `dtype: auto`: one decoding step's GEMMs (the stacked q/k/v, the other
     attention projections, the FFN and the output layer) at each of `rows`, with fp32 weights and with bf16 ones,
-    through the GEMMs the step will run. packed (where the captured step runs: a compiler, a covered model): bf16
-    through oneDNN's packed GEMMs, which inductor's weight prepack gives a bf16 package (ATen's plain bf16 GEMM is
-    1.5-2x slower at one row on a Xeon with AMX, and was the wrong witness: it chose fp32 with 2 threads while the
-    captured bf16 step ran 1.4-2.1x the fp32 one); fp32 through plain GEMMs either way. Without AVX512-BF16 or
-    AMX: fp32 without timing (bf16 is emulated there, and slower)."""
+    through the GEMMs the step will run. packed_gemm (where the captured step runs: a compiler, a covered model):
+    weight -> its GEMM for bf16 (packing.packed_gemm: oneDNN's packed GEMM, which inductor's weight prepack gives a
+    bf16 package; ATen's plain bf16 GEMM is 1.5-2x slower at one row on a Xeon with AMX, and was the wrong witness:
+    it chose fp32 with 2 threads while the captured bf16 step ran 1.4-2.1x the fp32 one); fp32 through plain GEMMs
+    either way. Without AVX512-BF16 or AMX: fp32 without timing (bf16 is emulated there, and slower)."""
     if not has_bf16():
         return "fp32"
     g = torch.Generator().manual_seed(0)
@@ -329,40 +331,19 @@ def decoding_dtype(d_model: int, d_ff: int, vocab: int, rows: tuple[int, ...] = 
               (vocab, d_model)]
     weights = [torch.randn(o, i, generator=g) / i**0.5 for o, i in shapes]
     inputs = {(r, i): torch.randn(r, i, generator=g) for r in rows for _, i in shapes}
-    packed = packed and _onednn_packing()
 
     def step(dtype: torch.dtype) -> Callable[[], object]:
         ws = [w.to(dtype) for w in weights]
         xs = {k: x.to(dtype) for k, x in inputs.items()}
-        if dtype == torch.bfloat16 and packed:
-            packs = [(torch.ops.mkldnn._reorder_linear_weight(w, None), w.size(1)) for w in ws]
-
-            def work_packed() -> None:
-                with torch.inference_mode():
-                    for r in rows:
-                        for p, i in packs:
-                            torch.ops.mkldnn._linear_pointwise(xs[(r, i)], p, None, "none", [], "")
-            return work_packed
+        gemms = [((packed_gemm(w) if dtype == torch.bfloat16 and packed_gemm is not None
+                   else functools.partial(torch.nn.functional.linear, weight=w)), w.size(1)) for w in ws]
 
         def work() -> None:
             with torch.inference_mode():
                 for r in rows:
-                    for w in ws:
-                        torch.nn.functional.linear(xs[(r, w.size(1))], w)
+                    for gemm, i in gemms:
+                        gemm(xs[(r, i)])
         return work
 
-    shapes_key: list[Any] = [d_model, d_ff, vocab, list(rows)] + (["packed"] if packed else [])
+    shapes_key: list[Any] = [d_model, d_ff, vocab, list(rows)] + (["packed"] if packed_gemm is not None else [])
     return choose("decode-dtype", shapes_key, {"fp32": step(torch.float32), "bf16": step(torch.bfloat16)}, "fp32")
-
-
-def _onednn_packing() -> bool:
-    """oneDNN's packed bf16 GEMM ops are in this torch build and run (private ops: otherwise the plain GEMM is
-    timed)."""
-    try:
-        w = torch.ones(4, 4, dtype=torch.bfloat16)
-        with torch.inference_mode():
-            p = torch.ops.mkldnn._reorder_linear_weight(w, None)
-            torch.ops.mkldnn._linear_pointwise(torch.ones(1, 4, dtype=torch.bfloat16), p, None, "none", [], "")
-    except (AttributeError, RuntimeError):
-        return False
-    return torch.backends.mkldnn.is_available()

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from scratchformer import autotune
-from scratchformer.decoding import captured, greedy_decode
+from scratchformer.decoding import captured, greedy_decode, packing
 from scratchformer.decoding.common import Seq2SeqSteps, pad_ids
 from scratchformer.decoding.spec import Search
 from scratchformer.engines import Translator, torch_engine
@@ -105,7 +105,7 @@ def test_auto_times_the_gemms_of_the_step_that_will_decode(run, monkeypatch, fak
     monkeypatch.setattr(captured, "unavailable", lambda model: None)  # a compiler and a covered model
     assert Translator(run, run.decoding.pick(step=step)).backend.dtype == "bf16"
     keys = [k for k in autotune.TUNER._read() if "decode-dtype" in k]
-    assert len(keys) == 1 and ('"packed"' in keys[0]) == (packed and autotune._onednn_packing())
+    assert len(keys) == 1 and ('"packed"' in keys[0]) == (packed and packing.packing_available(torch.bfloat16))
     assert clock.calls.count("bf16") >= 2  # a warm-up and the timed calls
 
 

@@ -155,7 +155,7 @@ def test_no_packing_with_gradients_in_training_or_with_autotune_off(fake_tuner, 
 
 
 
-@pytest.mark.skipif(not autotune._onednn_packing(), reason="oneDNN's packed bf16 GEMM does not run here")
+@pytest.mark.skipif(not packing_available(torch.bfloat16), reason="oneDNN's packed bf16 GEMM does not run here")
 def test_bf16_weights_pack_through_onednn_with_the_same_tokens(tiny_model, tiny_sources, monkeypatch, fake_tuner):
     """bf16 weights (`--dtype bf16`, or auto's) pack through oneDNN, as a bf16 package's do: one sentence's beams
     and fixed-length greedy run packed, with the tokens and (to bf16's rounding) the logits of the unpacked step."""

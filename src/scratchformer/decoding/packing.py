@@ -36,6 +36,7 @@ each other's `forward`): give each thread its own copy of the model.
 
 from __future__ import annotations
 
+import functools
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -59,20 +60,41 @@ def packing_available(dtype: torch.dtype = torch.float32) -> bool:
     if _broken:
         return False
     if dtype == torch.bfloat16:
-        return (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
-                and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
+        return _onednn_runs()
     return (dtype == torch.float32 and torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear")
             and hasattr(torch.ops.mkl, "_mkl_reorder_linear_weight"))
 
 
-def _pack(weight: Tensor, rows: int) -> Tensor:
+@functools.cache
+def _onednn_runs() -> bool:
+    """oneDNN's packed bf16 GEMM ops are in this torch and run here, tried once on a 4 x 4 weight: where they do not
+    (a CPU without AVX-512, a build without them) bf16 is simply not packed, and fp32's MKL packing stays on."""
+    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+            and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
+        return False
+    try:
+        with torch.inference_mode():
+            packed_gemm(torch.ones(4, 4, dtype=torch.bfloat16))(torch.ones(1, 4, dtype=torch.bfloat16))
+    except RuntimeError:
+        return False
+    return True
+
+
+def packed_gemm(weight: Tensor, rows: int | None = None) -> Callable[[Tensor], Tensor]:
+    """x -> F.linear(x, weight) through the packed GEMM of a bf16 weight (oneDNN's; rows None: packed for any row
+    count, as inductor packs a package's weights): what autotune's dtype rule times for the captured step."""
+    packed = _pack(weight, rows)
+    return lambda x: _packed_linear(x, packed, weight, None, rows)
+
+
+def _pack(weight: Tensor, rows: int | None) -> Tensor:
     """`weight` re-laid for the packed GEMM of its dtype at `rows` input rows (MKL's sgemm pack; oneDNN's bf16)."""
     if weight.dtype == torch.bfloat16:
         return torch.ops.mkldnn._reorder_linear_weight(weight, rows)
     return torch.ops.mkl._mkl_reorder_linear_weight(weight, rows)
 
 
-def _packed_linear(x: Tensor, packed: Tensor, weight: Tensor, bias: Tensor | None, rows: int) -> Tensor:
+def _packed_linear(x: Tensor, packed: Tensor, weight: Tensor, bias: Tensor | None, rows: int | None) -> Tensor:
     """F.linear(x, weight, bias) through `packed` (_pack's), the same numbers."""
     if weight.dtype == torch.bfloat16:
         return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")

@@ -40,7 +40,7 @@ import torch
 from scratchformer import autotune
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.decoding import captured
-from scratchformer.decoding.packing import linears_under, packing_available, should_pack
+from scratchformer.decoding.packing import linears_under, packed_gemm, packing_available, should_pack
 from scratchformer.decoding.search import TorchSearch
 from scratchformer.errors import N_
 from scratchformer.export.formats import weights_digest
@@ -259,8 +259,9 @@ def decoding_dtype(run: Run, options: DecodingOptions) -> str:
         return "fp32"
     if options.dtype == "auto":
         c = run.model.config
-        packed = options.step != "eager" and captured.unavailable(run.model) is None
-        return autotune.decoding_dtype(c.d_model, c.d_ff, c.tgt_vocab_size, packed=packed)
+        packed = (options.step != "eager" and captured.unavailable(run.model) is None
+                  and packing_available(torch.bfloat16))
+        return autotune.decoding_dtype(c.d_model, c.d_ff, c.tgt_vocab_size, packed_gemm=packed_gemm if packed else None)
     if options.dtype == "bf16" and not autotune.has_bf16():
         say(N_("--dtype bf16: this CPU has neither AVX512-BF16 nor AMX, so bf16 is emulated and slower than fp32"))
     return options.dtype
