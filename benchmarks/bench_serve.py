@@ -74,12 +74,18 @@ def client(port: int, sentences: list[str], offset: int, deadline: float, out: l
     conn.close()
 
 
+def get(port: int, path: str) -> str:
+    """The body of the server's GET `path`."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", path)
+    body = conn.getresponse().read().decode()
+    conn.close()
+    return body
+
+
 def batches(port: int) -> tuple[float, float]:
     """(requests merged, decoding calls) so far, from the server's /metrics."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    conn.request("GET", "/metrics")
-    text = conn.getresponse().read().decode()
-    conn.close()
+    text = get(port, "/metrics")
     values = dict(line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
     name = "scratchformer_serve_batch_requests"
     return float(values[f"{name}_sum"]), float(values[f"{name}_count"])
@@ -87,11 +93,7 @@ def batches(port: int) -> tuple[float, float]:
 
 def step_in_use(port: int) -> str:
     """What the server decodes with now, from its /health: `captured bf16`, `compiling fp32`, `eager fp32` ..."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    conn.request("GET", "/health")
-    step = json.loads(conn.getresponse().read()).get("step", "?")
-    conn.close()
-    return str(step)
+    return str(json.loads(get(port, "/health")).get("step", "?"))
 
 
 def level(port: int, sentences: list[str], clients: int, seconds: float) -> dict:
