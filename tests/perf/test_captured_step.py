@@ -19,6 +19,7 @@ from scratchformer.decoding.spec import Search
 from scratchformer.engines import Translator, torch_engine
 from scratchformer.runs import load_run
 
+REAL_MEASURE = torch_engine.CapturedStepCache._measure  # fake_compiles replaces it; one test puts it back
 needs_compiler = pytest.mark.skipif(not captured.compiler_available(), reason="no C++ compiler: the eager step runs")
 TEXTS = ["hello world", "a b c", "the cat", "xyz", "good morning to you"]
 
@@ -95,19 +96,21 @@ def test_the_captured_encoder_gives_the_modules_cross_keys_and_values_and_tokens
 
 @needs_compiler
 @pytest.mark.slow
-def test_the_tuned_package_for_few_rows_gives_the_same_tokens(run, package, tmp_path, monkeypatch):
-    """max-autotune's package serves calls of at most SMALL_ROWS rows: 5 sentences start on the other one and
-    finish on it."""
+def test_the_tuned_package_gives_the_same_tokens_at_any_rows(run, package, tmp_path, monkeypatch):
+    """max-autotune's package serving calls of at most 4 rows (5 sentences start on the other one and finish on
+    it), and every call."""
     monkeypatch.setattr(captured, "START", 4)
-    small = captured.compile_step(captured.StaticStep.for_model(run.model, 1), tmp_path / "small.pt2", tuned=True)
-    step = captured.CapturedDecoder(captured.by_rows(captured.load_step(small), captured.load_step(package)))
+    small = captured.load_step(captured.compile_step(captured.StaticStep.for_model(run.model, 1),
+                                                     tmp_path / "small.pt2", tuned=True))
     src = _sources(run)
     eager = greedy_decode(run.model, src, Search(max_output_len=40), return_logits=True)
-    fast = greedy_decode(run.model, src, Search(max_output_len=40), captured=step, return_logits=True)
-    assert fast.tokens == eager.tokens
-    torch.testing.assert_close(fast.logits, eager.logits, rtol=0, atol=1e-5)
-    alone = [greedy_decode(run.model, [s], Search(max_output_len=40), captured=step)[0] for s in src]
-    assert alone == eager.tokens
+    for most in (4, None):
+        step = captured.CapturedDecoder(captured.by_rows(small, captured.load_step(package), most))
+        fast = greedy_decode(run.model, src, Search(max_output_len=40), captured=step, return_logits=True)
+        assert fast.tokens == eager.tokens
+        torch.testing.assert_close(fast.logits, eager.logits, rtol=0, atol=1e-5)
+        alone = [greedy_decode(run.model, [s], Search(max_output_len=40), captured=step)[0] for s in src]
+        assert alone == eager.tokens
 
 
 @needs_compiler
@@ -116,10 +119,10 @@ def test_beam4_hypotheses_equal_the_eager_step(run, tmp_path, monkeypatch):
     monkeypatch.setattr(captured, "START", 4)
     static = captured.StaticStep.for_model(run.model, 4)
     large = captured.load_step(captured.compile_step(static, tmp_path / "s.pt2"))
-    small = captured.load_step(captured.compile_step(static, tmp_path / "small.pt2", tuned=True))  # one sentence
-    step = captured.CapturedDecoder(captured.by_rows(small, large, 4))  # a batch ends on the small one, a
-    # sentence alone runs on it
-    for src in (_sources(run), _sources(run)[:1]):
+    small = captured.load_step(captured.compile_step(static, tmp_path / "small.pt2", tuned=True))  # any rows
+    # most 4: a batch ends on the tuned one, a sentence alone runs on it; None: everything runs on it
+    for src, most in ((_sources(run), 4), (_sources(run)[:1], 4), (_sources(run), None)):
+        step = captured.CapturedDecoder(captured.by_rows(small, large, most))
         eager = beam_search(run.model, src, Search(beam=4, max_output_len=30, n_best=4))
         fast = beam_search(run.model, src, Search(beam=4, max_output_len=30, n_best=4), captured=step)
         assert [[h.tokens for h in hs] for hs in fast] == [[h.tokens for h in hs] for hs in eager]
@@ -151,18 +154,19 @@ def test_step_captured_compiles_once_into_the_private_cache_and_auto_then_uses_i
     assert auto.backend.captured(1) is not None and auto.translate(TEXTS) == first and len(compiles) == 3
 
 
-def test_plain_weights_compile_two_packages_and_translate_as_the_eager_step(run, fake_compiles, private_home,
-                                                                            monkeypatch):
+def test_plain_weights_compile_the_step_for_any_rows_unpacked_and_still_a_tuned_one(run, fake_compiles,
+                                                                                    private_home, monkeypatch):
     """Where the rule says plain weights (MKL's plain sgemm measured faster here), the step for any rows and the
-    encoder are compiled without packing, nothing is tuned, and the cache folder loads without a tuned package."""
+    encoder are compiled without packing, and the tuned package (which packs what it does not replace) still is:
+    on a Xeon in fp32 its C++ GEMMs ran 1.8x the plain package at 1 row."""
     monkeypatch.setattr(torch_engine.CapturedStepCache, "prepack", lambda self, beam: False)
     options = run.decoding.pick(beam=1, step="captured")
     first = Translator(run, options).translate(TEXTS)
-    assert fake_compiles == [(1, "plain"), "encoder"]
+    assert fake_compiles == [(1, "plain"), (1, "tuned"), "encoder"]
     folder = next((private_home / "cache" / "scratchformer").glob("captured-*"))
-    assert sorted(p.name for p in folder.glob("*.pt2")) == ["encoder.pt2", "step.pt2"]
+    assert sorted(p.name for p in folder.glob("*.pt2")) == ["encoder.pt2", "small_step.pt2", "step.pt2"]
     again = Translator(run, options)
-    assert again.backend.captured(1) is not None and again.translate(TEXTS) == first and len(fake_compiles) == 2
+    assert again.backend.captured(1) is not None and again.translate(TEXTS) == first and len(fake_compiles) == 3
     assert first == Translator(run, options.pick(step="eager")).translate(TEXTS)
 
 
@@ -311,7 +315,9 @@ def fake_compiles(package, encoder_package, monkeypatch):
 
     monkeypatch.setattr(captured, "compile_step", fake_compile)
     monkeypatch.setattr(captured, "compile_encoder", fake_encoder)
-    monkeypatch.setattr(torch_engine.CapturedStepCache, "_measure", lambda self, fn, beam: None)
+    monkeypatch.setattr(torch_engine.CapturedStepCache, "_measure",  # the unmeasured rows rule, nothing kept
+                        lambda self, small, large, encoder, beam: captured.CapturedDecoder(
+                            captured.by_rows(small, large, captured.SMALL_ROWS), encoder))
     monkeypatch.setattr(torch_engine.CapturedStepCache, "prepack", lambda self, beam: True)  # the measured rule's
     # choice pinned (it differs by CPU): packed weights, three packages; test_plain_weights_* pins the other
     return compiles
@@ -320,7 +326,7 @@ def fake_compiles(package, encoder_package, monkeypatch):
 def test_a_one_sentence_call_on_a_fresh_cache_runs_eager_and_never_compiles(run, autotune_on, monkeypatch, capsys):
     monkeypatch.setattr(captured, "compile_step", lambda *a, **k: pytest.fail("a one-sentence call compiled"))
     # even where a compile would cost nothing
-    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", {True: 0.0, False: 0.0})
+    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", 0.0)
     for beam in (1, 4):
         translator = Translator(run, run.decoding.pick(beam=beam, step="auto", dtype="fp32"))
         assert translator.translate(TEXTS[:1])
@@ -330,7 +336,7 @@ def test_a_one_sentence_call_on_a_fresh_cache_runs_eager_and_never_compiles(run,
 
 
 def test_the_rule_compiles_when_the_estimated_saving_exceeds_the_compile_cost(run, autotune_on, monkeypatch):
-    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", {True: 100.0, False: 100.0})
+    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", 100.0)
     monkeypatch.setattr(torch_engine, "SAVING_PER_ROW_TOKEN", 1e-3)
     steps = torch_engine.CapturedStepCache(run.model, "auto", expected_tokens=200_000)
     assert steps.pays(1) == (True, 100.0, pytest.approx(200.0))
@@ -350,7 +356,7 @@ def test_a_big_file_compiles_once_saying_so_and_a_second_run_uses_the_cached_pac
         run, tiny_run, autotune_on, fake_compiles, monkeypatch, capsys, tmp_path):
     from scratchformer.cli import main
 
-    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", {True: 1.0, False: 1.0})
+    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", 1.0)
     monkeypatch.setattr(torch_engine, "SAVING_PER_ROW_TOKEN", 1e-3)
     small, big = tmp_path / "small.txt", tmp_path / "big.txt"
     small.write_text("hello world\n")  # ~12 tokens: saves ~0.012 s < 1 s
@@ -374,6 +380,49 @@ def test_a_big_file_compiles_once_saying_so_and_a_second_run_uses_the_cached_pac
     assert "compil" not in capsys.readouterr().err
 
 
+def test_rows_served_is_the_largest_count_up_to_which_the_tuned_package_was_faster_at_every_count():
+    def seconds(*tuned):  # the other package: 1.0 s at every count
+        return {rows: {"tuned": t, "any": 1.0} for rows, t in zip((1, 2, 4, 8, 16, 32), tuned)}
+
+    assert captured.rows_served(seconds(0.5, 0.5, 0.9, 1.2, 0.5, 0.5)) == 4  # a later win does not count
+    assert captured.rows_served(seconds(0.5, 0.5, 0.5, 0.5, 0.5, 0.9)) is None  # every count: every call
+    assert captured.rows_served(seconds(1.0, 0.5, 0.5, 0.5, 0.5, 0.5)) == 0  # a tie at one row: never
+    assert captured.rows_served({}) is None
+
+
+@needs_compiler
+def test_after_a_compile_the_tuned_package_serves_the_rows_where_it_timed_faster_and_a_reload_keeps_it(
+        run, autotune_on, fake_compiles, monkeypatch):
+    """The real _measure on a fake clock: the tuned package times faster up to 4 sentences (greedy: 4 rows), slower
+    from 8; the record keeps `small_rows` 4 with the verdict, and a later load serves by it (a damaged value: the
+    package for any rows alone)."""
+    monkeypatch.setattr(torch_engine.CapturedStepCache, "_measure", REAL_MEASURE)
+
+    def fake_time_steps(model, step, beam, sentences, steps=16, src_len=24):
+        def work():
+            return None
+        work.sentences = sentences
+        return work
+
+    def clock(name, work):
+        return {"tuned": 1.0 if work.sentences <= 4 else 3.0, "any": 2.0, "eager": 5.0, "captured": 1.0}[name]
+
+    monkeypatch.setattr(captured, "time_steps", fake_time_steps)
+    monkeypatch.setattr(autotune.TUNER, "measure", clock)
+    served = []
+    by_rows = captured.by_rows
+    monkeypatch.setattr(captured, "by_rows", lambda small, large, most: served.append(most) or by_rows(small, large,
+                                                                                                      most))
+    steps = torch_engine.CapturedStepCache(run.model, "auto")
+    steps.prepare(1)
+    record = autotune.entry("decode-step", steps.shapes(1))
+    assert record["small_rows"] == 4 and record["choice"] == "captured" and served == [4]
+    assert torch_engine.CapturedStepCache(run.model, "auto")(1) is not None and served == [4, 4]  # from the record
+    assert autotune.record("decode-step", steps.shapes(1), {**record, "small_rows": "all"})
+    assert torch_engine.CapturedStepCache(run.model, "auto")(1) is not None and served[-1] == 0
+    assert len(fake_compiles) == 3
+
+
 @needs_compiler
 def test_a_package_measured_slower_here_is_not_used(run, autotune_on, fake_compiles):
     steps = torch_engine.CapturedStepCache(run.model, "auto")
@@ -387,7 +436,7 @@ def test_without_a_compiler_a_call_that_would_compile_runs_eager_with_one_line(r
                                                                                capsys):
     monkeypatch.setattr(captured, "compiler_available", lambda: False)
     monkeypatch.setattr(captured, "compile_step", lambda *a, **k: pytest.fail("compiled without a compiler"))
-    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", {True: 0.0, False: 0.0})
+    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", 0.0)
     options = run.decoding.pick(beam=1, step="auto", dtype="fp32")
     translator = Translator(run, options, expected_tokens=10_000)
     assert translator.translate(TEXTS) == Translator(run, options.pick(step="eager")).translate(TEXTS)

@@ -3,8 +3,9 @@ a static KV cache, with no Python between its kernels.
 
     step = StaticStep.for_model(model, beam)       # None when fast_step.py's lean step does not cover the model
     path = compile_step(step, package_path, prepack=False)  # torch.export + AOTInductor, frozen weights: ~20 s
-    small = compile_step(step, other_path, tuned=True)  # packed, max-autotune's C++ GEMMs for few rows: ~2 min
-    fn = by_rows(load_step(small), load_step(path), beam)  # the tuned package for few rows (packed only), or None
+    tuned = compile_step(step, other_path, tuned=True)  # max-autotune's C++ micro-GEMMs where they time faster: ~1 min
+    most = rows_served({rows: {"tuned": s, "any": s2}, ...})  # the rows up to which the tuned one ran faster here
+    fn = by_rows(load_step(tuned), load_step(path), most)  # the tuned package up to `most` rows, the other above
     enc = load_step(compile_encoder(StaticEncoder(model), encoder_path))  # the encoder + cross k/v: ~12 s once
     steps = CapturedSteps(model, CapturedDecoder(fn, enc), src, src_mask, capacity, beam)  # Seq2SeqSteps' contract
 
@@ -46,8 +47,12 @@ from scratchformer.model.transformer import EncoderDecoder, check_ids
 
 START = 16  # positions a static cache holds at first
 GROW = 8  # positions it gains when full: each step's attention reads every slot, so slack costs a read per step
-SMALL_ROWS = 4  # most rows the tuned package serves in greedy search (by_rows): 1.44x at 4 rows, 0.87x at 8
+SMALL_ROWS = 4  # most rows the tuned package serves in greedy search until rows_served measured it here (beams:
+#                 one sentence): on an EPYC (fp32) 1.44x the other at 4 rows, 0.87x at 8
 MIN_ROWS = 2  # torch.export specialises a dimension seen as 1: the example has 2 sentences (and 16 positions)
+
+StepPackage = Callable[..., Tensor]  # a loaded step package (load_step): flat inputs -> logits
+EncoderPackage = Callable[..., Sequence[Tensor]]  # a loaded encoder package: (src, src_mask) -> cross keys/values
 
 
 def unavailable(model: nn.Module) -> str | None:
@@ -153,13 +158,11 @@ class StaticStep(nn.Module):
         beams = [torch.zeros(n, capacity, dtype=torch.long)] if self.beam > 1 else []
         return (torch.ones(n, 1, dtype=torch.long), torch.tensor([1]), mask, *beams, *cross, *selfs)
 
-    def dynamic_shapes(self, one_sentence: bool = False) -> tuple:
-        """Rows (sentences x beam), source length and capacity dynamic; one_sentence: rows fixed at one sentence."""
+    def dynamic_shapes(self) -> tuple:
+        """Rows (sentences x beam), source length and capacity dynamic."""
         dim = torch.export.Dim
         b, s, c = dim("sentences", min=1, max=4096), dim("src_len", min=1, max=4096), dim("capacity", min=2, max=4096)
-        if one_sentence:
-            b = dim.STATIC
-        n = b * self.beam if b is not dim.STATIC and self.beam > 1 else b
+        n = b * self.beam if self.beam > 1 else b
         cross = [{0: b, 2: s}] * (2 * self.n_layers)
         selfs = [{0: n, 2: c}] * (2 * self.n_layers)
         beams = [{0: n, 1: c}] if self.beam > 1 else []
@@ -168,22 +171,22 @@ class StaticStep(nn.Module):
 
 def compile_step(step: StaticStep, package_path: Path, tuned: bool = False, prepack: bool = True) -> Path:
     """torch.export the step (dynamic rows / source length / capacity), then AOTInductor with frozen weights into
-    `package_path` (.pt2). tuned: max-autotune times inductor's C++ micro-GEMM against ATen's per packed Linear and
-    mostly keeps the C++ one (~2x for 1-2 rows, slower from ~8: RESULTS.md; by_rows uses it for few rows; with
-    beams its rows are one sentence's, fixed). prepack: weights re-laid for MKL's / oneDNN's packed GEMMs
-    (`cpp.weight_prepack`); False: plain GEMMs on the frozen weights, nothing to tune (the engine's measured rule)."""
+    `package_path` (.pt2). tuned: max-autotune times inductor's C++ micro-GEMMs (AMX / AVX-512 kernels) against
+    ATen's packed GEMM per Linear, at the example's rows (two sentences), and keeps the faster; the result serves
+    the rows where it measures faster than the other package (rows_served, by_rows): on an EPYC in fp32 up to ~4
+    rows, on a Xeon with AMX every count timed (1.8x at 1 row in fp32, 1.1-2.6x at 1 to 128 rows in bf16). prepack:
+    weights re-laid for MKL's / oneDNN's packed GEMMs (`cpp.weight_prepack`); False: plain GEMMs on the frozen
+    weights (the engine's measured rule for the other package; a tuned one always packs, as max-autotune needs)."""
     configs: dict[str, object] = {"freezing": True, "cpp.weight_prepack": prepack}
     if tuned:
         configs.update(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN",
                        autotune_num_choices_displayed=0)  # its timing tables on stderr: the caller says one line
         if hasattr(torch._inductor.config, "max_autotune_report_choices_stats"):  # its "Autotune Choices Stats"
             configs["max_autotune_report_choices_stats"] = False
-    one = tuned and step.beam > 1
     with inductor_home(), torch.no_grad(), warnings.catch_warnings():  # not inference_mode: export refuses those
         # inductor's own use of a deprecated torch API, on a cold compile: not the user's concern
         warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
-        example = step.example(sentences=1) if one else step.example()
-        exported = torch.export.export(step, example, dynamic_shapes=step.dynamic_shapes(one_sentence=one))
+        exported = torch.export.export(step, step.example(), dynamic_shapes=step.dynamic_shapes())
         path = torch._inductor.aoti_compile_and_package(exported, package_path=str(package_path),
                                                         inductor_configs=configs)
     return Path(path)
@@ -231,17 +234,31 @@ def compile_encoder(encoder: StaticEncoder, package_path: Path, prepack: bool = 
     return Path(path)
 
 
-def by_rows(small: Callable[..., Tensor] | None, large: Callable[..., Tensor], beam: int = 1) -> Callable[..., Tensor]:
-    """One step from two packages of the same step: `small` (compiled `tuned`) for calls of at most SMALL_ROWS rows
-    (greedy: a sentence alone, the last sentences of a batch) or, with beams, of one sentence; `large` for more."""
-    if small is None:  # plain weights: one package
+def by_rows(small: Callable[..., Tensor] | None, large: Callable[..., Tensor], most: int | None
+            ) -> Callable[..., Tensor]:
+    """One step from two packages of the same step: `small` (compiled `tuned`) for calls of at most `most` rows
+    (None: every call), `large` for more; `large` alone where there is no `small` or it serves no row count."""
+    if small is None or most == 0:
         return large
-    most = SMALL_ROWS if beam == 1 else beam
+    if most is None:
+        return small
 
     def step(tok: Tensor, *rest: Tensor) -> Tensor:
         return (small if tok.size(0) <= most else large)(tok, *rest)
 
     return step
+
+
+def rows_served(seconds: dict[int, dict[str, float]]) -> int | None:
+    """The most rows the tuned package should serve, from both packages' seconds per row count ({rows: {"tuned": s,
+    "any": s}}, interleaved timings of the same work): the largest count up to which it was faster at every count
+    timed; None (every count) where it was faster at all of them, 0 where it lost at the smallest."""
+    most = 0
+    for rows in sorted(seconds):
+        if seconds[rows]["tuned"] >= seconds[rows]["any"]:
+            return most
+        most = rows
+    return None
 
 
 def load_step(package_path: Path) -> Callable[..., Tensor]:

@@ -15,8 +15,9 @@ default, the captured step whenever it pays (CapturedStepCache.pays):
 Packages live in this user's cache (runs/cache.py: $XDG_CACHE_HOME/scratchformer, 0700, written atomically, content
 hashed), one per CPU flags, torch version, dtype, weights digest and rows per sentence (1 for greedy, the beam
 width) and weight packing, each holding the step for any rows (rows, source length and capacity are dynamic
-dimensions), with packed weights a second one tuned for a few rows, and one of the encoder with the decoder's
-cross-attention projections. Packed or plain weights (`prepack`): a measured rule, CapturedStepCache.prepack.
+dimensions), a second one tuned by max-autotune (inductor's C++ micro-GEMMs), and one of the encoder with the
+decoder's cross-attention projections. Two measured rules: packed or plain weights in the first
+(CapturedStepCache.prepack), and the row counts the tuned one serves (timed after the compile, `small_rows`).
 Packages are only ever loaded from there, under a name made from our own digest of the weights. Anything that fails
 runs the eager step, with one line.
 
@@ -51,12 +52,14 @@ from scratchformer.runs.cache import find_private, private_cache, user_cache_dir
 PACKAGE = "step.pt2"  # any row count
 SMALL = "small_step.pt2"  # tuned for few rows (captured.by_rows)
 ENCODER = "encoder.pt2"  # the encoder with the cross-attention projections (captured.StaticEncoder)
-FORMAT = 7  # of the packages' layout and graph, part of every key and of autotune's records of them (4: attention
-#            written out, 5: the encoder, 6: beams read their cache through an index, 7: weights packed by a rule)
+FORMAT = 8  # of the packages' layout and graph, part of every key and of autotune's records of them (4: attention
+#            written out, 5: the encoder, 6: beams read their cache through an index, 7: weights packed by a rule,
+#            8: a tuned package with any rows, beams and plain weights included)
 SENTENCES = (1, 32)  # the batch sizes autotune times the two steps at
+LADDER = (1, 2, 4, 8, 16, 32)  # the batch sizes the tuned package is timed against the other at (small_rows)
 MEASURED_STEPS = 16  # decoding steps per timed call (captured.time_steps)
-COMPILE_SECONDS = {True: 150.0, False: 45.0}  # a beam width's packages, until measured here, by `prepack`: three
-#   with packed weights (~50 s on a quiet EPYC, ~150 s on a 2-core Xeon), two without (38-45 s on that Xeon)
+COMPILE_SECONDS = 120.0  # a beam width's three packages, until measured here: ~50 s on a quiet EPYC, 80-100 s on a
+#                         2-core Xeon (the tuned package alone 60-70 s of them)
 SAVING_PER_ROW_TOKEN = 2.5e-4  # seconds the captured step saves per output token and row of a sentence (x beam
 #                               width), until measured here: the shipped model at batch 32 saves 0.2-0.4 ms greedy
 
@@ -155,7 +158,7 @@ class CapturedStepCache:
         output tokens (default: expected_tokens) at `beam` rows per sentence: compile when cost < saving."""
         tokens = self.expected if tokens is None else tokens
         shapes = self.shapes(beam)
-        cost = (autotune.entry("decode-compile", shapes) or {}).get("seconds", COMPILE_SECONDS[shapes["prepack"]])
+        cost = (autotune.entry("decode-compile", shapes) or {}).get("seconds", COMPILE_SECONDS)
         per_token = (autotune.entry("decode-step", shapes) or {}).get("saving_per_token",
                                                                        SAVING_PER_ROW_TOKEN * beam)
         saving = max(0.0, float(per_token)) * (tokens or 0)
@@ -187,17 +190,20 @@ class CapturedStepCache:
                 if not compile:
                     return None
                 folder, compiled = self._compile(name, stamp, beam), True
-            small = captured.load_step(folder / SMALL) if (folder / SMALL).is_file() else None  # packed only
-            fn = captured.CapturedDecoder(captured.by_rows(small, captured.load_step(folder / PACKAGE), beam),
-                                          captured.load_step(folder / ENCODER))
+            small = captured.load_step(folder / SMALL) if (folder / SMALL).is_file() else None
+            large, encoder = captured.load_step(folder / PACKAGE), captured.load_step(folder / ENCODER)
         except Exception as e:  # noqa: BLE001 - any failure of the optional fast path: the eager step, one line
             first = (str(e).splitlines() or [""])[0][:160]
             say(N_("the captured decoding step failed ({kind}: {first}); decoding with the eager step"),
                 kind=type(e).__name__, first=first)
             return None
-        if compiled or (self.mode == "captured" and autotune.entry("decode-step", self.shapes(beam)) is None):
-            self._measure(fn, beam)  # so that auto may use the package, and knows what a compile saves
-        return fn
+        record = autotune.entry("decode-step", self.shapes(beam))
+        if compiled or (self.mode == "captured" and record is None):  # so that auto may use the package, serves
+            return self._measure(small, large, encoder, beam)  # each row count from the faster one, knows the saving
+        most = (record or {}).get("small_rows", captured.SMALL_ROWS if beam == 1 else beam)  # unmeasured: few rows
+        if not (most is None or (isinstance(most, int) and not isinstance(most, bool) and most >= 0)):
+            most = 0  # a damaged record: the package for any rows alone
+        return captured.CapturedDecoder(captured.by_rows(small, large, most), encoder)
 
     def _announce(self, beam: int) -> bool:
         """The rule for a call of known size, and one line saying what it decided to compile."""
@@ -223,7 +229,6 @@ class CapturedStepCache:
                       lambda p: captured.compile_step(step, p, tuned=True)),
                      (ENCODER, N_("the encoder"),
                       lambda p: captured.compile_encoder(captured.StaticEncoder(self.model), p, prepack=packed)))
-            parts = parts if packed else (parts[0], parts[2])  # tuning picks among packed GEMMs: none to pick
             for i, (file, what, make) in enumerate(parts, start=1):
                 say(N_("  [{i}/{n}] {what} ({seconds:.0f} s so far)"), i=i, n=len(parts), what=_(what),
                     seconds=time.perf_counter() - start)
@@ -235,9 +240,20 @@ class CapturedStepCache:
         autotune.record("decode-compile", self.shapes(beam), {"seconds": round(seconds, 1)})
         return folder
 
-    def _measure(self, fn: captured.CapturedDecoder, beam: int) -> None:
-        """The eager and the captured step timed at SENTENCES (autotune's clock, interleaved): the verdict (captured
-        only if clearly faster over both) and the seconds saved per output token at the larger batch, kept."""
+    def _measure(self, small: captured.StepPackage | None, large: captured.StepPackage,
+                 encoder: captured.EncoderPackage, beam: int) -> captured.CapturedDecoder:
+        """Times and keeps (autotune's clock, interleaved) the two rules of a new package, and returns the step
+        they make: the tuned package against the other at LADDER sentences (`small_rows`: the rows up to which
+        the tuned one serves, captured.rows_served); then the eager and that captured step at SENTENCES (the
+        verdict, captured only if clearly faster over both, and the seconds saved per output token at the larger
+        batch)."""
+        most = 0
+        if small is not None:
+            rows = {n * beam: autotune.TUNER.seconds({
+                name: captured.time_steps(self.model, captured.CapturedDecoder(fn, encoder), beam, n, MEASURED_STEPS)
+                for name, fn in (("tuned", small), ("any", large))}) for n in LADDER}
+            most = captured.rows_served(rows)
+        fn = captured.CapturedDecoder(captured.by_rows(small, large, most), encoder)
         times = {n: autotune.TUNER.seconds({"eager": captured.time_steps(self.model, None, beam, n, MEASURED_STEPS),
                                             "captured": captured.time_steps(self.model, fn, beam, n,
                                                                             MEASURED_STEPS)})
@@ -245,8 +261,9 @@ class CapturedStepCache:
         total = {k: sum(t[k] for t in times.values()) for k in ("eager", "captured")}
         big = SENTENCES[-1]
         autotune.record("decode-step", self.shapes(beam), {
-            "choice": autotune.pick(total, "eager"), "seconds": total,
+            "choice": autotune.pick(total, "eager"), "seconds": total, "small_rows": most,
             "saving_per_token": (times[big]["eager"] - times[big]["captured"]) / (big * MEASURED_STEPS)})
+        return fn
 
 
 def decoding_dtype(run: Run, options: DecodingOptions) -> str:
