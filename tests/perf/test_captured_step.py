@@ -370,7 +370,7 @@ def test_a_big_file_compiles_once_saying_so_and_a_second_run_uses_the_cached_pac
     err = out.err.splitlines()
     assert err[0].startswith("compiling the captured decoding step: it should save about 2 s")
     assert [line.split(" (")[0].strip() for line in err if line.strip().startswith("[")] == [
-        "[1/3] the step for any batch", "[2/3] the step tuned for a few rows", "[3/3] the encoder"]
+        "[1/3] the step for any batch", "[2/3] the step tuned by max-autotune", "[3/3] the encoder"]
     eager = Translator(run, run.decoding.pick(beam=1, step="eager")).translate(TEXTS * 40)
     assert out.out.splitlines() == eager
     # a second run, even of one sentence, finds the package: no compile, the captured step at once

@@ -179,6 +179,35 @@ def test_bf16_weights_pack_through_onednn_with_the_same_tokens(tiny_model, tiny_
     assert not any("forward" in m.__dict__ for m in model.modules())
     packing._PACKS.pop(model, None)
 
+
+@pytest.mark.skipif(not packing_available(torch.bfloat16), reason="oneDNN's packed bf16 GEMM does not run here")
+def test_bf16_packs_serve_free_batched_decoding_as_sentences_finish(tiny_model, tiny_sources, monkeypatch, fake_tuner):
+    """A oneDNN pack serves any row count: batched free decoding (sentences ending apart) packs on its first step and
+    keeps the packs while rows leave, with the unpacked step's tokens; fp32's MKL packs would be set aside there."""
+    model = tiny_model(0).to(torch.bfloat16)
+    src = tiny_sources(1, lengths=(3, 7, 5, 9, 2, 11))
+    spec, beams = Search(max_output_len=None), Search(beam=3, max_output_len=None)  # budgets: source length + 50
+    ref, ref_beam = greedy_decode(model, src, spec), beam_search(model, src, beams)
+    fake_tuner(**PACKED_FASTER)
+    rows = []
+    real = packing._packed_linear
+
+    def counted(x, p, w, b, r):
+        if x.numel() == x.size(0) * x.size(-1):  # a step's rows (N, 1, D) or (N, D), not the memory's projection
+            rows.append(x.size(0))
+        return real(x, p, w, b, r)
+
+    monkeypatch.setattr(packing, "_packed_linear", counted)
+    assert greedy_decode(model, src, spec) == ref
+    assert max(rows) == 6 and min(rows) < 6  # packed from the first step to the last sentence's
+    assert len({len(t) for t in ref}) > 1  # the sentences did end apart
+    rows.clear()
+    got = beam_search(model, src, beams)
+    assert [[h.tokens for h in hs] for hs in got] == [[h.tokens for h in hs] for hs in ref_beam]
+    assert max(rows) == 18 and min(rows) < 18
+    assert not any("forward" in m.__dict__ for m in model.modules())
+    packing._PACKS.pop(model, None)
+
 @needs_mkl
 @pytest.mark.parametrize("op", ["_mkl_linear", "_mkl_reorder_linear_weight"])
 def test_a_missing_op_means_unpacked_with_the_same_outputs(fake_tuner, monkeypatch, fresh_process, op):

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from scratchformer.config.budget import output_budget
 from scratchformer.data.tokenizers import BOS_ID, EOS_ID, PAD_ID
 from scratchformer.decoding.fast_step import LeanDecoder, modules_under
-from scratchformer.decoding.packing import packed_linears
+from scratchformer.decoding.packing import packed_linears, serves_any_rows
 from scratchformer.errors import N_, InputError
 from scratchformer.model.transformer import EncoderDecoder
 
@@ -136,10 +136,11 @@ class Seq2SeqSteps:
         self.rows = memory.size(0) * beam
         self.sents = torch.arange(memory.size(0), device=memory.device)  # (N / G,) original sentence of each
         # pack=True: GEMM weights packed for the starting row count (CPU, where autotune measures it faster;
-        # packing.py). It pays only when that count holds for the whole call, so the searches ask for it only
-        # then (one sentence in beam search, or every sentence forced to the same length); in batched free
-        # decoding sentences finish early.
-        self._pack_pending = pack  # packed on the first cached step, closed when the row count changes
+        # packing.py). An fp32 pack pays only when that count holds for the whole call, so the searches ask for it
+        # only then (one sentence in beam search, or every sentence forced to the same length); in batched free
+        # decoding sentences finish early. A bf16 pack serves any row count: every call packs, and keeps it.
+        self._any_rows = serves_any_rows(next(model.parameters()).dtype)
+        self._pack_pending = pack or self._any_rows  # packed on the first cached step, closed when rows change
         self._packing = ExitStack()
 
     def __enter__(self) -> Seq2SeqSteps:
@@ -183,8 +184,8 @@ class Seq2SeqSteps:
     def _select(self, index: Tensor) -> None:
         shrink = index.numel() < self.rows
         self.rows = index.numel()
-        if shrink:
-            self._packing.close()  # packs only serve their own row count
+        if shrink and not self._any_rows:
+            self._packing.close()  # fp32 packs only serve their own row count
         # Rows stay within their sentence, whose cross-attention keys/values serve all its rows: unless sentences
         # drop out, only the self-attention cache needs reordering.
         sentences = index[:: self.beam] // self.beam if shrink else None  # (N' / G,) sentences kept

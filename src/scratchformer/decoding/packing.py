@@ -11,11 +11,14 @@ a decoding loop keeps fixed until a sentence finishes. Measured on a 2-core Xeon
 paper-base decoding step: 1.3x faster at 4 and 8 rows, 1.15x at 32 and 128, the same numbers to the last bit;
 packing costs ~30 ms per 100 MB of weights and as much memory again.
 
-bf16 weights (`--dtype bf16`, or auto's) pack the same way through oneDNN (`torch.ops.mkldnn._reorder_linear_weight`
-and `_linear_pointwise`, what inductor's weight prepack gives a bf16 package): on a Xeon with AMX, one sentence's
-eager bf16 step ran 1.2-1.3x faster packed (54 -> 43 ms a sentence greedy, 2 threads), the same tokens.
+bf16 weights (`--dtype bf16`, or auto's) pack through oneDNN (`torch.ops.mkldnn._reorder_linear_weight` and
+`_linear_pointwise`, what inductor's weight prepack gives a bf16 package). A oneDNN pack serves any row count
+(`serves_any_rows`), so the eager bf16 step packs every call, batched free translation included, and keeps its
+packs as sentences finish: on a Xeon with AMX, one sentence's eager bf16 step ran 1.2-1.3x faster packed (54 -> 43
+ms a sentence greedy, 2 threads), 320 sentences at batch 32 greedy 1.15x (5.77 -> 5.02 ms a sentence, 1 thread;
+beam 4 the same), the same tokens.
 
-So: packs are made for the row count a decoding call starts with where packing measures faster on this CPU
+So (fp32): packs are made for the row count a decoding call starts with where packing measures faster on this CPU
 for these shapes and rows (autotune.py: timed once, then cached; never with SCRATCHFORMER_AUTOTUNE=0),
 kept for the next call (one set per model), and set aside as soon as the row count changes (a sentence
 finished: the rest of the call runs unpacked). The searches pack only calls whose row count cannot change
@@ -80,6 +83,12 @@ def _onednn_runs() -> bool:
     return True
 
 
+def serves_any_rows(dtype: torch.dtype | None) -> bool:
+    """Whether a pack of weights of `dtype` serves every row count (oneDNN's bf16 packs), not only the one it was
+    made for (MKL's fp32 packs): then a decoding call keeps its packs while sentences finish."""
+    return dtype == torch.bfloat16
+
+
 def packed_gemm(weight: Tensor, rows: int | None = None) -> Callable[[Tensor], Tensor]:
     """x -> F.linear(x, weight) through the packed GEMM of a bf16 weight (oneDNN's; rows None: packed for any row
     count, as inductor packs a package's weights): what autotune's dtype rule times for the captured step."""
@@ -88,9 +97,10 @@ def packed_gemm(weight: Tensor, rows: int | None = None) -> Callable[[Tensor], T
 
 
 def _pack(weight: Tensor, rows: int | None) -> Tensor:
-    """`weight` re-laid for the packed GEMM of its dtype at `rows` input rows (MKL's sgemm pack; oneDNN's bf16)."""
+    """`weight` re-laid for the packed GEMM of its dtype at `rows` input rows (MKL's sgemm pack), or for any rows
+    (oneDNN's bf16 pack, serves_any_rows)."""
     if weight.dtype == torch.bfloat16:
-        return torch.ops.mkldnn._reorder_linear_weight(weight, rows)
+        return torch.ops.mkldnn._reorder_linear_weight(weight, None)
     return torch.ops.mkl._mkl_reorder_linear_weight(weight, rows)
 
 
@@ -146,7 +156,7 @@ def should_pack(linears: Sequence[nn.Linear], rows: int) -> bool:
 
 
 class Packs:
-    """The packed weights of some nn.Linear layers for one row count."""
+    """The packed weights of some nn.Linear layers for one row count (bf16: for any, serves_any_rows)."""
 
     def __init__(self, linears: list[nn.Linear], rows: int) -> None:
         self.rows, self.linears = rows, linears
@@ -154,7 +164,8 @@ class Packs:
             self.packed = [(_pack(m.weight.detach(), rows), m.weight._version) for m in linears]
 
     def usable_for(self, linears: list[nn.Linear], rows: int) -> bool:
-        return (rows == self.rows and len(linears) == len(self.linears)
+        any_rows = serves_any_rows(self.linears[0].weight.dtype) if self.linears else False
+        return ((rows == self.rows or any_rows) and len(linears) == len(self.linears)
                 and all(a is b for a, b in zip(linears, self.linears))
                 and all(m.weight._version == v for m, (_, v) in zip(linears, self.packed)))
 
@@ -206,8 +217,11 @@ def _packs_for(owner: nn.Module, linears: list[nn.Linear], rows: int) -> Packs |
 def _packed_forward(linear: nn.Linear, packed: Tensor, version: int, rows: int) -> Callable[[Tensor], Tensor]:
     weight, bias, d_in = linear.weight, linear.bias, linear.in_features
 
+    any_rows = serves_any_rows(weight.dtype)
+
     def forward(x: Tensor) -> Tensor:  # (..., d_in) -> (..., d_out)
-        if not _broken and x.numel() == rows * d_in and x.dtype == weight.dtype and weight._version == version:
+        if not _broken and (any_rows or x.numel() == rows * d_in) and x.dtype == weight.dtype \
+                and weight._version == version:
             try:
                 return _packed_linear(x, packed, weight, bias, rows)
             except Exception as e:  # a private op: any failure means unpacked

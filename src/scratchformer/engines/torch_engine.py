@@ -225,7 +225,7 @@ class CapturedStepCache:
 
         def write(tmp: Path) -> None:
             parts = ((PACKAGE, N_("the step for any batch"), lambda p: captured.compile_step(step, p, prepack=packed)),
-                     (SMALL, N_("the step tuned for a few rows"),
+                     (SMALL, N_("the step tuned by max-autotune"),
                       lambda p: captured.compile_step(step, p, tuned=True)),
                      (ENCODER, N_("the encoder"),
                       lambda p: captured.compile_encoder(captured.StaticEncoder(self.model), p, prepack=packed)))
