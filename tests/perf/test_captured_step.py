@@ -75,6 +75,32 @@ def test_greedy_tokens_and_logits_equal_the_eager_step(run, package, monkeypatch
     torch.testing.assert_close(fast.logits, eager.logits, rtol=0, atol=1e-5)
 
 
+def test_the_tuned_package_asks_for_single_threaded_cpp_gemms_and_retries_with_aten_where_they_cannot(
+        run, tmp_path, monkeypatch):
+    asked, fail = [], [True]
+
+    def aoti(exported, package_path, inductor_configs):
+        asked.append(dict(inductor_configs))
+        if fail.pop() if fail else False:
+            raise RuntimeError("InductorError: NoValidChoicesError: No choices to select. Provided reason: ...")
+        return package_path
+
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", aoti)
+    step = captured.StaticStep.for_model(run.model, 1)
+    assert captured.compile_step(step, tmp_path / "t.pt2", tuned=True, prepack=False) == tmp_path / "t.pt2"
+    first, second = asked
+    assert first["max_autotune_gemm_backends"] == "CPP" and first["cpp.threads"] == 1
+    assert first["cpp.weight_prepack"] and first["max_autotune"]  # the template reads packed constant weights
+    assert second["max_autotune_gemm_backends"] == "CPP,ATEN"
+    asked.clear()
+    captured.compile_step(step, tmp_path / "p.pt2", prepack=False)  # the other package: as before, plain
+    assert len(asked) == 1 and "max_autotune" not in asked[0] and asked[0]["cpp.weight_prepack"] is False
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package",
+                        lambda *a, **k: (_ for _ in ()).throw(RuntimeError("other")))
+    with pytest.raises(RuntimeError, match="other"):  # anything else is the compile's failure, as before
+        captured.compile_step(step, tmp_path / "t.pt2", tuned=True)
+
+
 @needs_compiler
 def test_the_captured_encoder_gives_the_modules_cross_keys_and_values_and_tokens(run, package, encoder_package):
     """A batch of unequal sentences (padding masked), one sentence, and a 1-token source (the modules' path)."""

@@ -171,24 +171,35 @@ class StaticStep(nn.Module):
 
 def compile_step(step: StaticStep, package_path: Path, tuned: bool = False, prepack: bool = True) -> Path:
     """torch.export the step (dynamic rows / source length / capacity), then AOTInductor with frozen weights into
-    `package_path` (.pt2). tuned: max-autotune times inductor's C++ micro-GEMMs (AMX / AVX-512 kernels) against
-    ATen's packed GEMM per Linear, at the example's rows (two sentences), and keeps the faster; the result serves
-    the rows where it measures faster than the other package (rows_served, by_rows): on an EPYC in fp32 up to ~4
-    rows, on a Xeon with AMX every count timed (1.8x at 1 row in fp32, 1.1-2.6x at 1 to 128 rows in bf16). prepack:
-    weights re-laid for MKL's / oneDNN's packed GEMMs (`cpp.weight_prepack`); False: plain GEMMs on the frozen
-    weights (the engine's measured rule for the other package; a tuned one always packs, as max-autotune needs)."""
-    configs: dict[str, object] = {"freezing": True, "cpp.weight_prepack": prepack}
+    `package_path` (.pt2). prepack: weights re-laid for MKL's / oneDNN's packed GEMMs (`cpp.weight_prepack`);
+    False: plain GEMMs on the frozen weights (the engine's measured rule).
+
+    tuned: every Linear an inductor C++ micro-GEMM (AMX / AVX-512 kernels, blocking picked by max-autotune at the
+    example's rows), and every kernel single-threaded (`cpp.threads` 1: no OpenMP region to open per kernel), where
+    the other package calls MKL / oneDNN. It serves the rows where it times faster (rows_served, by_rows): on a
+    2-core Xeon with AMX, 2.6x the other at 1 row and 1.1-1.3x at 32 in bf16 (with 1 or 2 threads), 1.8x at 1 row
+    in fp32. Letting max-autotune pick ATen's GEMM per Linear instead (it times each alone, at the process's
+    threads) chose oneDNN for most of them with 2 threads, and that step ran 2.3x slower at 1 row. A GEMM the C++
+    template cannot take (NoValidChoicesError) makes the compile retry with ATen among the choices."""
+    configs: dict[str, object] = {"freezing": True, "cpp.weight_prepack": prepack or tuned}
     if tuned:
-        configs.update(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN",
-                       autotune_num_choices_displayed=0)  # its timing tables on stderr: the caller says one line
+        configs.update({"max_autotune": True, "max_autotune_gemm_backends": "CPP", "cpp.threads": 1,
+                        "autotune_num_choices_displayed": 0})  # its timing tables on stderr: the caller says one line
         if hasattr(torch._inductor.config, "max_autotune_report_choices_stats"):  # its "Autotune Choices Stats"
             configs["max_autotune_report_choices_stats"] = False
     with inductor_home(), torch.no_grad(), warnings.catch_warnings():  # not inference_mode: export refuses those
         # inductor's own use of a deprecated torch API, on a cold compile: not the user's concern
         warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
         exported = torch.export.export(step, step.example(), dynamic_shapes=step.dynamic_shapes())
-        path = torch._inductor.aoti_compile_and_package(exported, package_path=str(package_path),
-                                                        inductor_configs=configs)
+        try:
+            path = torch._inductor.aoti_compile_and_package(exported, package_path=str(package_path),
+                                                            inductor_configs=configs)
+        except Exception as e:
+            if not tuned or "No choices to select" not in str(e):
+                raise
+            configs["max_autotune_gemm_backends"] = "CPP,ATEN"  # a GEMM the template does not cover: ATen's
+            path = torch._inductor.aoti_compile_and_package(exported, package_path=str(package_path),
+                                                            inductor_configs=configs)
     return Path(path)
 
 
