@@ -450,6 +450,29 @@ def test_after_a_compile_the_tuned_package_serves_the_rows_where_it_timed_faster
 
 
 @needs_compiler
+def test_prepare_times_a_cached_package_that_has_no_record_for_these_threads(run, autotune_on, fake_compiles,
+                                                                             monkeypatch):
+    """A package serves every thread count, its rules are timed per thread count: serve's start-up (prepare) times a
+    cached package that has no record for its threads, without compiling again; a plain call does not wait for it."""
+    monkeypatch.setattr(torch_engine.CapturedStepCache, "_measure", REAL_MEASURE)
+    monkeypatch.setattr(captured, "time_steps", lambda model, step, beam, sentences, steps=16, src_len=24: lambda: None)
+    monkeypatch.setattr(autotune.TUNER, "measure", lambda name, work: {"tuned": 1.0, "any": 2.0, "eager": 3.0,
+                                                                        "captured": 1.0}[name])
+    threads = torch.get_num_threads()
+    try:
+        torch_engine.CapturedStepCache(run.model, "auto").prepare(1)  # compiled, timed: a record at these threads
+        assert len(fake_compiles) == 3
+        torch.set_num_threads(threads + 1)
+        plain = torch_engine.CapturedStepCache(run.model, "auto")
+        assert plain(1) is not None and autotune.entry("decode-step", plain.shapes(1)) is None  # used, not timed
+        other = torch_engine.CapturedStepCache(run.model, "auto")
+        other.prepare(1)
+        assert autotune.entry("decode-step", other.shapes(1))["small_rows"] is None and len(fake_compiles) == 3
+    finally:
+        torch.set_num_threads(threads)
+
+
+@needs_compiler
 def test_a_package_measured_slower_here_is_not_used(run, autotune_on, fake_compiles):
     steps = torch_engine.CapturedStepCache(run.model, "auto")
     steps.prepare(1)  # compiled (faked) and cached

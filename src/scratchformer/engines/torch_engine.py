@@ -96,7 +96,8 @@ class CapturedStepCache:
         return self.loaded[beam]
 
     def prepare(self, beam: int, background: bool = False) -> None:
-        """The step for `beam` loaded, compiled if no package is cached (auto and captured alike), now or in a
+        """The step for `beam` loaded, compiled if no package is cached (auto and captured alike), and timed if this
+        thread count has no record of it (a package compiled by a process with other threads), now or in a
         background thread (serve: the eager step answers until it is ready)."""
         if self._why is not None:
             self._explain(beam, always=True)
@@ -198,9 +199,11 @@ class CapturedStepCache:
             say(N_("the captured decoding step failed ({kind}: {first}); decoding with the eager step"),
                 kind=type(e).__name__, first=first)
             return None
-        record = autotune.entry("decode-step", self.shapes(beam))
-        if compiled or (self.mode == "captured" and record is None):  # so that auto may use the package, serves
-            return self._measure(small, large, encoder, beam)  # each row count from the faster one, knows the saving
+        record = autotune.entry("decode-step", self.shapes(beam))  # per thread count: a package serves them all
+        if compiled or (record is None and (self.mode == "captured" or compile)):  # so that auto may use it,
+            return self._measure(small, large, encoder, beam)  # serves each row count from the faster one, and
+        #                                                        knows the saving; a call that could not compile
+        #                                                        (a one-sentence call) does not wait for it either
         most = (record or {}).get("small_rows", captured.SMALL_ROWS if beam == 1 else beam)  # unmeasured: few rows
         if not (most is None or (isinstance(most, int) and not isinstance(most, bool) and most >= 0)):
             most = 0  # a damaged record: the package for any rows alone
