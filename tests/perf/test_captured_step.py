@@ -450,6 +450,28 @@ def test_after_a_compile_the_tuned_package_serves_the_rows_where_it_timed_faster
 
 
 @needs_compiler
+def test_the_verdict_weighs_one_sentence_as_much_as_a_batch(run, autotune_on, fake_compiles, monkeypatch):
+    """Captured twice as fast for one sentence, 1% slower for 32 (in seconds, ten times the work): over the summed
+    seconds (11 eager, 10.6 captured) it would lose the 10% margin; each size weighing alike, it wins."""
+    monkeypatch.setattr(torch_engine.CapturedStepCache, "_measure", REAL_MEASURE)
+
+    def fake_time_steps(model, step, beam, sentences, steps=16, src_len=24):
+        def work():
+            return None
+        work.sentences = sentences
+        return work
+
+    seconds = {1: {"eager": 1.0, "captured": 0.5}, 32: {"eager": 10.0, "captured": 10.1}}
+    monkeypatch.setattr(captured, "time_steps", fake_time_steps)
+    monkeypatch.setattr(autotune.TUNER, "measure", lambda name, work: seconds.get(work.sentences, {}).get(name, 1.0))
+    steps = torch_engine.CapturedStepCache(run.model, "auto")
+    steps.prepare(1)
+    record = autotune.entry("decode-step", steps.shapes(1))
+    assert record["choice"] == "captured" and record["seconds"] == {"eager": 11.0, "captured": 10.6}
+    assert record["saving_per_token"] < 0  # at 32 sentences it saves nothing: the compile rule reads this
+
+
+@needs_compiler
 def test_prepare_times_a_cached_package_that_has_no_record_for_these_threads(run, autotune_on, fake_compiles,
                                                                              monkeypatch):
     """A package serves every thread count, its rules are timed per thread count: serve's start-up (prepare) times a

@@ -56,6 +56,7 @@ FORMAT = 9  # of the packages' layout and graph, part of every key and of autotu
 #            written out, 5: the encoder, 6: beams read their cache through an index, 7: weights packed by a rule,
 #            8: a tuned package with any rows, beams and plain weights included, 9: its GEMMs all inductor's C++
 #            micro-GEMMs, its kernels single-threaded)
+RULES = 2  # of what a decode-step record decides (2: the verdict weighs each batch size alike; small_rows)
 SENTENCES = (1, 32)  # the batch sizes autotune times the two steps at
 LADDER = (1, 2, 4, 8, 16, 32)  # the batch sizes the tuned package is timed against the other at (small_rows)
 MEASURED_STEPS = 16  # decoding steps per timed call (captured.time_steps)
@@ -134,7 +135,7 @@ class CapturedStepCache:
         c = self.model.config
         return {"d_model": c.d_model, "d_ff": c.d_ff, "heads": c.n_heads, "layers": c.n_decoder_layers,
                 "vocab": c.tgt_vocab_size, "group": beam, "sentences": list(SENTENCES), "dtype": self.dtype(),
-                "format": FORMAT, "prepack": self.prepack(beam)}
+                "format": FORMAT, "prepack": self.prepack(beam), "rules": RULES}
 
     def prepack(self, beam: int) -> bool:
         """Whether `beam`'s packages run packed weights (inductor's weight prepack: MKL's packed sgemm for fp32,
@@ -248,9 +249,10 @@ class CapturedStepCache:
                  encoder: captured.EncoderPackage, beam: int) -> captured.CapturedDecoder:
         """Times and keeps (autotune's clock, interleaved) the two rules of a new package, and returns the step
         they make: the tuned package against the other at LADDER sentences (`small_rows`: the rows up to which
-        the tuned one serves, captured.rows_served); then the eager and that captured step at SENTENCES (the
-        verdict, captured only if clearly faster over both, and the seconds saved per output token at the larger
-        batch)."""
+        the tuned one serves, captured.rows_served); then the eager and that captured step at SENTENCES: the
+        verdict (captured only if clearly faster over both, each batch size weighing alike: its seconds over the
+        eager step's, summed; raw seconds would let 32 sentences outweigh one, and one-sentence calls are the
+        interactive ones), and the seconds saved per output token at the larger batch."""
         most = 0
         if small is not None:
             rows = {n * beam: autotune.TUNER.seconds({
@@ -263,9 +265,10 @@ class CapturedStepCache:
                                                                             MEASURED_STEPS)})
                  for n in SENTENCES}
         total = {k: sum(t[k] for t in times.values()) for k in ("eager", "captured")}
+        relative = {k: sum(t[k] / t["eager"] for t in times.values()) for k in ("eager", "captured")}
         big = SENTENCES[-1]
         autotune.record("decode-step", self.shapes(beam), {
-            "choice": autotune.pick(total, "eager"), "seconds": total, "small_rows": most,
+            "choice": autotune.pick(relative, "eager"), "seconds": total, "small_rows": most,
             "saving_per_token": (times[big]["eager"] - times[big]["captured"]) / (big * MEASURED_STEPS)})
         return fn
 
