@@ -474,8 +474,9 @@ def test_the_verdict_weighs_one_sentence_as_much_as_a_batch(run, autotune_on, fa
 @needs_compiler
 def test_prepare_times_a_cached_package_that_has_no_record_for_these_threads(run, autotune_on, fake_compiles,
                                                                              monkeypatch):
-    """A package serves every thread count, its rules are timed per thread count: serve's start-up (prepare) times a
-    cached package that has no record for its threads, without compiling again; a plain call does not wait for it."""
+    """A package serves every thread count, its rules are timed per thread count: serve's start-up (prepare) and a
+    big file time a cached package that has no record for their threads, without compiling again; a plain call does
+    not wait for it."""
     monkeypatch.setattr(torch_engine.CapturedStepCache, "_measure", REAL_MEASURE)
     monkeypatch.setattr(captured, "time_steps", lambda model, step, beam, sentences, steps=16, src_len=24: lambda: None)
     monkeypatch.setattr(autotune.TUNER, "measure", lambda name, work: {"tuned": 1.0, "any": 2.0, "eager": 3.0,
@@ -490,6 +491,10 @@ def test_prepare_times_a_cached_package_that_has_no_record_for_these_threads(run
         other = torch_engine.CapturedStepCache(run.model, "auto")
         other.prepare(1)
         assert autotune.entry("decode-step", other.shapes(1))["small_rows"] is None and len(fake_compiles) == 3
+        torch.set_num_threads(threads + 2)  # a big file (a call that could pay for a compile) times it too
+        monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", 1.0)
+        big = torch_engine.CapturedStepCache(run.model, "auto", expected_tokens=10_000_000)
+        assert big(1) is not None and autotune.entry("decode-step", big.shapes(1)) is not None
     finally:
         torch.set_num_threads(threads)
 

@@ -201,10 +201,11 @@ class CapturedStepCache:
                 kind=type(e).__name__, first=first)
             return None
         record = autotune.entry("decode-step", self.shapes(beam))  # per thread count: a package serves them all
-        if compiled or (record is None and (self.mode == "captured" or compile)):  # so that auto may use it,
-            return self._measure(small, large, encoder, beam)  # serves each row count from the faster one, and
-        #                                                        knows the saving; a call that could not compile
-        #                                                        (a one-sentence call) does not wait for it either
+        timing = record is None and (self.mode == "captured" or compile or (self.expected is not None
+                                                                             and self.pays(beam)[0]))
+        if compiled or timing:  # so that auto may use it, serves each row count from the faster one, and knows the
+            return self._measure(small, large, encoder, beam)  # saving; only a call that could pay for a compile
+        #                                                        waits for it (serve's start-up, a big file)
         most = (record or {}).get("small_rows", captured.SMALL_ROWS if beam == 1 else beam)  # unmeasured: few rows
         if not (most is None or (isinstance(most, int) and not isinstance(most, bool) and most >= 0)):
             most = 0  # a damaged record: the package for any rows alone
