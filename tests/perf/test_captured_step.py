@@ -20,6 +20,16 @@ from scratchformer.engines import Translator, torch_engine
 from scratchformer.runs import load_run
 
 REAL_MEASURE = torch_engine.CapturedStepCache._measure  # fake_compiles replaces it; one test puts it back
+
+
+def _fake_time_steps(model, step, beam, sentences, steps=16, src_len=24):
+    """captured.time_steps' stand-in: work that does nothing and says its batch size (for a fake clock)."""
+    def work():
+        return None
+    work.sentences = sentences
+    return work
+
+
 needs_compiler = pytest.mark.skipif(not captured.compiler_available(), reason="no C++ compiler: the eager step runs")
 TEXTS = ["hello world", "a b c", "the cat", "xyz", "good morning to you"]
 
@@ -424,16 +434,10 @@ def test_after_a_compile_the_tuned_package_serves_the_rows_where_it_timed_faster
     package for any rows alone)."""
     monkeypatch.setattr(torch_engine.CapturedStepCache, "_measure", REAL_MEASURE)
 
-    def fake_time_steps(model, step, beam, sentences, steps=16, src_len=24):
-        def work():
-            return None
-        work.sentences = sentences
-        return work
-
     def clock(name, work):
         return {"tuned": 1.0 if work.sentences <= 4 else 3.0, "any": 2.0, "eager": 5.0, "captured": 1.0}[name]
 
-    monkeypatch.setattr(captured, "time_steps", fake_time_steps)
+    monkeypatch.setattr(captured, "time_steps", _fake_time_steps)
     monkeypatch.setattr(autotune.TUNER, "measure", clock)
     served = []
     by_rows = captured.by_rows
@@ -455,14 +459,8 @@ def test_the_verdict_weighs_one_sentence_as_much_as_a_batch(run, autotune_on, fa
     seconds (11 eager, 10.6 captured) it would lose the 10% margin; each size weighing alike, it wins."""
     monkeypatch.setattr(torch_engine.CapturedStepCache, "_measure", REAL_MEASURE)
 
-    def fake_time_steps(model, step, beam, sentences, steps=16, src_len=24):
-        def work():
-            return None
-        work.sentences = sentences
-        return work
-
     seconds = {1: {"eager": 1.0, "captured": 0.5}, 32: {"eager": 10.0, "captured": 10.1}}
-    monkeypatch.setattr(captured, "time_steps", fake_time_steps)
+    monkeypatch.setattr(captured, "time_steps", _fake_time_steps)
     monkeypatch.setattr(autotune.TUNER, "measure", lambda name, work: seconds.get(work.sentences, {}).get(name, 1.0))
     steps = torch_engine.CapturedStepCache(run.model, "auto")
     steps.prepare(1)
