@@ -177,7 +177,7 @@ def compile_step(step: StaticStep, package_path: Path, tuned: bool = False, prep
     tuned: every Linear an inductor C++ micro-GEMM (AMX / AVX-512 kernels, blocking picked by max-autotune at the
     example's rows), and every kernel single-threaded (`cpp.threads` 1: no OpenMP region to open per kernel), where
     the other package calls MKL / oneDNN. It serves the rows where it times faster (rows_served, by_rows): on a
-    2-core Xeon with AMX, 2.6x the other at 1 row and 1.1-1.3x at 32 in bf16 (with 1 or 2 threads), 1.8x at 1 row
+    2-core Xeon with AMX, 2.6x the other at 1 row and 1.3-1.5x at 32 in bf16 (with 1 or 2 threads), 1.8x at 1 row
     in fp32. Letting max-autotune pick ATen's GEMM per Linear instead (it times each alone, at the process's
     threads) chose oneDNN for most of them with 2 threads, and that step ran 2.3x slower at 1 row. A GEMM the C++
     template cannot take (NoValidChoicesError) makes the compile retry with ATen among the choices."""
