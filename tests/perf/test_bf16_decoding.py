@@ -122,7 +122,7 @@ def test_evaluate_scores_in_fp32_unless_bf16_is_asked(run, monkeypatch, fake_tun
     """A BLEU is the model's, not the CPU's: evaluate's auto decodes in fp32 even where auto would take bf16."""
     from scratchformer.evaluation.translation import evaluate_pairs
 
-    clock = fake_tuner(fp32=1.0, bf16=0.1)
+    clock = fake_tuner(fp32=1.0, bf16=0.1, packed=1.0, unpacked=1.0)  # eager bf16 asks whether to pack (a tie: no)
     monkeypatch.setattr(autotune, "cpu_flags", lambda: WITH_AMX)
     pairs = [("hello world", "x"), ("the cat", "y")]
     assert evaluate_pairs(run, pairs, step="eager")["dtype"] == "fp32" and clock.calls == []
