@@ -454,6 +454,22 @@ def test_after_a_compile_the_tuned_package_serves_the_rows_where_it_timed_faster
 
 
 @needs_compiler
+def test_a_package_that_fails_while_timed_runs_the_eager_step_with_one_line(run, autotune_on, fake_compiles,
+                                                                           monkeypatch, capsys):
+    monkeypatch.setattr(torch_engine.CapturedStepCache, "_measure", REAL_MEASURE)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a kernel failed\nmore")
+
+    monkeypatch.setattr(captured, "time_steps", broken)
+    steps = torch_engine.CapturedStepCache(run.model, "auto")
+    steps.prepare(1)
+    assert steps(1) is None and steps.in_use(1) == "eager"
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "the captured decoding step failed (RuntimeError: a kernel failed); decoding with the eager step")
+
+
+@needs_compiler
 def test_the_verdict_weighs_one_sentence_as_much_as_a_batch(run, autotune_on, fake_compiles, monkeypatch):
     """Captured twice as fast for one sentence, 1% slower for 32 (in seconds, ten times the work): over the summed
     seconds (11 eager, 10.6 captured) it would lose the 10% margin; each size weighing alike, it wins."""

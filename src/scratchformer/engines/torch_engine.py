@@ -195,17 +195,17 @@ class CapturedStepCache:
                 folder, compiled = self._compile(name, stamp, beam), True
             small = captured.load_step(folder / SMALL) if (folder / SMALL).is_file() else None
             large, encoder = captured.load_step(folder / PACKAGE), captured.load_step(folder / ENCODER)
+            record = autotune.entry("decode-step", self.shapes(beam))  # per thread count: a package serves them all
+            timing = record is None and (self.mode == "captured" or compile or (self.expected is not None
+                                                                                 and self.pays(beam)[0]))
+            if compiled or timing:  # so that auto may use it, serves each row count from the faster one, and knows
+                return self._measure(small, large, encoder, beam)  # the saving; only a call that could pay for a
+            #                                                        compile waits for it (serve's start-up, a big file)
         except Exception as e:  # noqa: BLE001 - any failure of the optional fast path: the eager step, one line
             first = (str(e).splitlines() or [""])[0][:160]
             say(N_("the captured decoding step failed ({kind}: {first}); decoding with the eager step"),
                 kind=type(e).__name__, first=first)
             return None
-        record = autotune.entry("decode-step", self.shapes(beam))  # per thread count: a package serves them all
-        timing = record is None and (self.mode == "captured" or compile or (self.expected is not None
-                                                                             and self.pays(beam)[0]))
-        if compiled or timing:  # so that auto may use it, serves each row count from the faster one, and knows the
-            return self._measure(small, large, encoder, beam)  # saving; only a call that could pay for a compile
-        #                                                        waits for it (serve's start-up, a big file)
         most = (record or {}).get("small_rows", captured.SMALL_ROWS if beam == 1 else beam)  # unmeasured: few rows
         if not (most is None or (isinstance(most, int) and not isinstance(most, bool) and most >= 0)):
             most = 0  # a damaged record: the package for any rows alone
