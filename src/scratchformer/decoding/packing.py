@@ -89,11 +89,11 @@ def serves_any_rows(dtype: torch.dtype | None) -> bool:
     return dtype == torch.bfloat16
 
 
-def packed_gemm(weight: Tensor, rows: int | None = None) -> Callable[[Tensor], Tensor]:
-    """x -> F.linear(x, weight) through the packed GEMM of a bf16 weight (oneDNN's; rows None: packed for any row
-    count, as inductor packs a package's weights): what autotune's dtype rule times for the captured step."""
-    packed = _pack(weight, rows)
-    return lambda x: _packed_linear(x, packed, weight, None, rows)
+def packed_gemm(weight: Tensor) -> Callable[[Tensor], Tensor]:
+    """x -> F.linear(x, weight) through the packed GEMM of a bf16 weight (oneDNN's, packed for any row count, as
+    inductor packs a package's weights): what autotune's dtype rule times for the captured step."""
+    packed = _pack(weight, None)
+    return lambda x: _packed_linear(x, packed, weight, None, None)
 
 
 def _pack(weight: Tensor, rows: int | None) -> Tensor:
@@ -216,7 +216,6 @@ def _packs_for(owner: nn.Module, linears: list[nn.Linear], rows: int) -> Packs |
 
 def _packed_forward(linear: nn.Linear, packed: Tensor, version: int, rows: int) -> Callable[[Tensor], Tensor]:
     weight, bias, d_in = linear.weight, linear.bias, linear.in_features
-
     any_rows = serves_any_rows(weight.dtype)
 
     def forward(x: Tensor) -> Tensor:  # (..., d_in) -> (..., d_out)
