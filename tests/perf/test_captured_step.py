@@ -231,6 +231,26 @@ def test_the_packing_rule_asks_mkl_at_the_steps_rows_for_fp32_and_packs_bf16(run
     assert half.prepack(1) is True and asked == []
 
 
+def test_plain_packages_keyed_by_the_weights_layout(run, monkeypatch):
+    """Freezing keeps the model's layout, so a plain package holds the layout of the model that compiled it: the
+    layout (load_run's measured inference_layout, per thread count) is part of the package's key and of autotune's
+    records, and a packed package has none of its own."""
+    monkeypatch.setattr(torch_engine, "packing_available", lambda: True)
+    monkeypatch.setattr(torch_engine, "should_pack", lambda linears, rows: False)
+    row_major = copy.deepcopy(run.model)
+    for m in row_major.modules():
+        if isinstance(m, torch.nn.Linear):
+            m.weight.data = m.weight.data.contiguous()
+    column_major = copy.deepcopy(row_major).inference_layout()
+    rows, columns = (torch_engine.CapturedStepCache(m, "captured") for m in (row_major, column_major))
+    assert rows.layout(1) == "row-major" and columns.layout(1) == "column-major"
+    assert rows.stamp(1) != columns.stamp(1) and rows.shapes(1) != columns.shapes(1)
+    assert rows.stamp(1)["weights"] == columns.stamp(1)["weights"]  # the same numbers, another package
+    monkeypatch.setattr(torch_engine, "should_pack", lambda linears, rows: True)
+    packed = [torch_engine.CapturedStepCache(m, "captured") for m in (row_major, column_major)]
+    assert {p.layout(1) for p in packed} == {"packed"} and packed[0].stamp(1) == packed[1].stamp(1)
+
+
 def test_auto_never_compiles(run, private_home, monkeypatch):
     monkeypatch.setattr(captured, "compile_step", lambda *a, **k: pytest.fail("auto compiled"))
     monkeypatch.setenv(autotune.ENV, "1")

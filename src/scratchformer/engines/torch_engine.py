@@ -52,10 +52,10 @@ from scratchformer.runs.cache import find_private, private_cache, user_cache_dir
 PACKAGE = "step.pt2"  # any row count
 SMALL = "small_step.pt2"  # tuned for few rows (captured.by_rows)
 ENCODER = "encoder.pt2"  # the encoder with the cross-attention projections (captured.StaticEncoder)
-FORMAT = 9  # of the packages' layout and graph, part of every key and of autotune's records of them (4: attention
+FORMAT = 10  # of the packages' layout and graph, part of every key and of autotune's records of them (4: attention
 #            written out, 5: the encoder, 6: beams read their cache through an index, 7: weights packed by a rule,
 #            8: a tuned package with any rows, beams and plain weights included, 9: its GEMMs all inductor's C++
-#            micro-GEMMs, its kernels single-threaded)
+#            micro-GEMMs, its kernels single-threaded; 10: plain weights keyed by their layout)
 RULES = 2  # of what a decode-step record decides (2: the verdict weighs each batch size alike; small_rows)
 SENTENCES = (1, 32)  # the batch sizes autotune times the two steps at
 LADDER = (1, 2, 4, 8, 16, 32)  # the batch sizes the tuned package is timed against the other at (small_rows)
@@ -135,7 +135,7 @@ class CapturedStepCache:
         c = self.model.config
         return {"d_model": c.d_model, "d_ff": c.d_ff, "heads": c.n_heads, "layers": c.n_decoder_layers,
                 "vocab": c.tgt_vocab_size, "group": beam, "sentences": list(SENTENCES), "dtype": self.dtype(),
-                "format": FORMAT, "prepack": self.prepack(beam), "rules": RULES}
+                "format": FORMAT, "prepack": self.prepack(beam), "layout": self.layout(beam), "rules": RULES}
 
     def prepack(self, beam: int) -> bool:
         """Whether `beam`'s packages run packed weights (inductor's weight prepack: MKL's packed sgemm for fp32,
@@ -152,6 +152,18 @@ class CapturedStepCache:
                 self._prepack[beam] = packing_available() and all(should_pack(linears, rows)
                                                                   for rows in (beam, SENTENCES[-1] * beam))
         return self._prepack[beam]
+
+    def layout(self, beam: int) -> str:
+        """How the weights of `beam`'s packages are laid out: "packed" (prepack), else the model's own layout, which
+        freezing keeps: "column-major" where load_run's measured rule stored them so (model.inference_layout,
+        autotune's `linear-layout`, per thread count), else "row-major". Plain fp32 GEMMs on column-major weights
+        ran the step 1.3-1.4x faster at 16-32 rows with 1 thread (docs/performance.md). Part of the key: before it,
+        a package held whichever layout the process that compiled it had, and served every other one."""
+        if self.prepack(beam):
+            return "packed"
+        weight = next((m.weight for m in linears_under([self.model.decoder])), None)
+        column = weight is not None and not weight.is_contiguous() and weight.t().is_contiguous()
+        return "column-major" if column else "row-major"
 
     def dtype(self) -> str:
         return str(next(self.model.parameters()).dtype).removeprefix("torch.")
@@ -172,7 +184,7 @@ class CapturedStepCache:
             self._digest = weights_digest(self.model)
         return {"format": FORMAT, "cpu": hashlib.sha256(autotune.cpu_flags().encode()).hexdigest()[:16],
                 "torch": torch.__version__, "dtype": self.dtype(), "weights": self._digest, "group": beam,
-                "prepack": self.prepack(beam)}
+                "prepack": self.prepack(beam), "layout": self.layout(beam)}
 
     def _load(self, beam: int, compile: bool | None = None) -> captured.CapturedDecoder | None:
         """The package for `beam`, from the cache, else compiled when `compile` (default: captured mode, or auto
