@@ -298,6 +298,18 @@ def test_the_static_step_run_eagerly_gives_the_lean_steps_outputs(tiny_model, ti
         assert greedy_decode(model, src, spec, captured=step) == greedy_decode(model, src, spec)
 
 
+@pytest.mark.parametrize("queries", [1, 4])
+def test_attend_written_out_is_scaled_dot_product_attention(queries):
+    """captured.attend (broadcast products and sums, which inductor fuses) is SDPA with a boolean mask: one query
+    (greedy, a beam's own history) and G queries of one memory row (a beam's cross-attention), keys masked."""
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(3, 2, queries, 8, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(3, 2, 5, 8, generator=g, dtype=torch.float64) for _ in range(2))
+    visible = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]], dtype=torch.bool)[:, None, None]
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=visible)
+    torch.testing.assert_close(captured.attend(q, k, v, visible), expected)
+
+
 def test_uncovered_models_take_the_eager_step(tiny_model, run, private_home):
     assert captured.StaticStep.for_model(tiny_model(seed=0, positions="rope")) is None
     assert captured.unavailable(tiny_model(seed=0, n_kv_heads=1)) is not None

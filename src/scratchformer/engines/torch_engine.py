@@ -14,10 +14,11 @@ default, the captured step whenever it pays (CapturedStepCache.pays):
     have run, one line says why; SCRATCHFORMER_AUTOTUNE=0 (the test suite) makes auto the eager step.
 Packages live in this user's cache (runs/cache.py: $XDG_CACHE_HOME/scratchformer, 0700, written atomically, content
 hashed), one per CPU flags, torch version, dtype, weights digest and rows per sentence (1 for greedy, the beam
-width) and weight packing, each holding the step for any rows (rows, source length and capacity are dynamic
-dimensions), a second one tuned by max-autotune (inductor's C++ micro-GEMMs), and one of the encoder with the
-decoder's cross-attention projections. Two measured rules: packed or plain weights in the first
-(CapturedStepCache.prepack), and the row counts the tuned one serves (timed after the compile, `small_rows`).
+width), weight packing and layout, each holding the step for any rows (rows, source length and capacity are
+dynamic dimensions), a second one tuned by max-autotune (inductor's C++ micro-GEMMs), and one of the encoder with the
+decoder's cross-attention projections. Three measured rules: packed or plain weights in the first
+(CapturedStepCache.prepack), plain weights in the model's measured layout (CapturedStepCache.layout: load_run's
+inference_layout), and the row counts the tuned one serves (timed after the compile, `small_rows`).
 Packages are only ever loaded from there, under a name made from our own digest of the weights. Anything that fails
 runs the eager step, with one line.
 
