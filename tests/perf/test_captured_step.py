@@ -283,13 +283,17 @@ def test_a_failing_compile_runs_the_eager_step_with_one_line(run, private_home, 
     assert lines[-1] == "the captured decoding step failed (RuntimeError: no headers); decoding with the eager step"
 
 
+@pytest.mark.parametrize("sums", [False, True])
 @pytest.mark.parametrize("beam", [1, 4])
-def test_the_static_step_run_eagerly_gives_the_lean_steps_outputs(tiny_model, tiny_sources, beam, monkeypatch):
+def test_the_static_step_run_eagerly_gives_the_lean_steps_outputs(tiny_model, tiny_sources, beam, sums, monkeypatch):
     """The captured step is the lean step over a static cache (fast_step.py says why they are two): run uncompiled,
-    as an nn.Module, it gives the lean step's tokens and scores, beams read through their index included."""
+    as an nn.Module, it gives the lean step's tokens and scores, beams read through their index included, with
+    either form of its attention (`@`, or the tuned package's sums)."""
     monkeypatch.setattr(captured, "START", 4)  # the static caches grow (4 -> 12 -> 20) within these outputs
     model, src = tiny_model(seed=3), tiny_sources(seed=3)
-    step = captured.CapturedDecoder(captured.StaticStep.for_model(model, beam))  # eager: no compiler needed
+    static = captured.StaticStep.for_model(model, beam)
+    static.sums = sums
+    step = captured.CapturedDecoder(static)  # eager: no compiler needed
     spec = Search(beam=beam, max_output_len=20, min_len=6, n_best=beam)
     ours, lean = beam_search(model, src, spec, captured=step), beam_search(model, src, spec)
     assert [[h.tokens for h in hs] for hs in ours] == [[h.tokens for h in hs] for hs in lean]
@@ -298,16 +302,18 @@ def test_the_static_step_run_eagerly_gives_the_lean_steps_outputs(tiny_model, ti
         assert greedy_decode(model, src, spec, captured=step) == greedy_decode(model, src, spec)
 
 
+@pytest.mark.parametrize("sums", [False, True])
 @pytest.mark.parametrize("queries", [1, 4])
-def test_attend_written_out_is_scaled_dot_product_attention(queries):
-    """captured.attend (broadcast products and sums, which inductor fuses) is SDPA with a boolean mask: one query
-    (greedy, a beam's own history) and G queries of one memory row (a beam's cross-attention), keys masked."""
+def test_attend_written_out_is_scaled_dot_product_attention(queries, sums):
+    """captured.attend, with `@` or as broadcast products and sums (the tuned package's form), is SDPA with a
+    boolean mask: one query (greedy, a beam's own history) and G queries of one memory row (a beam's
+    cross-attention), keys masked."""
     g = torch.Generator().manual_seed(0)
     q = torch.randn(3, 2, queries, 8, generator=g, dtype=torch.float64)
     k, v = (torch.randn(3, 2, 5, 8, generator=g, dtype=torch.float64) for _ in range(2))
     visible = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]], dtype=torch.bool)[:, None, None]
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=visible)
-    torch.testing.assert_close(captured.attend(q, k, v, visible), expected)
+    torch.testing.assert_close(captured.attend(q, k, v, visible, sums), expected)
 
 
 def test_uncovered_models_take_the_eager_step(tiny_model, run, private_home):

@@ -72,19 +72,25 @@ def compiler_available() -> bool:
     return shutil.which(sysconfig.get_config_var("CXX") or "c++") is not None or shutil.which("g++") is not None
 
 
-def attend(q: Tensor, k: Tensor, v: Tensor, visible: Tensor) -> Tensor:
+def attend(q: Tensor, k: Tensor, v: Tensor, visible: Tensor, sums: bool = False) -> Tensor:
     """softmax(q k^T / sqrt(d), where visible) v, written out: inductor fuses it into its own kernels, where
     F.scaled_dot_product_attention stays a call out of the graph (1.3-1.4x the whole step at 1 and at 32 rows,
     experiments/decode-capture/step_packages.py of e832339). q (N, h, Q, d), k/v (N, h, K, d), visible bool broadcast to
     (N, h, Q, K), every query with at least one visible key.
 
-    The two products are broadcast multiplies summed over d and over K, not `@`: inductor turns `@` with one query
-    into the same loops (greedy packages are unchanged), but with the G queries of a beam's cross-attention it called
-    ATen's bmm, ~30 us a call on these small shapes; the sums fuse into its own kernels, and the beam-4 step ran
-    1.6x faster at one sentence (bf16, tuned package) and 1.04-1.13x in fp32 (1 thread, docs/performance.md)."""
-    scores = (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(-1) * q.size(-1) ** -0.5  # (N, h, Q, K)
-    weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
-    return (weights.unsqueeze(-1) * v.unsqueeze(-3)).sum(-2)  # (N, h, Q, d)
+    sums: the two products as broadcast multiplies summed over d and over K rather than `@`. With one query (greedy,
+    a beam's own history) inductor turns `@` into those loops anyway. With the G queries of a beam's cross-attention
+    it calls ATen's bmm, ~30 us a call on these shapes, where the sums fuse into its own loops: the tuned package's
+    beam-4 step ran 1.6x faster at one sentence with them (bf16, 1 or 2 threads); at 32 sentences with 2 threads
+    ATen's bmm, which uses both cores, was 7-10% faster (docs/performance.md). So the tuned package (few rows,
+    single-threaded kernels) writes sums, the package for any rows `@`, and rows_served picks between them."""
+    scale = q.size(-1) ** -0.5
+    if sums:
+        scores = (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(-1) * scale  # (N, h, Q, K)
+        weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
+        return (weights.unsqueeze(-1) * v.unsqueeze(-3)).sum(-2)  # (N, h, Q, d)
+    scores = (q @ k.transpose(-2, -1)) * scale  # (N, h, Q, K)
+    return torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1) @ v  # (N, h, Q, d)
 
 
 class StaticStep(nn.Module):
@@ -99,9 +105,10 @@ class StaticStep(nn.Module):
     CTranslate2 gather the whole cache instead, each step). The step reads them through that index, inside the
     attention's own loop; the caller reorders only `beams` (N x C ids, not N x h x C x d floats)."""
 
-    def __init__(self, model: EncoderDecoder, lean: LeanDecoder, beam: int) -> None:
+    def __init__(self, model: EncoderDecoder, lean: LeanDecoder, beam: int, sums: bool = False) -> None:
         super().__init__()
         self.model, self.lean, self.beam = model, lean, beam
+        self.sums = sums  # attend's products as sums (the tuned package) or `@`
         self.h, self.d, self.n_layers = lean.h, lean.d, len(lean.layers)
 
     @staticmethod
@@ -132,14 +139,14 @@ class StaticStep(nn.Module):
             if beams is not None:  # each row's own history, gathered where the attention reads it
                 sk = sk.transpose(1, 2)[holder, slots].transpose(1, 2)  # (N, h, C, d)
                 sv = sv.transpose(1, 2)[holder, slots].transpose(1, 2)
-            out = attend(q, sk, sv, visible)  # (N, h, 1, d)
+            out = attend(q, sk, sv, visible, self.sums)  # (N, h, 1, d)
             return a.w_o.forward(out.transpose(1, 2).reshape(n, 1, h * d))
 
         def cross_attn(y: Tensor, a: nn.Module, ck: Tensor, cv: Tensor) -> Tensor:
             q = a.w_q.forward(y).view(n, 1, h, d).transpose(1, 2)  # (N, h, 1, d)
             if g > 1:  # the G rows of a sentence attend as G queries of its one memory row
                 q = q.reshape(n // g, g, h, 1, d).transpose(1, 2).reshape(n // g, h, g, d)
-            out = attend(q, ck, cv, src_mask)  # (B, h, G, d)
+            out = attend(q, ck, cv, src_mask, self.sums)  # (B, h, G, d)
             if g > 1:
                 out = out.reshape(n // g, h, g, 1, d).transpose(1, 2).reshape(n, h, 1, d)
             return a.w_o.forward(out.transpose(1, 2).reshape(n, 1, h * d))
@@ -186,7 +193,8 @@ def compile_step(step: StaticStep, package_path: Path, tuned: bool = False, prep
     2-core Xeon with AMX, 2.6x the other at 1 row and 1.3-1.5x at 32 in bf16 (with 1 or 2 threads), 1.8x at 1 row
     in fp32. Letting max-autotune pick ATen's GEMM per Linear instead (it times each alone, at the process's
     threads) chose oneDNN for most of them with 2 threads, and that step ran 2.3x slower at 1 row. A GEMM the C++
-    template cannot take (NoValidChoicesError) makes the compile retry with ATen among the choices."""
+    template cannot take (NoValidChoicesError) makes the compile retry with ATen among the choices. The tuned package's
+    attention is written as sums, the other's with `@` (attend)."""
     configs: dict[str, object] = {"freezing": True, "cpp.weight_prepack": prepack or tuned}
     if tuned:
         configs.update({"max_autotune": True, "max_autotune_gemm_backends": "CPP", "cpp.threads": 1,
@@ -196,7 +204,8 @@ def compile_step(step: StaticStep, package_path: Path, tuned: bool = False, prep
     with inductor_home(), torch.no_grad(), warnings.catch_warnings():  # not inference_mode: export refuses those
         # inductor's own use of a deprecated torch API, on a cold compile: not the user's concern
         warnings.filterwarnings("ignore", message="TypedStorage is deprecated")
-        exported = torch.export.export(step, step.example(), dynamic_shapes=step.dynamic_shapes())
+        graph = StaticStep(step.model, step.lean, step.beam, sums=tuned)  # attend's form: its docstring
+        exported = torch.export.export(graph, step.example(), dynamic_shapes=step.dynamic_shapes())
         try:
             path = torch._inductor.aoti_compile_and_package(exported, package_path=str(package_path),
                                                             inductor_configs=configs)

@@ -53,11 +53,11 @@ from scratchformer.runs.cache import find_private, private_cache, user_cache_dir
 PACKAGE = "step.pt2"  # any row count
 SMALL = "small_step.pt2"  # tuned for few rows (captured.by_rows)
 ENCODER = "encoder.pt2"  # the encoder with the cross-attention projections (captured.StaticEncoder)
-FORMAT = 11  # of the packages' layout and graph, part of every key and of autotune's records of them (4: attention
+FORMAT = 12  # of the packages' layout and graph, part of every key and of autotune's records of them (4: attention
 #            written out, 5: the encoder, 6: beams read their cache through an index, 7: weights packed by a rule,
 #            8: a tuned package with any rows, beams and plain weights included, 9: its GEMMs all inductor's C++
 #            micro-GEMMs, its kernels single-threaded; 10: plain weights keyed by their layout, 11: attention as
-#            broadcast sums)
+#            broadcast sums, 12: sums in the tuned package only)
 RULES = 2  # of what a decode-step record decides (2: the verdict weighs each batch size alike; small_rows)
 SENTENCES = (1, 32)  # the batch sizes autotune times the two steps at
 LADDER = (1, 2, 4, 8, 16, 32)  # the batch sizes the tuned package is timed against the other at (small_rows)
