@@ -84,13 +84,9 @@ def attend(q: Tensor, k: Tensor, v: Tensor, visible: Tensor, sums: bool = False)
     beam-4 step ran 1.6x faster at one sentence with them (bf16, 1 or 2 threads); at 32 sentences with 2 threads
     ATen's bmm, which uses both cores, was 7-10% faster (docs/performance.md). So the tuned package (few rows,
     single-threaded kernels) writes sums, the package for any rows `@`, and rows_served picks between them."""
-    scale = q.size(-1) ** -0.5
-    if sums:
-        scores = (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(-1) * scale  # (N, h, Q, K)
-        weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
-        return (weights.unsqueeze(-1) * v.unsqueeze(-3)).sum(-2)  # (N, h, Q, d)
-    scores = (q @ k.transpose(-2, -1)) * scale  # (N, h, Q, K)
-    return torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1) @ v  # (N, h, Q, d)
+    products = (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(-1) if sums else q @ k.transpose(-2, -1)  # (N, h, Q, K)
+    weights = torch.softmax((products * q.size(-1) ** -0.5).masked_fill(~visible, float("-inf")), dim=-1)
+    return (weights.unsqueeze(-1) * v.unsqueeze(-3)).sum(-2) if sums else weights @ v  # (N, h, Q, d)
 
 
 class StaticStep(nn.Module):
