@@ -172,6 +172,22 @@ class Tuner:
         self._write(key, entry)
         return True
 
+    def count(self, decision: str, shapes: Any) -> int:
+        """The running count kept for `decision` on these `shapes` here (tally), 0 where none is, or a damaged or
+        planted value is, or autotune is off."""
+        stored = self.entry(decision, shapes) or {}
+        value = stored.get("count", 0)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+    def tally(self, decision: str, shapes: Any, add: int, restart: bool = False) -> int:
+        """Add `add` to the running count kept for `decision` on these `shapes` here (or start it again from `add`),
+        and return the new count. A count, not a timing: kept on a busy machine too; nothing when autotune is off."""
+        if not enabled():
+            return 0
+        total = (0 if restart else self.count(decision, shapes)) + max(0, int(add))
+        self._write(self._key(decision, shapes), {"count": total})
+        return total
+
     def seconds(self, candidates: Mapping[str, Callable[[], object]]) -> dict[str, float]:
         """Min seconds of one call per candidate, interleaved (the measurement `choose` makes), nothing kept."""
         return self._time(candidates)
@@ -243,6 +259,16 @@ def entry(decision: str, shapes: Any) -> dict[str, Any] | None:
 def record(decision: str, shapes: Any, entry: dict[str, Any]) -> bool:
     """TUNER.record: see Tuner.record."""
     return TUNER.record(decision, shapes, entry)
+
+
+def count(decision: str, shapes: Any) -> int:
+    """TUNER.count: see Tuner.count."""
+    return TUNER.count(decision, shapes)
+
+
+def tally(decision: str, shapes: Any, add: int, restart: bool = False) -> int:
+    """TUNER.tally: see Tuner.tally."""
+    return TUNER.tally(decision, shapes, add, restart)
 
 
 def choose(decision: str, shapes: Any, candidates: Mapping[str, Callable[[], object]], default: str) -> str:

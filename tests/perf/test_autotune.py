@@ -91,6 +91,26 @@ def test_a_busy_machine_takes_the_default_for_this_process_and_caches_nothing(tm
     assert quiet.choose("d", [], {"a": _work(), "b": _work()}, "a") == "b"
 
 
+@pytest.mark.parametrize("planted", [-5, "many", 1.5, True, None])
+def test_a_count_adds_up_across_processes_starts_again_and_reads_a_damaged_value_as_zero(tmp_path, monkeypatch,
+                                                                                      planted):
+    """tally / count (the step rule's tokens decoded eagerly): kept on a busy machine too (a count, not a timing)."""
+    tuner, _ = _tuner(tmp_path, busy=True)
+    assert tuner.count("n", {"s": 1}) == 0
+    assert tuner.tally("n", {"s": 1}, 300) == 300
+    assert _tuner(tmp_path)[0].tally("n", {"s": 1}, 200) == 500  # a second process adds to it
+    assert tuner.count("n", {"s": 2}) == 0  # other shapes: their own count
+    assert tuner.tally("n", {"s": 1}, 7, restart=True) == 7 and tuner.count("n", {"s": 1}) == 7
+    key = tuner._key("n", {"s": 1})
+    path = tmp_path / "cache" / "autotune.json"
+    data = json.loads(path.read_text())
+    data["choices"][key] = {"count": planted}
+    path.write_text(json.dumps(data))
+    assert tuner.count("n", {"s": 1}) == 0 and tuner.tally("n", {"s": 1}, 10) == 10
+    monkeypatch.setenv(autotune.ENV, "0")
+    assert tuner.tally("n", {"s": 1}, 10) == 0 and tuner.count("n", {"s": 1}) == 0
+
+
 def test_autotune_0_takes_the_default_and_measures_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv(autotune.ENV, "0")
     tuner, clock = _tuner(tmp_path, a=1.0, b=0.1)

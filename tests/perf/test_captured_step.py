@@ -442,7 +442,8 @@ def test_a_big_file_compiles_once_saying_so_and_a_second_run_uses_the_cached_pac
     out = capsys.readouterr()
     assert fake_compiles == [(1, "packed"), (1, "tuned"), "encoder"]
     err = out.err.splitlines()
-    assert err[0].startswith("compiling the captured decoding step: it should save about 2 s")
+    assert err[0].startswith("compiling the captured decoding step: this call's ")  # and the small file's, eager
+    assert "should save about 2 s for about 1 s of compiling" in err[0]
     assert [line.split(" (")[0].strip() for line in err if line.strip().startswith("[")] == [
         "[1/3] the step for any batch", "[2/3] the step tuned by max-autotune", "[3/3] the encoder"]
     eager = Translator(run, run.decoding.pick(beam=1, step="eager")).translate(TEXTS * 40)
@@ -452,6 +453,36 @@ def test_a_big_file_compiles_once_saying_so_and_a_second_run_uses_the_cached_pac
     assert warm.backend.captured(1) is not None and warm.backend.step_in_use() == "captured fp32"
     assert warm.translate(TEXTS) == eager[: len(TEXTS)] and len(fake_compiles) == 3
     assert "compil" not in capsys.readouterr().err
+
+
+@needs_compiler
+def test_files_too_small_to_pay_alone_compile_once_their_tokens_together_pay(
+        run, tiny_run, autotune_on, fake_compiles, monkeypatch, capsys, tmp_path):
+    """The rent-or-buy rule (CapturedStepCache.pays): each call that runs eager because its own tokens would not pay
+    for the compile counts them; the call whose tokens with the counted ones pay compiles, says so, and the count
+    starts again."""
+    from scratchformer.cli import main
+
+    monkeypatch.setattr(torch_engine, "COMPILE_SECONDS", 1.0)
+    monkeypatch.setattr(torch_engine, "SAVING_PER_ROW_TOKEN", 1e-3)
+    file = tmp_path / "some.txt"
+    file.write_text("\n".join(TEXTS * 8) + "\n")  # 40 lines, ~400 tokens: ~0.4 s saved < 1 s
+    args = ["translate", str(tiny_run), "--beam", "1", "--dtype", "fp32", "--file", str(file)]
+    shapes = torch_engine.CapturedStepCache(run.model, "auto").shapes(1)
+    assert main(args) == 0
+    first = autotune.count("decode-eager-tokens", shapes)
+    assert 300 < first < 500 and fake_compiles == [] and "compil" not in capsys.readouterr().err
+    assert main(args) == 0  # ~800 tokens together: ~0.8 s, still < 1 s
+    assert autotune.count("decode-eager-tokens", shapes) == 2 * first and fake_compiles == []
+    capsys.readouterr()
+    assert main(args) == 0  # ~1,200: pays
+    out = capsys.readouterr()
+    assert fake_compiles == [(1, "packed"), (1, "tuned"), "encoder"]
+    assert out.err.splitlines()[0].startswith(
+        f"compiling the captured decoding step: this call's {first} tokens and the {2 * first} that earlier calls "
+        "decoded with the eager step should save about 1 s")
+    assert autotune.count("decode-eager-tokens", shapes) == 0
+    assert out.out.splitlines() == Translator(run, run.decoding.pick(beam=1, step="eager")).translate(TEXTS * 8)
 
 
 def test_rows_served_is_the_largest_count_up_to_which_the_tuned_package_was_faster_at_every_count():

@@ -52,7 +52,8 @@ FLAGS: tuple[Flag, ...] = (
          None),
     Flag("step", N_("torch's decoding step: eager, captured (compiled once with AOTInductor, cached in your cache "
          "folder; the first use says it compiles) or auto (a cached package; with none, translate --file compiles "
-         "when the measured compile cost is below the time it saves, serve compiles in the background)"), ALL,
+         "when the measured compile cost is below the time it saves, counting the tokens earlier files decoded "
+         "eagerly, serve compiles in the background)"), ALL,
          "{auto,eager,captured}"),
     Flag("dtype", N_("what decodes in, as CTranslate2's compute_type: fp32, bf16 (torch; outputs may differ "
          "slightly), int8 (--engine ctranslate2) or auto (torch: bf16 where the CPU has AVX512-BF16 or AMX and it "

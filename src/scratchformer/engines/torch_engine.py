@@ -7,7 +7,9 @@ default, the captured step whenever it pays (CapturedStepCache.pays):
   - with none cached, a call that says how much it will decode (`translate --file`: `expected_tokens`) compiles,
     saying so with progress, when the compile's cost (measured here once, COMPILE_SECONDS before that) is below the
     time it saves (the tokens x the per-token saving measured here after a compile, SAVING_PER_ROW_TOKEN x rows per
-    sentence before that); a call that does not (one sentence, a library call) never waits for a compile;
+    sentence before that), the tokens of earlier such calls that ran eager because they did not pay counted with
+    its own (rent or buy: many small files compile once they have spent a compile's worth on the eager step); a
+    call that does not (one sentence, a library call) never waits for a compile;
   - `serve` compiles in a background thread at start-up (`prepare(background=True)`) and decodes with the eager step
     until the package is ready (`in_use` says which: its /health);
   - without a C++ compiler, or for a model the step does not cover, the eager step runs, and where a compile would
@@ -172,13 +174,18 @@ class CapturedStepCache:
 
     def pays(self, beam: int, tokens: int | None = None) -> tuple[bool, float, float]:
         """(compile?, the compile's estimated seconds, the estimated seconds it saves) for a call decoding `tokens`
-        output tokens (default: expected_tokens) at `beam` rows per sentence: compile when cost < saving."""
+        output tokens (default: expected_tokens) at `beam` rows per sentence, counting with them the tokens earlier
+        calls of known size decoded with the eager step because it did not pay then (`decode-eager-tokens`, per
+        thread count): compile when cost < saving. So a user who translates many files of a size that never pays
+        alone gets the compile once their calls together have spent its cost on the eager step (the rent-or-buy
+        rule: at most about twice what compiling at the start would have cost, whatever comes next)."""
         tokens = self.expected if tokens is None else tokens
         shapes = self.shapes(beam)
         cost = (autotune.entry("decode-compile", shapes) or {}).get("seconds", COMPILE_SECONDS)
         per_token = (autotune.entry("decode-step", shapes) or {}).get("saving_per_token",
                                                                        SAVING_PER_ROW_TOKEN * beam)
-        saving = max(0.0, float(per_token)) * (tokens or 0)
+        earlier = autotune.count("decode-eager-tokens", shapes)
+        saving = max(0.0, float(per_token)) * ((tokens or 0) + earlier)
         return float(cost) < saving, float(cost), saving
 
     def stamp(self, beam: int) -> dict[str, Any]:
@@ -226,9 +233,18 @@ class CapturedStepCache:
         return captured.CapturedDecoder(captured.by_rows(small, large, most), encoder)
 
     def _announce(self, beam: int) -> bool:
-        """The rule for a call of known size, and one line saying what it decided to compile."""
+        """The rule for a call of known size, and one line saying what it decided to compile; where it does not,
+        the call's tokens are counted for the next call's rule (pays)."""
         ok, cost, saving = self.pays(beam)
-        if ok:
+        earlier = autotune.count("decode-eager-tokens", self.shapes(beam))
+        if not ok:
+            autotune.tally("decode-eager-tokens", self.shapes(beam), self.expected or 0)
+        elif earlier:
+            say(N_("compiling the captured decoding step: this call's {tokens} tokens and the {earlier} that earlier "
+                   "calls decoded with the eager step should save about {saving:.0f} s for about {cost:.0f} s of "
+                   "compiling, once (--step eager skips it)"),
+                saving=saving, tokens=self.expected, earlier=earlier, cost=cost)
+        else:
             say(N_("compiling the captured decoding step: it should save about {saving:.0f} s of this call's "
                    "{tokens} tokens for about {cost:.0f} s of compiling, once (--step eager skips it)"),
                 saving=saving, tokens=self.expected, cost=cost)
@@ -258,6 +274,7 @@ class CapturedStepCache:
         seconds = time.perf_counter() - start
         say(N_("compiled in {seconds:.0f} s"), seconds=seconds)
         autotune.record("decode-compile", self.shapes(beam), {"seconds": round(seconds, 1)})
+        autotune.tally("decode-eager-tokens", self.shapes(beam), 0, restart=True)  # paid: the count starts again
         return folder
 
     def _measure(self, small: captured.StepPackage | None, large: captured.StepPackage,
