@@ -132,6 +132,10 @@ def beam_search_core(step_fn: StepFn, max_lens: Sequence[int] | Tensor, search: 
     eos_index = torch.tensor([eos], device=device)
     ranks = torch.arange(2 * beam, device=device)  # (2K,) candidate positions
     starts = torch.arange(a, device=device)[:, None] * beam  # (A, 1) each active sentence's first row
+    # whether any sentence may be done this step, kept in Python so that most steps skip the test's five ops: none
+    # reaches its budget before the soonest one, and none can be beaten before it holds K finished hypotheses (a
+    # sentence whose live beams all score -inf then runs on to its budget closing nothing: the same hypotheses)
+    soonest, full = (int(limits.min()) if a else 0), False
     for t in range(t_max):
         cancel.check()  # a caller that gave up stops the work here (cancel.py)
         logprobs = step_fn(tokens, index)  # (A*K, V)
@@ -151,6 +155,7 @@ def beam_search_core(step_fn: StepFn, max_lens: Sequence[int] | Tensor, search: 
             closed = is_eos[:, :beam] & (top_val[:, :beam] > NEG_INF)  # (A, K) an EOS among the first K closes one
             closed_scores = torch.where(closed, top_val[:, :beam] / lp, NEG_INF)
             kth_finished = torch.cat([kth_finished, closed_scores], dim=1).topk(beam, dim=1).values  # (A, K)
+            full = bool((kth_finished[:, -1] > NEG_INF).any())
             # first K non-EOS candidates: sort key puts EOS after every non-EOS, order kept otherwise
             order = is_eos.long() * (2 * beam) + ranks  # (A, 2K)
             pos = order.topk(beam, dim=1, largest=False).indices  # (A, K), ascending = best first
@@ -158,12 +163,14 @@ def beam_search_core(step_fn: StepFn, max_lens: Sequence[int] | Tensor, search: 
         else:  # the common step: no EOS among any sentence's first K, so nothing closes and they are the live beams
             closed = None
             live_val, live_beam, live_tok = top_val[:, :beam], top_beam[:, :beam], top_tok[:, :beam]
-        at_limit = limits <= t + 1  # (A,)
-        done = ((live_val[:, 0] / lp <= kth_finished[:, -1]) | at_limit).cpu()  # (A,)
+        done = None
+        if full or t + 1 >= soonest:
+            at_limit = limits <= t + 1  # (A,)
+            done = ((live_val[:, 0] / lp <= kth_finished[:, -1]) | at_limit).cpu()  # (A,)
         rows = starts[:a] + live_beam  # (A, K) row each live beam continues
         if closed is not None and bool(closed.any()):
             _collect(finished, sents, tokens, closed.cpu(), top_beam, top_val, lp, beam)
-        if bool(done.any()):
+        if done is not None and bool(done.any()):
             ends = (done & at_limit.cpu()).nonzero().squeeze(1).to(device)
             if ends.numel():  # budget reached: the live beams are hypotheses too (no EOS, |Y| = t + 1)
                 _collect_live(finished, sents[ends], tokens, rows[ends], live_tok[ends], live_val[ends], lp)
@@ -173,6 +180,7 @@ def beam_search_core(step_fn: StepFn, max_lens: Sequence[int] | Tensor, search: 
             sents, limits, kth_finished = sents[keep], limits[keep], kth_finished[keep]
             rows, live_tok, live_val = rows[keep], live_tok[keep], live_val[keep]
             a = keep.numel()
+            soonest, full = int(limits.min()), bool((kth_finished[:, -1] > NEG_INF).any())
         index = rows.flatten()  # (A*K,)
         tokens = torch.cat([tokens.index_select(0, index), live_tok.reshape(-1, 1)], dim=1)  # (A*K, t + 1)
         scores = live_val.contiguous()
