@@ -236,9 +236,10 @@ class CapturedStepCache:
         """The rule for a call of known size, and one line saying what it decided to compile; where it does not,
         the call's tokens are counted for the next call's rule (pays)."""
         ok, cost, saving = self.pays(beam)
-        earlier = autotune.count("decode-eager-tokens", self.shapes(beam))
+        shapes = self.shapes(beam)
+        earlier = autotune.count("decode-eager-tokens", shapes)
         if not ok:
-            autotune.tally("decode-eager-tokens", self.shapes(beam), self.expected or 0)
+            autotune.tally("decode-eager-tokens", shapes, self.expected or 0)
         elif earlier:
             say(N_("compiling the captured decoding step: this call's {tokens} tokens and the {earlier} that earlier "
                    "calls decoded with the eager step should save about {saving:.0f} s for about {cost:.0f} s of "
