@@ -34,6 +34,12 @@ ENV = "SCRATCHFORMER_AUTOTUNE"
 MARGIN = 1.10  # a candidate must run the measured work >= 10% faster than the default to replace it
 REPEATS = 5  # timed calls per candidate (after one warm-up call); the minimum counts
 _VERSION = 1  # of the cache file's layout
+PLAIN_ROWS = (1, 32)  # rows at which decoding's dtype rule times ATen's GEMMs (the eager step's): one sentence, a batch
+# ... and oneDNN's packed bf16 GEMMs (a package's): a batch only. From Python, the packed op costs ~28 us a call at
+# one row (fp32's plain GEMM ~8 us), which made the witness at 1 and 32 rows a tie (1.05x, 2 threads, this Xeon:
+# fp32 chosen) while the cached packages ran 1.2x (1 sentence), 1.5x (4) and 1.9-2.3x (32) faster in bf16; at 32 rows
+# it reads 1.35-1.75x, as the packages do (docs/performance.md, "bf16 decoding").
+PACKED_ROWS = (32,)
 
 Measure = Callable[[str, Callable[[], object]], float]  # (candidate name, its work) -> seconds for one call
 
@@ -341,7 +347,7 @@ def training_dtype(d_model: int, d_ff: int, device: torch.device, rows: int = 20
     return choose("train-dtype", [d_model, d_ff, rows], {"fp32": step(None), "bf16": step(torch.bfloat16)}, "fp32")
 
 
-def decoding_dtype(d_model: int, d_ff: int, vocab: int, rows: tuple[int, ...] = (1, 32),
+def decoding_dtype(d_model: int, d_ff: int, vocab: int, rows: tuple[int, ...] | None = None,
                    packed_gemm: Callable[[torch.Tensor], Callable[[torch.Tensor], torch.Tensor]] | None = None) -> str:
     """"bf16" or "fp32" for decoding's `dtype: auto`: one decoding step's GEMMs (the stacked q/k/v, the other
     attention projections, the FFN and the output layer) at each of `rows`, with fp32 weights and with bf16 ones,
@@ -349,9 +355,13 @@ def decoding_dtype(d_model: int, d_ff: int, vocab: int, rows: tuple[int, ...] = 
     weight -> its GEMM for bf16 (packing.packed_gemm: oneDNN's packed GEMM, which inductor's weight prepack gives a
     bf16 package; ATen's plain bf16 GEMM is 1.5-2x slower at one row on a Xeon with AMX, and was the wrong witness:
     it chose fp32 with 2 threads while the captured bf16 step ran 1.4-2.1x the fp32 one); fp32 through plain GEMMs
-    either way. Without AVX512-BF16 or AMX: fp32 without timing (bf16 is emulated there, and slower)."""
+    either way. rows (None: the step's own): the packed witness times a batch's rows only (PACKED_ROWS), the plain
+    one 1 and 32 (PLAIN_ROWS). Without AVX512-BF16 or AMX: fp32 without timing (bf16 is emulated there, and
+    slower)."""
     if not has_bf16():
         return "fp32"
+    if rows is None:
+        rows = PACKED_ROWS if packed_gemm is not None else PLAIN_ROWS
     g = torch.Generator().manual_seed(0)
     shapes = [(3 * d_model, d_model), (d_model, d_model), (d_model, d_model), (d_ff, d_model), (d_model, d_ff),
               (vocab, d_model)]

@@ -98,14 +98,28 @@ def test_auto_takes_bf16_where_it_measured_clearly_faster(run, monkeypatch, fake
 def test_auto_times_the_gemms_of_the_step_that_will_decode(run, monkeypatch, fake_tuner, step, packed):
     """Where the captured step can be built (and is not forced off), bf16 is timed through oneDNN's packed GEMMs,
     what a bf16 package runs (ATen's plain bf16 GEMM chose fp32 on a Xeon where the captured bf16 step ran 1.4-2.1x
-    the fp32 one); the eager step's rule times ATen's. Two decisions, two records. The work runs (a fake clock
-    reports the seconds), so the private ops are called as the rule calls them wherever this torch has them."""
+    the fp32 one), at a batch's rows only (at 1 and 32 rows the packed witness read a tie with 2 threads while the
+    packages ran 1.2-2.3x faster in bf16); the eager step's rule times ATen's at 1 and 32 rows. Two decisions, two
+    records. The work runs (a fake clock reports the seconds), so the private ops are called as the rule calls them
+    wherever this torch has them."""
     clock = fake_tuner(fp32=1.0, bf16=0.5)
     monkeypatch.setattr(autotune, "cpu_flags", lambda: WITH_AMX)
     monkeypatch.setattr(captured, "unavailable", lambda model: None)  # a compiler and a covered model
+    rows_packed: list[int] = []
+    real = torch_engine.packed_gemm
+
+    def recording(weight):
+        gemm = real(weight)
+        return lambda x: (rows_packed.append(x.size(0)), gemm(x))[1]
+
+    monkeypatch.setattr(torch_engine, "packed_gemm", recording)
     assert Translator(run, run.decoding.pick(step=step)).backend.dtype == "bf16"
     keys = [k for k in autotune.TUNER._read() if "decode-dtype" in k]
-    assert len(keys) == 1 and ('"packed"' in keys[0]) == (packed and packing.packing_available(torch.bfloat16))
+    packed = packed and packing.packing_available(torch.bfloat16)
+    assert len(keys) == 1 and ('"packed"' in keys[0]) == packed
+    rows = [32] if packed else [1, 32]
+    assert f", {rows}".replace(" ", "") in keys[0].replace(" ", "")  # the rows are in the key: a new rule re-measures
+    assert set(rows_packed) == ({32} if packed else set())  # the packed GEMMs ran at a batch's rows only
     assert clock.calls.count("bf16") >= 2  # a warm-up and the timed calls
 
 
