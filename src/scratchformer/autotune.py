@@ -34,11 +34,12 @@ ENV = "SCRATCHFORMER_AUTOTUNE"
 MARGIN = 1.10  # a candidate must run the measured work >= 10% faster than the default to replace it
 REPEATS = 5  # timed calls per candidate (after one warm-up call); the minimum counts
 _VERSION = 1  # of the cache file's layout
-PLAIN_ROWS = (1, 32)  # rows at which decoding's dtype rule times ATen's GEMMs (the eager step's): one sentence, a batch
-# ... and oneDNN's packed bf16 GEMMs (a package's): a batch only. From Python, the packed op costs ~28 us a call at
-# one row (fp32's plain GEMM ~8 us), which made the witness at 1 and 32 rows a tie (1.05x, 2 threads, this Xeon:
-# fp32 chosen) while the cached packages ran 1.2x (1 sentence), 1.5x (4) and 1.9-2.3x (32) faster in bf16; at 32 rows
-# it reads 1.35-1.75x, as the packages do (docs/performance.md, "bf16 decoding").
+# The rows at which decoding's dtype rule (decoding_dtype) times one step's GEMMs. The eager step's witness, ATen's
+# GEMMs: one sentence and a batch. A package's witness, oneDNN's packed bf16 GEMMs: a batch only. Called from Python
+# the packed op costs ~28 us at one row (fp32's plain GEMM ~8 us), so at 1 and 32 rows the witness read a tie (1.05x
+# with 2 threads on a Xeon with AMX: fp32 chosen) while the cached packages ran 1.2x (1 sentence), 1.5x (4) and
+# 1.9-2.3x (32) faster in bf16; at 32 rows alone it reads 1.4-2.3x, as the packages do (docs/performance.md).
+PLAIN_ROWS = (1, 32)
 PACKED_ROWS = (32,)
 
 Measure = Callable[[str, Callable[[], object]], float]  # (candidate name, its work) -> seconds for one call
