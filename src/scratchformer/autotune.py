@@ -348,7 +348,7 @@ def training_dtype(d_model: int, d_ff: int, device: torch.device, rows: int = 20
     return choose("train-dtype", [d_model, d_ff, rows], {"fp32": step(None), "bf16": step(torch.bfloat16)}, "fp32")
 
 
-def decoding_dtype(d_model: int, d_ff: int, vocab: int, rows: tuple[int, ...] | None = None,
+def decoding_dtype(d_model: int, d_ff: int, vocab: int,
                    packed_gemm: Callable[[torch.Tensor], Callable[[torch.Tensor], torch.Tensor]] | None = None) -> str:
     """"bf16" or "fp32" for decoding's `dtype: auto`: one decoding step's GEMMs (the stacked q/k/v, the other
     attention projections, the FFN and the output layer) at each of `rows`, with fp32 weights and with bf16 ones,
@@ -356,13 +356,11 @@ def decoding_dtype(d_model: int, d_ff: int, vocab: int, rows: tuple[int, ...] | 
     weight -> its GEMM for bf16 (packing.packed_gemm: oneDNN's packed GEMM, which inductor's weight prepack gives a
     bf16 package; ATen's plain bf16 GEMM is 1.5-2x slower at one row on a Xeon with AMX, and was the wrong witness:
     it chose fp32 with 2 threads while the captured bf16 step ran 1.4-2.1x the fp32 one); fp32 through plain GEMMs
-    either way. rows (None: the step's own): the packed witness times a batch's rows only (PACKED_ROWS), the plain
-    one 1 and 32 (PLAIN_ROWS). Without AVX512-BF16 or AMX: fp32 without timing (bf16 is emulated there, and
-    slower)."""
+    either way. The rows timed: a batch's for the packed witness (PACKED_ROWS), 1 and 32 for the plain one
+    (PLAIN_ROWS). Without AVX512-BF16 or AMX: fp32 without timing (bf16 is emulated there, and slower)."""
     if not has_bf16():
         return "fp32"
-    if rows is None:
-        rows = PACKED_ROWS if packed_gemm is not None else PLAIN_ROWS
+    rows = PACKED_ROWS if packed_gemm is not None else PLAIN_ROWS
     g = torch.Generator().manual_seed(0)
     shapes = [(3 * d_model, d_model), (d_model, d_model), (d_model, d_model), (d_ff, d_model), (d_model, d_ff),
               (vocab, d_model)]
