@@ -25,7 +25,7 @@ from scratchformer.data.tokenizers import train_tokenizer
 from scratchformer.runs import save_weights, write_json
 
 THREADS_VAR = "SCRATCHFORMER_TEST_THREADS"
-os.environ.setdefault("SCRATCHFORMER_AUTOTUNE", "0")  # no timing in tests, no cache written to the home folder
+os.environ.setdefault("SCRATCHFORMER_AUTOTUNE", "0")  # no timing in tests (caches: _session_cache)
 
 # Test ids (prefixes, relative to the repository root) that get the `kernels` marker.
 KERNELS = (
@@ -51,6 +51,22 @@ def _test_threads() -> int:
 
 def pytest_configure(config: pytest.Config) -> None:
     torch.set_num_threads(_test_threads())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache(tmp_path_factory):
+    """XDG_CACHE_HOME in the session's temporary folder (pytest keeps the last three sessions'), one for all the
+    pytest-xdist workers of the session (a step compiled by one is found by the other): every cache of ours, the
+    compiled steps and torch's build cache under them included, and those of the CLI processes the tests start,
+    is written there, never in the home folder, where each run used to add its compiles and unpacked packages for
+    good. A cold build cache costs the session's compiles about 20 s."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "xdg-cache"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    patch = pytest.MonkeyPatch()
+    patch.setenv("XDG_CACHE_HOME", str(folder))
+    yield
+    patch.undo()
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects

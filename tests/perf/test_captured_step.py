@@ -80,6 +80,8 @@ def test_greedy_tokens_and_logits_equal_the_eager_step(run, package, monkeypatch
     fast = greedy_decode(run.model, src, hold, captured=captured.CapturedDecoder(captured.load_step(package)),
                          return_logits=True)
     assert fast.tokens == eager.tokens
+    unpacked = autotune.user_cache_root() / "inductor" / "tmp"  # the package's libraries run, their copy is gone
+    assert not [p.name for p in unpacked.iterdir() if p.name.startswith(("unpack-", "aotinductor_"))]
     lengths = sorted(map(len, fast.tokens))
     assert lengths[0] > 12 and lengths[0] < lengths[-1]  # grown twice; sentences end apart
     torch.testing.assert_close(fast.logits, eager.logits, rtol=0, atol=1e-5)
@@ -188,6 +190,29 @@ def test_step_captured_compiles_once_into_the_private_cache_and_auto_then_uses_i
     monkeypatch.setattr(autotune.TUNER, "recorded", lambda decision, shapes: "captured" if shapes == key else None)
     auto = Translator(run, options.pick(step="auto"))
     assert auto.backend.captured(1) is not None and auto.translate(TEXTS) == first and len(compiles) == 3
+
+
+def test_a_compile_over_the_cache_limit_removes_the_package_used_longest_ago_and_says_so(run, fake_compiles,
+                                                                                        private_home, monkeypatch,
+                                                                                        capsys):
+    monkeypatch.setattr(autotune, "TUNER", autotune.Tuner(private_home / "autotune.json"))
+    monkeypatch.setenv("SCRATCHFORMER_CACHE_LIMIT_GB", "0")  # keep only the step compiled last
+    options = run.decoding.pick(beam=1, step="captured")
+    first = Translator(run, options).translate(TEXTS)
+    root = private_home / "cache" / "scratchformer"
+    (old,) = root.glob("captured-*")
+    assert "removed" not in capsys.readouterr().err
+    Translator(run, options.pick(dtype="bf16")).translate(TEXTS)  # another package (its stamp names the dtype)
+    (new,) = root.glob("captured-*")
+    err = capsys.readouterr().err
+    assert new != old and "removed the 1 cached folder(s) used longest ago" in err and "LIMIT_GB=0" in err
+    assert "failed" not in err
+    assert Translator(run, options.pick(dtype="bf16")).translate(TEXTS) and len(fake_compiles) == 6  # kept: loaded
+    assert Translator(run, options).translate(TEXTS) == first and len(fake_compiles) == 9  # the removed one: remade
+    monkeypatch.setenv("SCRATCHFORMER_CACHE_LIMIT_GB", "lots")
+    Translator(run, options.pick(dtype="bf16")).translate(TEXTS)  # removed above: compiles, and the bad value says so
+    err = capsys.readouterr().err
+    assert "SCRATCHFORMER_CACHE_LIMIT_GB='lots'" in err and "eager step" in err and len(fake_compiles) == 9
 
 
 def test_plain_weights_compile_the_step_for_any_rows_unpacked_and_still_a_tuned_one(run, fake_compiles,

@@ -107,3 +107,51 @@ def test_a_half_written_export_left_by_a_killed_process_is_ignored(tmp_path, hom
     (folder / "model.bin").write_bytes(b"changed")
     export(run, write)
     assert not old.exists() and (run / "export" / ".ctranslate2.k1ll3d").exists()
+
+
+# -- the bound: SCRATCHFORMER_CACHE_LIMIT_GB ------------------------------------------------------------------
+def _private(name: str, size: int) -> Path:
+    def write(folder: Path) -> None:
+        (folder / "step.pt2").write_bytes(b"\0" * size)
+
+    return cache.private_cache(name, {"name": name}, write)
+
+
+def test_the_least_recently_used_folders_go_until_the_cache_is_within_its_limit(home, monkeypatch):
+    monkeypatch.setenv(cache.LIMIT_VAR, str(2.5 * 2**20 / 2**30))  # 2.5 MiB
+    mib = 2**20
+    folders = [_private(f"captured-{i}", mib) for i in range(3)]
+    for age, folder in zip((400, 300, 200), folders):  # last used: 0 longest ago, then 1, then 2
+        os.utime(folder / cache.CONTENT, (os.path.getmtime(folder) - age,) * 2)
+    root = cache.user_cache_dir()
+    (root / "autotune.json").write_text("{}")  # not a cached folder: never counted nor removed
+    (root / "inductor").mkdir()
+    (root / ".captured-9.abcd").mkdir()  # another process's folder, being written
+    (root / ".captured-9.abcd" / cache.CONTENT).write_text("{}")
+    assert cache.find_private("captured-0", {"name": "captured-0"}) == folders[0]  # a use: now the newest
+    newest = _private("captured-3", mib)
+    removed = cache.trim(newest)
+    assert [p.name for p, _ in removed] == ["captured-1", "captured-2"]  # 0 was used since; 3 was just made
+    assert all(mib <= size < mib + 4096 for _, size in removed)  # the package and its content record
+    left = {p.name for p in root.iterdir()}
+    assert left == {"captured-0", "captured-3", "autotune.json", "inductor", ".captured-9.abcd"}
+
+
+def test_the_folder_just_made_stays_even_over_the_limit_and_a_link_is_never_followed(tmp_path, home, monkeypatch):
+    monkeypatch.setenv(cache.LIMIT_VAR, "0")
+    outside = tmp_path / "precious"
+    outside.mkdir()
+    (outside / cache.CONTENT).write_text("{}")
+    (outside / "keep.bin").write_bytes(b"mine")
+    old = _private("captured-old", 10)
+    (cache.user_cache_dir() / "captured-link").symlink_to(outside)
+    new = _private("captured-new", 10)
+    assert [p for p, _ in cache.trim(new)] == [old]
+    assert new.is_dir() and (outside / "keep.bin").read_bytes() == b"mine"
+
+
+@pytest.mark.parametrize("value", ["lots", "-1", "nan", "inf"])
+def test_a_bad_limit_is_one_line_naming_the_variable(home, monkeypatch, value):
+    monkeypatch.setenv(cache.LIMIT_VAR, value)
+    with pytest.raises(ConfigError, match=f"{cache.LIMIT_VAR}=.*a number >= 0"):
+        cache.limit_bytes()

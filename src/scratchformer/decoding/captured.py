@@ -289,7 +289,7 @@ def load_step(package_path: Path) -> Callable[..., Tensor]:
     a step (a fifth of a one-row step). The inputs are already flat tensors in the exported order; a package of one
     output (the step) returns that tensor, one of several (the encoder's) their list. A torch whose package object
     lacks that loader gets the package's own call."""
-    with inductor_home():  # the loader's own vector-ISA check compiles and loads too
+    with inductor_home(unpack=True):  # its own folder, removed once loaded; the loader's vector-ISA check too
         compiled = torch._inductor.aoti_load_package(str(package_path))
     loader = getattr(compiled, "loader", None)
     if loader is None or not hasattr(loader, "boxed_run") or not hasattr(loader, "get_call_spec"):

@@ -1,16 +1,32 @@
 """Where torch compiles and loads the captured decoding step (decoding/captured.py) for us: this user's own
-cache, never a shared temporary folder.
+cache, never a shared temporary folder; and what is left there afterwards.
 
 AOTInductor compiles, builds its vector-ISA probes and loads through `torch._inductor`'s cache folder, which is
 tempfile's /tmp/torchinductor_<user> unless TORCHINDUCTOR_CACHE_DIR says otherwise, and torch checks neither who
 owns it nor who may write it: an account that makes that folder first can plant libraries that we would load.
-`inductor_home()` points torch at <user cache>/inductor instead, after checking it.
+`inductor_home()` points torch at <user cache>/inductor instead, after checking it. Its precompiled headers too:
+torch fixes their folder (tempfile's torchinductor_<user>/precompiled_headers) when its codecache is first imported,
+which a library user's own torch.compile, or `train --compile`, may do before we run; a header planted there would
+be compiled into our code.
+
+    <user cache>/inductor/            torch's build cache (TORCHINDUCTOR_CACHE_DIR)
+      precompiled_headers/            its precompiled headers, whenever its codecache was imported
+      tmp/                            TMPDIR and tempfile's folder while torch works for us
+        unpack-XXXX/                  one package load's unpacked libraries, removed when the load returns
+
+A package is unpacked (17-55 MB) for each load, and torch removes that copy only when the loaded step is freed,
+which a CLI process that exits, or a server stopped by a signal, never does: each load gets its own folder, removed
+as soon as the libraries are mapped (Linux keeps a removed library mapped). What a killed process left there (and
+earlier versions' `aotinductor_*` copies and `torchinductor_<user>` headers) is removed by the next load once it
+is a day old.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,33 +35,60 @@ from scratchformer import autotune
 from scratchformer.errors import ConfigError
 
 INDUCTOR = "inductor"  # under this user's cache: where torch compiles and loads for us
+HEADERS = "precompiled_headers"  # under it: torch's precompiled headers
+UNPACK = "unpack-"  # under its tmp/: one package load's folder
+LEFTOVERS = (UNPACK, "aotinductor_", "torchinductor_")  # in tmp/: what killed loads left (aotinductor_: torch's own
+#                                                        name), and earlier versions' precompiled headers
+STALE_SECONDS = 24 * 3600  # a load's folder this old belongs to no running process
 
 
 def private_inductor() -> Path:
     """<user cache>/inductor, checked (and its tmp/), made torch's TORCHINDUCTOR_CACHE_DIR for the rest of the
-    process (torch reads it on each use, a lazy torch.compile's too): what `train` with compile calls first."""
+    process (torch reads it on each use, a lazy torch.compile's too), and its precompiled headers' folder: what
+    `train` with compile calls first."""
     root = autotune.user_cache_root()
     folder = root / INDUCTOR
-    for level in (root, folder, folder / "tmp"):
+    for level in (root, folder, folder / "tmp", folder / HEADERS):
         try:
             autotune.private_dir(level)
         except OSError as e:
             raise ConfigError(f"the cache folder {level} is {e.strerror or e}" if e.strerror == autotune.NOT_PRIVATE
                               else f"cannot make the cache folder {level} ({e.strerror or e})") from None
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
+    _own_headers(folder / HEADERS)
     return folder
 
 
+def _own_headers(headers: Path) -> None:
+    """torch's precompiled headers in `headers`: its codecache fixed their folder under tempfile's folder of the
+    moment it was imported (module constants, read on each compile). A torch without those constants gets no
+    precompiled headers from us: slower compiles, never a header from somewhere else."""
+    import torch._inductor.codecache as codecache
+    import torch._inductor.config as inductor_config
+
+    if isinstance(getattr(codecache, "_HEADER_DIR", None), str) and hasattr(codecache, "_HEADER_LOCK_DIR"):
+        codecache._HEADER_DIR = str(headers)
+        codecache._HEADER_LOCK_DIR = str(headers / "locks")
+    else:
+        inductor_config.cpp_cache_precompile_headers = False
+        inductor_config.aot_inductor.precompile_headers = False
+
+
 @contextmanager
-def inductor_home() -> Iterator[Path]:
+def inductor_home(unpack: bool = False) -> Iterator[Path]:
     """For the block, torch compiles and loads in <user cache>/inductor (TORCHINDUCTOR_CACHE_DIR, for good) and
     takes its temporary files from <user cache>/inductor/tmp (TMPDIR and tempfile's, for its compiler and its
     vector-ISA check subprocesses too): never tempfile's /tmp/torchinductor_<user>, which another account can make
     and plant libraries in. Each level is checked first (autotune.private_dir: a real folder of this user's that
-    nobody else may write); anything else is a one-line ConfigError, and nothing is compiled or loaded."""
+    nobody else may write); anything else is a one-line ConfigError, and nothing is compiled or loaded.
+    unpack (a package load): the temporary folder is a fresh tmp/unpack-XXXX, removed after the block."""
     folder = private_inductor()
+    work = None
+    if unpack:
+        _remove_stale(folder / "tmp")
+        work = tempfile.mkdtemp(prefix=UNPACK, dir=folder / "tmp")
     saved = os.environ.get("TMPDIR"), tempfile.tempdir
-    os.environ["TMPDIR"] = tempfile.tempdir = str(folder / "tmp")
+    os.environ["TMPDIR"] = tempfile.tempdir = work or str(folder / "tmp")
     try:
         yield folder
     finally:
@@ -54,3 +97,20 @@ def inductor_home() -> Iterator[Path]:
         else:
             os.environ["TMPDIR"] = saved[0]
         tempfile.tempdir = saved[1]
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _remove_stale(tmp: Path) -> None:
+    """The load folders (ours and torch's own) a killed process left in `tmp`, once a day old. Only real folders
+    of those names: tmp/ is checked as this user's alone, and rmtree never follows a link inside."""
+    now = time.time()
+    for entry in tmp.iterdir():
+        if not entry.name.startswith(LEFTOVERS):
+            continue
+        try:
+            info = entry.lstat()
+            if os.path.isdir(entry) and not entry.is_symlink() and now - info.st_mtime > STALE_SECONDS:
+                shutil.rmtree(entry, ignore_errors=True)
+        except OSError:
+            pass

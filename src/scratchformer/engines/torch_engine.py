@@ -46,11 +46,11 @@ from scratchformer.config.decoding import DecodingOptions
 from scratchformer.decoding import captured
 from scratchformer.decoding.packing import linears_under, packed_gemm, packing_available, should_pack
 from scratchformer.decoding.search import TorchSearch
-from scratchformer.errors import N_
+from scratchformer.errors import N_, localized
 from scratchformer.export.formats import weights_digest
 from scratchformer.i18n import _
 from scratchformer.runs import Run
-from scratchformer.runs.cache import find_private, private_cache, user_cache_dir
+from scratchformer.runs.cache import LIMIT_VAR, find_private, limit_bytes, private_cache, trim, user_cache_dir
 
 PACKAGE = "step.pt2"  # any row count
 SMALL = "small_step.pt2"  # tuned for few rows (captured.by_rows)
@@ -223,7 +223,7 @@ class CapturedStepCache:
                 return self._measure(small, large, encoder, beam)  # the saving; only a call that could pay for a
             #                                                        compile waits for it (serve's start-up, a big file)
         except Exception as e:  # noqa: BLE001 - any failure of the optional fast path: the eager step, one line
-            first = (str(e).splitlines() or [""])[0][:160]
+            first = (localized(e, _).splitlines() or [""])[0][:160]  # ours in the user's language, torch's as is
             say(N_("the captured decoding step failed ({kind}: {first}); decoding with the eager step"),
                 kind=type(e).__name__, first=first)
             return None
@@ -252,6 +252,7 @@ class CapturedStepCache:
         return ok
 
     def _compile(self, name: str, stamp: dict[str, Any], beam: int) -> Path:
+        limit_bytes()  # a bad SCRATCHFORMER_CACHE_LIMIT_GB is one line before the compile, not after it
         step = captured.StaticStep.for_model(self.model, beam)
         say(N_("compiling the decoding step for {beam} row(s) per sentence with AOTInductor (once; about "
                "{minutes:.0f} minute(s)) into {folder}"), beam=beam, minutes=self.pays(beam, 0)[1] / 60,
@@ -274,6 +275,11 @@ class CapturedStepCache:
         folder = private_cache(name, stamp, write)
         seconds = time.perf_counter() - start
         say(N_("compiled in {seconds:.0f} s"), seconds=seconds)
+        removed = trim(folder)
+        if removed:
+            say(N_("removed the {n} cached folder(s) used longest ago ({mb:.0f} MB) to keep the cache within "
+                   "{var}={gb:g}"), n=len(removed), mb=sum(size for _, size in removed) / 2**20, var=LIMIT_VAR,
+                gb=limit_bytes() / 2**30)
         autotune.record("decode-compile", self.shapes(beam), {"seconds": round(seconds, 1)})
         autotune.tally("decode-eager-tokens", self.shapes(beam), 0, restart=True)  # paid: the count starts again
         return folder

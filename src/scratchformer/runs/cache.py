@@ -12,14 +12,20 @@ shared, predictable temporary path someone else could plant).
 
 Written beside its final name and renamed (atomic): never half a cache. A half-written `.NAME.XXXX` folder left by
 a killed export is ignored (and removed once it is a day old); another process that got there first is fine.
+
+Bounded: each use marks a folder of this user's cache as used (the mtime of its content record), and each new
+compiled step removes the least recently used of them until they hold SCRATCHFORMER_CACHE_LIMIT_GB (default 2)
+or less (`trim`). They are remade on demand; the decoding step compiled last always stays.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,6 +43,8 @@ N_("not a folder of yours that only you can write (a link, another owner, or gro
 
 CONTENT = ".content.json"
 STALE_SECONDS = 24 * 3600  # a partial export this old belongs to no running process
+LIMIT_VAR = "SCRATCHFORMER_CACHE_LIMIT_GB"  # the most the cache's compiled steps and exports hold together
+DEFAULT_LIMIT_GB = 2.0  # ~36 sets of the shipped model's three packages (55 MB)
 
 
 def user_cache_dir() -> Path:
@@ -129,6 +137,69 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def limit_bytes() -> int:
+    """SCRATCHFORMER_CACHE_LIMIT_GB in bytes (default 2 GB; 0 keeps only the step compiled last)."""
+    raw = os.environ.get(LIMIT_VAR, "").strip()
+    try:
+        gb = float(raw) if raw else DEFAULT_LIMIT_GB
+    except ValueError:
+        gb = -1.0
+    if not (math.isfinite(gb) and gb >= 0):
+        raise ConfigError(N_("{var}={value!r}: give the gigabytes of compiled decoding steps and exports the cache "
+                             "folder may keep, a number >= 0 (default {default:g}), or unset it"),
+                          var=LIMIT_VAR, value=raw, default=DEFAULT_LIMIT_GB)
+    return int(gb * 2**30)
+
+
+def _mark_used(folder: Path) -> None:
+    """The last use of a folder of this user's cache, read by `trim`: its content record's mtime (a run folder's
+    export is never touched)."""
+    if folder.parent == user_cache_root():
+        try:
+            os.utime(folder / CONTENT)
+        except OSError:
+            pass
+
+
+def _size(folder: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(folder):  # never into a link
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def trim(keep: Path) -> list[tuple[Path, int]]:
+    """The least recently used cached folders of this user's cache (compiled steps, exports made there: a real
+    folder whose name does not start with "." and that holds a content record), removed until those left hold the
+    limit (`limit_bytes`) or less; `keep` (the one just made) always stays. Returns what it removed, with sizes."""
+    root = user_cache_dir()
+    limit = limit_bytes()
+    found = []
+    for entry in root.iterdir():
+        if entry.name.startswith(".") or entry == keep:
+            continue
+        try:
+            info, record = entry.lstat(), (entry / CONTENT).lstat()
+        except OSError:
+            continue  # not ours to trim: the autotune records, the vouchers, torch's build folder
+        if stat.S_ISDIR(info.st_mode) and stat.S_ISREG(record.st_mode):
+            found.append((record.st_mtime, entry.name, entry))
+    sizes = {entry: _size(entry) for *_, entry in found}
+    total = sum(sizes.values()) + _size(keep)
+    removed = []
+    for *_, entry in sorted(found):  # oldest use first
+        if total <= limit:
+            break
+        _remove(entry)
+        total -= sizes[entry]
+        removed.append((entry, sizes[entry]))
+    return removed
+
+
 def _clean_stale(parent: Path, name: str) -> None:
     """Partial exports of `name` (.NAME.XXXX) left by killed processes a day ago or more."""
     now = time.time()
@@ -160,7 +231,10 @@ def find_private(name: str, stamp: dict[str, Any]) -> Path | None:
     if not (user_cache_root() / name).is_dir():
         return None
     folder = user_cache_dir() / name  # the owner and mode checks
-    return folder if intact(folder, stamp) else None
+    if not intact(folder, stamp):
+        return None
+    _mark_used(folder)
+    return folder
 
 
 def _cached(folder: Path, name: str, stamp: dict[str, Any], write: Callable[[Path], None],
@@ -168,6 +242,7 @@ def _cached(folder: Path, name: str, stamp: dict[str, Any], write: Callable[[Pat
     """vouched: the folder may lie where others write (a run folder): used only with this user's own record."""
     files = _intact_files(folder, stamp)
     if files is not None and complete(folder) and (not vouched or _vouched(folder, stamp, files)):
+        _mark_used(folder)
         return folder
     _clean_stale(folder.parent, name)
     try:
