@@ -7,7 +7,9 @@ encoder) in the default suite; no timing (benchmarks/bench_decode_paths.py measu
 from __future__ import annotations
 
 import copy
+import os
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -197,10 +199,15 @@ def test_a_compile_over_the_cache_limit_removes_the_package_used_longest_ago_and
                                                                                         capsys):
     monkeypatch.setattr(autotune, "TUNER", autotune.Tuner(private_home / "autotune.json"))
     monkeypatch.setenv("SCRATCHFORMER_CACHE_LIMIT_GB", "0")  # keep only the step compiled last
+    builds, fake = [], captured.compile_step
+    monkeypatch.setattr(captured, "compile_step", lambda step, path, **kwargs: (
+        builds.append(Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])), fake(step, path, **kwargs))[1])
     options = run.decoding.pick(beam=1, step="captured")
     first = Translator(run, options).translate(TEXTS)
     root = private_home / "cache" / "scratchformer"
     (old,) = root.glob("captured-*")
+    assert len(builds) == 2 and builds[0] == builds[1] and builds[0].parent == root / "inductor" / "tmp"
+    assert builds[0].name.startswith("build-") and not builds[0].exists()  # torch's build cache: this compile's own
     assert "removed" not in capsys.readouterr().err
     Translator(run, options.pick(dtype="bf16")).translate(TEXTS)  # another package (its stamp names the dtype)
     (new,) = root.glob("captured-*")

@@ -92,3 +92,30 @@ def test_a_torch_without_the_headers_folder_constant_compiles_without_precompile
         assert inductor_config.cpp_cache_precompile_headers is False
         assert inductor_config.aot_inductor.precompile_headers is False
     assert inductor_config.cpp_cache_precompile_headers is before  # as it was, for the other tests
+
+
+def test_a_compile_builds_in_a_folder_of_its_own_that_goes_when_it_ends(sandbox, monkeypatch, tiny_seq2seq):
+    """torch's copies of the generated sources and libraries (about as large as the packages) are not kept: the
+    packages hold what they need. What a killed compile left goes once a day old, as a killed load's."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    seen = []
+
+    def compile_and_package(exported, package_path, inductor_configs):
+        seen.append(Path(cache_dir()))
+        (Path(cache_dir()) / "kernel.so").write_bytes(b"\0" * 4096)  # as torch leaves its build behind
+        return package_path
+
+    monkeypatch.setattr(torch.export, "export", lambda *args, **kwargs: None)
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", compile_and_package)
+    folder = compile_home.private_inductor()
+    with compile_home.building() as build:
+        captured.compile_step(captured.StaticStep.for_model(tiny_seq2seq(0, 40)), sandbox / "step.pt2")
+        captured.compile_encoder(captured.StaticEncoder(tiny_seq2seq(0, 40)), sandbox / "encoder.pt2")
+        load = Unpacker()
+        monkeypatch.setattr(torch._inductor, "aoti_load_package", load)
+        captured.load_step(sandbox / "step.pt2")  # a load during a compile (serve's thread): its own folder too
+    assert seen == [build, build] and build.parent == folder / "tmp" and build.name.startswith(compile_home.BUILD)
+    assert not build.exists() and not load.folders[0].exists()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(folder)  # later compiles and loads: the shared cache
+    assert {p.name for p in folder.iterdir()} == {"tmp", compile_home.HEADERS} and not list((folder / "tmp").iterdir())

@@ -13,6 +13,7 @@ be compiled into our code.
       precompiled_headers/            its precompiled headers, whenever its codecache was imported
       tmp/                            TMPDIR and tempfile's folder while torch works for us
         unpack-XXXX/                  one package load's unpacked libraries, removed when the load returns
+        build-XXXX/                   one compile's build cache (`building`), removed when it ends
 
 A package is unpacked (17-55 MB) for each load, and torch removes that copy only when the loaded step is freed,
 which a CLI process that exits, or a server stopped by a signal, never does: each load gets its own folder, removed
@@ -32,31 +33,57 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from scratchformer import autotune
-from scratchformer.errors import ConfigError
+from scratchformer.errors import N_, ConfigError, Message
 
 INDUCTOR = "inductor"  # under this user's cache: where torch compiles and loads for us
 HEADERS = "precompiled_headers"  # under it: torch's precompiled headers
 UNPACK = "unpack-"  # under its tmp/: one package load's folder
-LEFTOVERS = (UNPACK, "aotinductor_", "torchinductor_")  # in tmp/: what killed loads left (aotinductor_: torch's own
-#                                                        name), and earlier versions' precompiled headers
-STALE_SECONDS = 24 * 3600  # a load's folder this old belongs to no running process
+BUILD = "build-"  # under its tmp/: one compile's build cache
+LEFTOVERS = (UNPACK, BUILD, "aotinductor_", "torchinductor_")  # in tmp/: what killed loads and compiles left
+#                                    (aotinductor_: torch's own name), and earlier versions' precompiled headers
+STALE_SECONDS = 24 * 3600  # a load's or compile's folder this old belongs to no running process
+
+
+_building: list[str] = []  # the build folder of the compile under way (`building`), if any
 
 
 def private_inductor() -> Path:
     """<user cache>/inductor, checked (and its tmp/), made torch's TORCHINDUCTOR_CACHE_DIR for the rest of the
-    process (torch reads it on each use, a lazy torch.compile's too), and its precompiled headers' folder: what
-    `train` with compile calls first."""
+    process (torch reads it on each use, a lazy torch.compile's too; during `building`, that block's own folder),
+    and its precompiled headers' folder: what `train` with compile calls first."""
     root = autotune.user_cache_root()
     folder = root / INDUCTOR
     for level in (root, folder, folder / "tmp", folder / HEADERS):
         try:
             autotune.private_dir(level)
         except OSError as e:
-            raise ConfigError(f"the cache folder {level} is {e.strerror or e}" if e.strerror == autotune.NOT_PRIVATE
-                              else f"cannot make the cache folder {level} ({e.strerror or e})") from None
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
+            if e.strerror == autotune.NOT_PRIVATE:
+                raise ConfigError(N_("the cache folder {root} is {NOT_PRIVATE}"), root=level,
+                                  NOT_PRIVATE=Message(autotune.NOT_PRIVATE)) from None
+            raise ConfigError(N_("cannot make the cache folder {root} ({value}): set XDG_CACHE_HOME to a folder of "
+                                 "yours"), root=level, value=e.strerror or e) from None
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = _building[-1] if _building else str(folder)
     _own_headers(folder / HEADERS)
     return folder
+
+
+@contextmanager
+def building() -> Iterator[Path]:
+    """For the block (one compile of a model's packages), torch's build cache is a fresh folder of its own,
+    tmp/build-XXXX, removed after it: the packages hold all they need, and torch's copies of the generated sources
+    and libraries (about as large as the packages, 30 MB for the shipped model's) would otherwise stay for good.
+    The precompiled headers stay shared."""
+    folder = private_inductor()
+    _remove_stale(folder / "tmp")
+    work = tempfile.mkdtemp(prefix=BUILD, dir=folder / "tmp")
+    _building.append(work)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = work
+    try:
+        yield Path(work)
+    finally:
+        _building.remove(work)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = _building[-1] if _building else str(folder)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _own_headers(headers: Path) -> None:

@@ -44,6 +44,7 @@ import torch
 from scratchformer import autotune
 from scratchformer.config.decoding import DecodingOptions
 from scratchformer.decoding import captured
+from scratchformer.decoding.compile_home import building
 from scratchformer.decoding.packing import linears_under, packed_gemm, packing_available, should_pack
 from scratchformer.decoding.search import TorchSearch
 from scratchformer.errors import N_, localized
@@ -272,7 +273,8 @@ class CapturedStepCache:
                     seconds=time.perf_counter() - start)
                 make(tmp / file)
 
-        folder = private_cache(name, stamp, write)
+        with building():  # torch's build cache for these packages alone, removed after them
+            folder = private_cache(name, stamp, write)
         seconds = time.perf_counter() - start
         say(N_("compiled in {seconds:.0f} s"), seconds=seconds)
         removed = trim(folder)
